@@ -1,0 +1,1 @@
+"""P4Runtime controller: pipeline push, forwarding, link capacities and schedules, telemetry."""

@@ -1,0 +1,1 @@
+"""Sender algorithms, one module each, behind hosts/cc/base.py."""

@@ -1,0 +1,169 @@
+"""The one narrow interface between the transport and a sender algorithm.
+
+Modelled on Linux's ``struct tcp_congestion_ops``: the transport
+(:mod:`bwn.hosts.transport`) owns sequence numbers, loss detection (duplicate
+ACK counting, the recovery point of RFC 6582, the RFC 6298 timer) and
+retransmission; the algorithm owns every number that decides *how much* to send:
+``cwnd``, ``ssthresh`` and the pacing rate, all held in :class:`CcState`.
+
+The transport calls, for each event, exactly one callback:
+
+====================  =========================================================
+event                 callback
+====================  =========================================================
+flow starts           :meth:`CongestionControl.on_init`
+segment sent          :meth:`CongestionControl.on_packet_sent`
+new cumulative ACK    :meth:`CongestionControl.on_ack` (outside recovery)
+partial ACK           :meth:`CongestionControl.on_partial_ack` (in recovery)
+duplicate ACK         :meth:`CongestionControl.on_dupack` (always, also in recovery)
+3rd duplicate ACK     :meth:`CongestionControl.on_enter_recovery`
+full ACK              :meth:`CongestionControl.on_exit_recovery`
+RTO expiry            :meth:`CongestionControl.on_timeout`
+every ACK             :meth:`CongestionControl.on_feedback` (before the above,
+                      with the BWN echo section the ACK carried)
+====================  =========================================================
+
+Units: ``cwnd`` and ``ssthresh`` are in segments of ``mss_bytes`` (floats, as
+in the papers, which count packets); the transport may send while
+``bytes_in_flight < cwnd * mss_bytes``. ``pacing_rate_bps`` (bits per second)
+limits the sending rate when set; a rate-based algorithm (OBP) sets it and keeps
+``cwnd`` large. Times are integer microseconds from a monotonic clock.
+
+The defaults below are NewReno (RFC 5681 slow start and congestion avoidance,
+RFC 6582 fast recovery), so a module overrides only what its paper changes.
+"""
+from __future__ import annotations
+
+from abc import ABC
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal, Optional
+
+INITIAL_CWND_SEGMENTS = 2.0  # RFC 5681 IW for SMSS > 2190... we use 2, as the papers' NS-2 runs
+MIN_CWND_SEGMENTS = 1.0
+SSTHRESH_INFINITE = float("inf")
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """The BWN echo section of one ACK (docs/wire-format.md); ``None`` fields are unset."""
+
+    hop_count: int
+    ebn_code: Optional[int]          # 0..254, None if unset
+    narrow_kbps: Optional[int]       # None if unset
+    tight_kbps: Optional[int]        # signed; None if unset
+
+
+@dataclass(frozen=True)
+class AckInfo:
+    """What the transport learned from one ACK."""
+
+    now_us: int
+    ack_seq: int                     # cumulative ACK (next byte expected)
+    acked_bytes: int                 # bytes newly acknowledged (0 for a dup ACK)
+    rtt_sample_us: Optional[int]     # from the echoed data timestamp (Karn: None for retransmits)
+    ack_send_time_us: Optional[int]  # receiver's clock when it sent this ACK (SARBE)
+    feedback: Optional[Feedback]
+    dupacks: int                     # consecutive duplicate ACKs so far (0 for a new ACK)
+
+
+@dataclass(frozen=True)
+class SentSegment:
+    now_us: int
+    seq: int
+    size_bytes: int
+    is_retransmit: bool
+
+
+@dataclass
+class CcState:
+    """Congestion state shared by the transport (reads) and the algorithm (writes)."""
+
+    mss_bytes: int
+    cwnd: float = INITIAL_CWND_SEGMENTS
+    ssthresh: float = SSTHRESH_INFINITE
+    pacing_rate_bps: Optional[float] = None
+    # Maintained by the transport; algorithms read them.
+    now_us: int = 0
+    bytes_in_flight: int = 0
+    delivered_bytes: int = 0
+    srtt_us: Optional[float] = None
+    min_rtt_us: Optional[int] = None
+    latest_rtt_us: Optional[int] = None
+    in_recovery: bool = False
+    recovery_point: int = 0          # highest seq sent when recovery started (RFC 6582 "recover")
+    max_cwnd: float = 1e6            # receive-window bound, in segments
+    # The algorithm's own estimate, for the flow log (bits per second or None).
+    estimate_bps: Optional[float] = None
+    extra: dict = field(default_factory=dict)  # algorithm-specific values to log
+
+    @property
+    def flight_segments(self) -> float:
+        return self.bytes_in_flight / self.mss_bytes
+
+    def clamp(self) -> None:
+        """Keep cwnd within [1, max_cwnd] segments and ssthresh >= 2 segments."""
+        self.cwnd = min(max(self.cwnd, MIN_CWND_SEGMENTS), self.max_cwnd)
+        if self.ssthresh != SSTHRESH_INFINITE:
+            self.ssthresh = max(self.ssthresh, 2.0)
+
+
+class CongestionControl(ABC):
+    """NewReno by default; subclasses override what their paper changes."""
+
+    name: ClassVar[str] = "newreno"
+    # "newreno": partial ACKs keep the flow in recovery (RFC 6582);
+    # "reno": the first new ACK ends recovery (RFC 5681).
+    recovery_style: ClassVar[Literal["newreno", "reno"]] = "newreno"
+    rate_based: ClassVar[bool] = False
+
+    def on_init(self, st: CcState) -> None:
+        st.cwnd = INITIAL_CWND_SEGMENTS
+        st.ssthresh = SSTHRESH_INFINITE
+
+    def on_packet_sent(self, st: CcState, seg: SentSegment) -> None:
+        pass
+
+    def on_feedback(self, st: CcState, ack: AckInfo) -> None:
+        pass
+
+    def on_ack(self, st: CcState, ack: AckInfo) -> None:
+        self.reno_increase(st, ack.acked_bytes)
+
+    def on_dupack(self, st: CcState, ack: AckInfo) -> None:
+        # RFC 6582 step 4: each further duplicate ACK inflates cwnd by one segment.
+        if st.in_recovery:
+            st.cwnd += 1.0
+
+    def ssthresh_after_loss(self, st: CcState) -> float:
+        # RFC 5681 eq. (4): ssthresh = max(FlightSize / 2, 2 * SMSS)
+        return max(st.flight_segments / 2.0, 2.0)
+
+    def on_enter_recovery(self, st: CcState) -> None:
+        # RFC 6582 step 3 (RFC 5681 fast retransmit): cwnd = ssthresh + 3 * SMSS
+        st.ssthresh = self.ssthresh_after_loss(st)
+        st.cwnd = st.ssthresh + 3.0
+
+    def on_partial_ack(self, st: CcState, ack: AckInfo) -> None:
+        # RFC 6582 step 5: deflate by the amount acked, add back one SMSS.
+        st.cwnd = max(st.cwnd - ack.acked_bytes / st.mss_bytes + 1.0, 1.0)
+
+    def on_exit_recovery(self, st: CcState, ack: AckInfo) -> None:
+        # RFC 6582 step 6, option (1): cwnd = min(ssthresh, FlightSize + SMSS)
+        st.cwnd = min(st.ssthresh, st.flight_segments + 1.0)
+
+    def on_timeout(self, st: CcState) -> None:
+        # RFC 5681 eq. (4) and loss window of one segment.
+        st.ssthresh = max(st.flight_segments / 2.0, 2.0)
+        st.cwnd = 1.0
+
+    # -- helpers shared by the algorithms ------------------------------------------
+    @staticmethod
+    def reno_increase(st: CcState, acked_bytes: int) -> None:
+        """RFC 5681 slow start (cwnd += acked, at most 1 SMSS per ACK... counted in
+        segments) and congestion avoidance (cwnd += 1/cwnd per acked segment)."""
+        acked_segments = acked_bytes / st.mss_bytes
+        if st.cwnd < st.ssthresh:
+            st.cwnd += min(acked_segments, 1.0) if acked_segments else 0.0
+        else:
+            st.cwnd += acked_segments / st.cwnd
+        st.cwnd = min(st.cwnd, st.max_cwnd)

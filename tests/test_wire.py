@@ -1,0 +1,118 @@
+"""The wire contract: codec, Scapy layer and the committed vectors agree."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from bwn.wire import (
+    BWN_HEADER_LEN,
+    BWN_UDP_PORT,
+    BwnDecodeError,
+    BwnHeader,
+    ebn_decode_kbps,
+    ebn_encode_kbps,
+    ebn_ratio,
+)
+
+VECTORS = json.loads((Path(__file__).resolve().parents[1] / "docs" / "wire-format-vectors.json").read_text())
+
+
+@pytest.mark.parametrize("vec", VECTORS["header"], ids=lambda v: v["name"][:40])
+def test_codec_matches_vectors(vec):
+    header = BwnHeader(**vec["fields"])
+    assert header.pack().hex() == vec["hex"]
+    assert BwnHeader.unpack(bytes.fromhex(vec["hex"])) == header
+
+
+@pytest.mark.parametrize("vec", VECTORS["header"], ids=lambda v: v["name"][:40])
+def test_scapy_layer_matches_vectors(vec):
+    from scapy.layers.inet import IP, UDP
+    from bwn.scapy_bwn import BWN, to_header
+
+    layer = BWN(**{k: v for k, v in vec["fields"].items()})
+    assert bytes(layer).hex() == vec["hex"]
+    # Dissection from the wire in both directions of the UDP binding.
+    for udp in (UDP(sport=40000, dport=BWN_UDP_PORT), UDP(sport=BWN_UDP_PORT, dport=40000)):
+        pkt = IP(bytes(IP(dst="10.0.0.2") / udp / bytes.fromhex(vec["hex"]) / b"payload"))
+        assert pkt.haslayer(BWN), pkt.summary()
+        assert to_header(pkt[BWN]) == BwnHeader(**vec["fields"])
+        assert bytes(pkt[BWN].payload) == b"payload"
+
+
+def test_ebn_code_vectors_and_definition():
+    for vec in VECTORS["ebn_code"]:
+        assert ebn_encode_kbps(vec["rate_kbps"]) == vec["code"], vec
+    # Hand-computed: 8*log2(100) = 53.15 -> 53; 8*log2(200) = 61.15 -> 61.
+    assert ebn_encode_kbps(100) == 53 and ebn_encode_kbps(200) == 61
+    # Any decoded code re-encodes to itself, and the value is within half a step.
+    for code in range(0, 255):
+        value = ebn_decode_kbps(code)
+        assert ebn_encode_kbps(value) == code
+    assert ebn_decode_kbps(255) is None
+    # Ratios are exact powers of 2^(1/8): one octave is 8 codes.
+    assert ebn_ratio(61, 53) == pytest.approx(2.0)
+    assert ebn_ratio(53, 61) == pytest.approx(0.5)
+    with pytest.raises(ValueError):
+        ebn_ratio(255, 10)
+
+
+def test_invalid_vectors_are_rejected():
+    for vec in VECTORS["invalid"]:
+        with pytest.raises(BwnDecodeError, match=vec["error"]):
+            BwnHeader.unpack(bytes.fromhex(vec["hex"]))
+
+
+@pytest.mark.parametrize("field,value", [("hop_count", 256), ("narrow_kbps", -1),
+                                         ("tight_kbps", 2**31), ("kind", 16), ("ebn_code", True)])
+def test_out_of_range_fields_raise(field, value):
+    with pytest.raises(ValueError, match=field):
+        BwnHeader(**{field: value})
+
+
+def test_stamp_and_echo_semantics():
+    h = BwnHeader()
+    s1 = h.stamped(ebn_code=60, narrow_kbps=10_000, tight_kbps=5_000)
+    s2 = s1.stamped(ebn_code=70, narrow_kbps=200, tight_kbps=-300)
+    assert (s2.hop_count, s2.ebn_code, s2.narrow_kbps, s2.tight_kbps) == (2, 60, 200, -300)
+    ack = BwnHeader(kind=1).with_echo_of(s2)
+    assert ack.echo_valid and ack.echo_tight_kbps == -300 and ack.echo_hop_count == 2
+    assert len(ack.pack()) == BWN_HEADER_LEN
+
+
+def _can_raw_socket() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root for a raw IP socket"
+    return None
+
+
+@pytest.mark.skipif(_can_raw_socket() is not None, reason=str(_can_raw_socket()))
+def test_linux_accepts_zero_udp_checksum():
+    """The switch's checksum rule (zero UDP checksum on IPv4) is accepted by Linux,
+    while a wrong non-zero checksum is dropped: sent as raw IP to a real UDP socket."""
+    from scapy.layers.inet import IP, UDP
+    from bwn.scapy_bwn import BWN
+
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx.bind(("127.0.0.1", 0))
+    rx.settimeout(0.5)
+    port = rx.getsockname()[1]
+    raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    try:
+        good = IP(bytes(IP(src="127.0.0.1", dst="127.0.0.1") / UDP(sport=BWN_UDP_PORT, dport=port) / BWN() / b"zero"))
+        zero = good.copy()
+        zero[UDP].chksum = 0
+        bad = good.copy()
+        bad[UDP].chksum = (good[UDP].chksum + 1) & 0xFFFF or 1
+        raw.sendto(bytes(bad), ("127.0.0.1", 0))
+        raw.sendto(bytes(zero), ("127.0.0.1", 0))
+        data = rx.recv(2048)
+        assert data.endswith(b"zero")
+        with pytest.raises(socket.timeout):
+            rx.recv(2048)  # the bad-checksum datagram was never delivered
+    finally:
+        raw.close()
+        rx.close()
