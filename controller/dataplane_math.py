@@ -1,0 +1,171 @@
+"""The numbers the dataplane's lookup tables hold (p4src/v1model/bwn.p4).
+
+The switch never divides or multiplies by a runtime value (Tofino cannot); the
+controller does that arithmetic once, here, and installs the results:
+
+* a power-of-two measurement window ``W = 2**k`` microseconds, aligned by a mask;
+* the conversion of a byte count seen in one window into a rate, in "qkbps"
+  (quarter kb/s): ``rate_qkbps = bytes * 8 / W_us * 1e6 / 250 = bytes * 32000 / W_us``,
+  split as ``f(x) = hi[x >> 5] + lo[x & 31]`` for packet lengths and queue depths;
+* base-2 logarithms in "log7" units (128 per octave) for the EBN share
+  ``C / N  ->  log7(C) - log7(N)``, with ``N`` the linear-counting estimate of the
+  number of flows from the number of occupied hash slots.
+
+docs/dataplane.md derives the error of each approximation.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+QKBPS_PER_KBPS = 4              # p4src/shared/define.p4: QKBPS_SHIFT = 2
+LOG7_PER_OCTAVE = 128
+FLOW_SLOTS = 256                # p4src/shared/define.p4
+LUT_LO_BITS = 5
+LUT_LO_SIZE = 1 << LUT_LO_BITS  # 32
+LUT_HI_SIZE = 64
+MAX_PORTS = 64
+MASK48 = (1 << 48) - 1
+U32_MAX = (1 << 32) - 1
+INT32_MAX = (1 << 31) - 1
+
+MIN_WINDOW_US = 2**6            # 64 us
+MAX_WINDOW_US = 2**24           # 16.8 s
+
+
+class ConfigError(ValueError):
+    """A value the dataplane cannot represent; the message says what to change."""
+
+
+def check_power_of_two_us(name: str, window_us: int) -> None:
+    if not isinstance(window_us, int) or window_us < MIN_WINDOW_US or window_us > MAX_WINDOW_US \
+            or window_us & (window_us - 1):
+        raise ConfigError(
+            f"{name} must be a power of two between {MIN_WINDOW_US} and {MAX_WINDOW_US} us, "
+            f"got {window_us!r} (e.g. 16384 for 16.4 ms)")
+
+
+def window_mask(window_us: int) -> int:
+    """48-bit mask that aligns a microsecond timestamp to its window start."""
+    check_power_of_two_us("window_us", window_us)
+    return MASK48 & ~(window_us - 1)
+
+
+def qkbps_per_byte(window_us: int) -> float:
+    """Rate (qkbps) that one byte per window of ``window_us`` stands for."""
+    return 8.0 * 1e6 / window_us / 250.0
+
+
+@dataclass(frozen=True)
+class SplitLut:
+    """f(x) = hi[x >> 5] + lo[x & 31] for x < 32 * len(hi); values in qkbps."""
+
+    hi: tuple[int, ...]
+    lo: tuple[int, ...]
+
+    def __call__(self, x: int) -> int:
+        hi_index = x >> LUT_LO_BITS
+        hi = self.hi[hi_index] if hi_index < len(self.hi) else 0
+        return hi + self.lo[x & (LUT_LO_SIZE - 1)]
+
+
+def linear_lut(per_unit_qkbps: float) -> SplitLut:
+    """Split table of ``x * per_unit_qkbps``, each half rounded to the nearest unit
+    (so f(x) is within 1 qkbps = 0.25 kb/s of the exact product)."""
+    hi = tuple(min(U32_MAX, round(h * LUT_LO_SIZE * per_unit_qkbps)) for h in range(LUT_HI_SIZE))
+    lo = tuple(min(U32_MAX, round(lo_ * per_unit_qkbps)) for lo_ in range(LUT_LO_SIZE))
+    return SplitLut(hi, lo)
+
+
+def length_lut(window_us: int) -> SplitLut:
+    """Packet length in bytes -> its contribution to the window's rate, qkbps."""
+    return linear_lut(qkbps_per_byte(window_us))
+
+
+def queue_lut(window_us: int, queue_unit_bytes: int) -> SplitLut:
+    """Queue depth in the target's unit -> the rate that draining it in one window takes.
+
+    BMv2 reports the queue in packets, so ``queue_unit_bytes`` is the packet size
+    assumed for queued packets (the MTU-sized frames of bulk transfers: 1514 by
+    default); Tofino reports 80-byte cells, so there it is 80.
+    """
+    if queue_unit_bytes <= 0:
+        raise ConfigError(f"queue_unit_bytes must be positive, got {queue_unit_bytes}")
+    return linear_lut(qkbps_per_byte(window_us) * queue_unit_bytes)
+
+
+def log7(x: float) -> int:
+    """round(128 * log2(x)), x >= 1."""
+    if x < 1:
+        return 0
+    return round(LOG7_PER_OCTAVE * math.log2(x))
+
+
+def flows_estimate(occupied_slots: int, slots: int = FLOW_SLOTS) -> float:
+    """Linear counting (Whang et al. 1990): n = -m ln(1 - z/m); saturates at z = m."""
+    if occupied_slots <= 0:
+        return 0.0
+    z = min(occupied_slots, slots)
+    if z == slots:
+        return slots * math.log(slots)
+    return -slots * math.log(1.0 - z / slots)
+
+
+def flows_log7_table(slots: int = FLOW_SLOTS) -> dict[int, int]:
+    """Occupied slots (1..m) -> log7 of the estimated number of flows."""
+    return {z: log7(max(1.0, flows_estimate(z, slots))) for z in range(1, slots + 1)}
+
+
+@dataclass(frozen=True)
+class PortCapacity:
+    """What `port_config` holds for one egress port."""
+
+    cap_qkbps: int
+    cap_kbps: int
+    cap_log7: int
+
+    @classmethod
+    def from_bps(cls, capacity_bps: float) -> "PortCapacity":
+        kbps = round(capacity_bps / 1000.0)
+        if kbps < 1:
+            raise ConfigError(f"link capacity must be at least 1 kb/s, got {capacity_bps} b/s")
+        if kbps * QKBPS_PER_KBPS > INT32_MAX:
+            raise ConfigError(f"link capacity {capacity_bps:.3g} b/s exceeds the dataplane's "
+                              f"{INT32_MAX / QKBPS_PER_KBPS * 1000:.3g} b/s")
+        return cls(cap_qkbps=kbps * QKBPS_PER_KBPS, cap_kbps=kbps, cap_log7=log7(kbps))
+
+
+def loss_threshold(probability: float) -> int:
+    """Drop threshold for a uniform 32-bit draw: round(p * 2^32), capped at 2^32 - 1."""
+    if not 0.0 <= probability <= 1.0 or math.isnan(probability):
+        raise ConfigError(f"loss probability must be in [0, 1], got {probability}")
+    return min(U32_MAX, round(probability * 2**32))
+
+
+def expected_ebn_code(capacity_kbps: float, flows: int) -> int:
+    """The code the switch stamps for `flows` distinct flows on a link of
+    `capacity_kbps` (reference model of the P4 arithmetic, for tests)."""
+    n_log7 = flows_log7_table()[min(flows, FLOW_SLOTS)] if flows > 0 else 0
+    share = max(log7(round(capacity_kbps)) - n_log7, 0)
+    return min((share + 8) >> 4, 254)
+
+
+@dataclass(frozen=True)
+class MeterRates:
+    """trTCM parameters of a byte meter (P4Runtime MeterConfig: bytes/s and bytes)."""
+
+    cir_bytes_per_s: int
+    cburst_bytes: int
+    pir_bytes_per_s: int
+    pburst_bytes: int
+
+    @classmethod
+    def for_reservation(cls, rate_bps: float, burst_bytes: int = 15_000) -> "MeterRates":
+        """Conforming (GREEN) up to `rate_bps` with a `burst_bytes` bucket; PIR = CIR so
+        everything above the reservation is RED, i.e. best effort."""
+        if rate_bps <= 0:
+            raise ConfigError(f"reservation rate must be positive, got {rate_bps} b/s")
+        if burst_bytes < 1600:
+            raise ConfigError(f"meter burst must hold at least one full frame (1600 B), got {burst_bytes}")
+        cir = max(1, round(rate_bps / 8))
+        return cls(cir, burst_bytes, cir, burst_bytes)

@@ -1,0 +1,101 @@
+"""A blocking facade over one finsy P4Runtime connection.
+
+The controller itself is asyncio (controller/switchctl.py); this facade serves
+synchronous callers: the PTF tests (PTF runs plain unittest methods) and small
+scripts. It runs a private event loop in a daemon thread and forwards calls to
+a ``finsy.Switch`` entered as an async context manager (connect, arbitrate as
+primary, push the pipeline).
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any, Coroutine, Iterable, TypeVar
+
+import finsy as fy
+
+from bwn.controller.entries import chunks
+
+T = TypeVar("T")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_BUILD_DIR = REPO_ROOT / "build"
+
+
+def pipeline_files(build_dir: Path = DEFAULT_BUILD_DIR, program: str = "bwn") -> tuple[Path, Path]:
+    """(p4info, BMv2 JSON) produced by `make build`; a clear error if missing."""
+    p4info = build_dir / f"{program}.p4info.txtpb"
+    blob = build_dir / f"{program}.json"
+    missing = [str(p) for p in (p4info, blob) if not p.exists()]
+    if missing:
+        raise FileNotFoundError(f"compiled P4 program not found ({', '.join(missing)}): run `make build`")
+    return p4info, blob
+
+
+class SyncSwitch:
+    """One P4Runtime session to a switch, with blocking methods."""
+
+    def __init__(self, name: str, address: str, *, device_id: int = 0,
+                 p4info: Path | None = None, p4blob: Path | None = None,
+                 p4force: bool = False, election_id: int = 10, timeout_s: float = 30.0) -> None:
+        if p4info is None or p4blob is None:
+            p4info, p4blob = pipeline_files()
+        self.name = name
+        self.address = address
+        self._timeout_s = timeout_s
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name=f"p4rt-{name}", daemon=True)
+        self._thread.start()
+        options = fy.SwitchOptions(p4info=p4info, p4blob=p4blob, p4force=p4force,
+                                   device_id=device_id, initial_election_id=election_id)
+        self.switch = fy.Switch(name, address, options)
+        try:
+            self._call(self.switch.__aenter__())
+        except BaseException:
+            self._stop_loop()
+            raise
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(self._timeout_s)
+
+    # -- writes ------------------------------------------------------------------
+    def insert(self, entities: Iterable) -> None:
+        for batch in chunks(entities):
+            self._call(self.switch.insert(batch))
+
+    def modify(self, entities: Iterable) -> None:
+        for batch in chunks(entities):
+            self._call(self.switch.modify(batch))
+
+    def delete(self, entities: Iterable) -> None:
+        for batch in chunks(entities):
+            self._call(self.switch.delete(batch))
+
+    def delete_all(self) -> None:
+        """Remove every table entry (and reset what finsy resets: default actions, groups)."""
+        self._call(self.switch.delete_all())
+
+    # -- reads -------------------------------------------------------------------
+    def read(self, entity: Any) -> list:
+        async def collect() -> list:
+            return [e async for e in self.switch.read(entity)]
+        return self._call(collect())
+
+    # -- lifetime ----------------------------------------------------------------
+    def close(self) -> None:
+        try:
+            self._call(self.switch.__aexit__(None, None, None))
+        finally:
+            self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        self._loop.close()
+
+    def __enter__(self) -> "SyncSwitch":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

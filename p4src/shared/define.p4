@@ -1,0 +1,70 @@
+/* -*- P4_16 -*- */
+/*
+ * bwn: constants shared by every target (v1model for BMv2, TNA for Tofino).
+ *
+ * Units used inside the dataplane (docs/dataplane.md explains each choice):
+ *   - time:  microseconds (BMv2's global timestamps are in microseconds)
+ *   - rates: "qkbps", a quarter of a kb/s (250 bit/s), in 32 bits: an int<32>
+ *            spans +/-537 Gb/s, enough for a 400G port, and the quarter unit
+ *            keeps the per-packet rounding of small packets below 3 %.
+ *            Wire rates (docs/wire-format.md) are in kb/s: qkbps >> 2.
+ *   - logs:  "log7", 128 * log2(x): 1/128 octave (0.54 %) resolution in 16 bits.
+ *            The EBN code on the wire is 1/8 octave: log7 >> 4 (rounded).
+ */
+#ifndef __BWN_DEFINE__
+#define __BWN_DEFINE__
+
+#define ETHERTYPE_IPV4 0x0800
+#define IP_PROTO_TCP 6
+#define IP_PROTO_UDP 17
+
+/* UDP destination port of BWN DATA packets: 0x4257, ASCII "BW". */
+#define BWN_UDP_PORT 16983
+#define BWN_VERSION 1
+#define BWN_KIND_DATA 0
+#define BWN_KIND_ACK 1
+
+/* Registers are indexed by egress port & (MAX_PORTS - 1); the controller only
+ * routes to ports below MAX_PORTS. */
+#define MAX_PORTS 64
+#define PORT_INDEX_MASK 63
+
+/* Distinct-flow estimation: FLOW_SLOTS hash slots per port (linear counting). */
+#define FLOW_SLOTS 256
+#define FLOW_SLOTS_LOG2 8
+
+/* Rate arithmetic. */
+#define QKBPS_SHIFT 2         /* qkbps >> 2 = kb/s */
+#define LOG7_TO_EBN_SHIFT 4   /* log7 >> 4 = EBN code (1/8 octave) */
+#define EBN_CODE_MAX 254
+
+/* Lookup tables of the length/queue -> rate conversion: value = hi[x >> 5] + lo[x & 31]. */
+#define LUT_LO_BITS 5
+#define LUT_LO_MASK 31
+#define LUT_HI_SIZE 64        /* covers x < 2048 */
+#define LUT_LO_SIZE 32
+
+/* Reason codes of the drop counter. */
+#define DROP_NO_ROUTE 0
+#define DROP_TTL 1
+#define DROP_IPV4_MALFORMED 2
+#define DROP_BWN_MALFORMED 3
+#define DROP_RANDOM_LOSS 4
+#define DROP_NOT_IPV4 5
+#define DROP_REASONS 8
+
+/* Meter colours (v1model / PSA numbering). */
+#define METER_GREEN 0
+
+/* Queue priorities: reserved (conforming) traffic is served first. */
+#define PRIO_BEST_EFFORT 0
+#define PRIO_RESERVED 7
+
+typedef bit<9>  PortId_t;       /* TNA-like names, so shared code reads the same */
+typedef bit<48> mac_addr_t;
+typedef bit<32> ipv4_addr_t;
+typedef bit<32> qkbps_t;        /* unsigned rates in quarter kb/s */
+typedef int<32> sqkbps_t;       /* signed (available bandwidth) */
+typedef bit<16> log7_t;
+
+#endif

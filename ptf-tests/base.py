@@ -1,0 +1,154 @@
+"""PTF base class: a P4Runtime session per switch, helpers, and auto-cleanup.
+
+Every test starts from an empty switch (all entries deleted), gets the
+dataplane's static lookup tables installed (the same entities the controller
+installs: controller/entries.py), and leaves nothing behind: tearDown deletes
+every entry it or the test wrote.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+from typing import Iterable
+
+import finsy as fy
+import ptf
+import ptf.testutils as tu
+from ptf.base_tests import BaseTest
+from scapy.layers.inet import IP, TCP, UDP
+from scapy.layers.l2 import Ether
+
+from bwn.controller import entries as ent
+from bwn.controller.p4rt import SyncSwitch
+from bwn.scapy_bwn import BWN
+from bwn.wire import BWN_UDP_PORT
+
+# Addresses used by the tests: hosts behind PTF ports.
+SWITCH_MAC = "00:00:00:00:01:01"
+SWITCH2_MAC = "00:00:00:00:02:02"
+HOST_MAC = {1: "00:00:00:00:00:01", 2: "00:00:00:00:00:02", 3: "00:00:00:00:00:03",
+            4: "00:00:00:00:00:04", 6: "00:00:00:00:00:06"}
+HOST_IP = {1: "10.0.1.1", 2: "10.0.2.2", 3: "10.0.3.3", 4: "10.0.4.4", 6: "10.0.6.6"}
+
+
+def param(name: str, default=None):
+    return tu.test_params_get().get(name, default)
+
+
+def bwn_packet(src_port: int = 1, dst_port: int = 2, sport: int = 40000, size: int = 0,
+               payload: bytes = b"", **bwn_fields) -> Ether:
+    """A BWN DATA packet from the host on PTF port `src_port` to the one on `dst_port`,
+    carrying `payload` after the BWN header, padded to a `size`-byte frame when given."""
+    pad = max(0, size - (14 + 20 + 8 + 24 + len(payload)))
+    pkt = (Ether(src=HOST_MAC[src_port], dst=SWITCH_MAC)
+           / IP(src=HOST_IP[src_port], dst=HOST_IP[dst_port], ttl=64, id=7)
+           / UDP(sport=sport, dport=BWN_UDP_PORT) / BWN(**bwn_fields) / (payload + b"\x00" * pad))
+    return Ether(bytes(pkt))  # lengths and checksums computed
+
+
+def routed(pkt: Ether, dst_port: int, switch_mac: str = SWITCH_MAC, hops: int = 1) -> Ether:
+    """What a packet looks like after `hops` routers: MACs rewritten, TTL and IPv4
+    checksum updated, nothing else changed."""
+    out = Ether(bytes(pkt))
+    out[Ether].src = switch_mac
+    out[Ether].dst = HOST_MAC[dst_port]
+    out[IP].ttl -= hops
+    del out[IP].chksum
+    return Ether(bytes(out))
+
+
+class BwnTest(BaseTest):
+    """Connects to sw1 (and sw2 on demand) and cleans up after each test."""
+
+    window_cfg = ent.WindowConfig(window_us=16_384, flow_window_us=131_072)
+
+    def setUp(self) -> None:
+        BaseTest.setUp(self)
+        self.dataplane = ptf.dataplane_instance
+        self.dataplane.flush()
+        self.p4info = Path(param("p4info"))
+        self.p4blob = Path(param("p4blob"))
+        self.sw1 = self.connect("sw1", param("grpc_addr"))
+        self._sw2: SyncSwitch | None = None
+
+    def connect(self, name: str, addr: str) -> SyncSwitch:
+        sw = SyncSwitch(name, addr, device_id=0, p4info=self.p4info, p4blob=self.p4blob)
+        sw.delete_all()
+        sw.modify([ent.window_config(self.window_cfg)])
+        sw.insert(ent.static_tables(self.window_cfg))
+        return sw
+
+    @property
+    def sw2(self) -> SyncSwitch:
+        if self._sw2 is None:
+            self._sw2 = self.connect("sw2", param("grpc_addr2"))
+        return self._sw2
+
+    def tearDown(self) -> None:
+        for sw in (self.sw1, self._sw2):
+            if sw is not None:
+                try:
+                    sw.delete_all()
+                finally:
+                    sw.close()
+        BaseTest.tearDown(self)
+
+    # -- configuration helpers ------------------------------------------------------
+    def add_hosts(self, ports: Iterable[int] = (1, 2, 3, 4)) -> None:
+        self.sw1.insert([ent.route(f"{HOST_IP[p]}/32", p, HOST_MAC[p], SWITCH_MAC) for p in ports])
+
+    def set_capacity(self, port: int, capacity_bps: float, sw: SyncSwitch | None = None) -> None:
+        (sw or self.sw1).insert([ent.port_capacity(port, capacity_bps)])
+
+    def settle(self, windows: int = 2) -> None:
+        """Let stale measurement windows from earlier tests expire."""
+        time.sleep(windows * self.window_cfg.flow_window_us / 1e6)
+
+    def read_register(self, name: str, index: int, sw: SyncSwitch | None = None) -> int:
+        [entry] = (sw or self.sw1).read(fy.P4RegisterEntry(name, index=index))
+        return int(entry.data)
+
+    def read_drops(self, reason: int) -> int:
+        [entry] = self.sw1.read(fy.P4CounterEntry(ent.DROP_COUNTER, index=reason))
+        return int(entry.data.packet_count)
+
+    # -- traffic helpers ---------------------------------------------------------
+    def send_paced(self, port: int, frames: list[bytes], rate_pps: float) -> float:
+        """Send raw frames at `rate_pps` (absolute schedule, so jitter does not
+        accumulate); returns the achieved rate."""
+        start = time.monotonic()
+        for i, frame in enumerate(frames):
+            due = start + i / rate_pps
+            delay = due - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            self.dataplane.send(0, port, frame)
+        elapsed = time.monotonic() - start
+        return (len(frames) - 1) / elapsed if elapsed > 0 else float("inf")
+
+    def collect(self, port: int, timeout_s: float = 1.0) -> list[Ether]:
+        """Every packet that arrives on `port` until none arrives for `timeout_s`."""
+        got = []
+        while True:
+            res = self.dataplane.poll(device_number=0, port_number=port, timeout=timeout_s)
+            if isinstance(res, self.dataplane.PollFailure):
+                return got
+            got.append(Ether(res.packet))
+
+    @staticmethod
+    def median(values: list[float]) -> float:
+        return statistics.median(values)
+
+
+def tcp_packet(src_port: int = 1, dst_port: int = 2) -> Ether:
+    return Ether(bytes(Ether(src=HOST_MAC[src_port], dst=SWITCH_MAC)
+                       / IP(src=HOST_IP[src_port], dst=HOST_IP[dst_port], ttl=64)
+                       / TCP(sport=33000, dport=5201, flags="PA", seq=1000, ack=77)
+                       / (b"tcp payload " * 8)))
+
+
+def udp_packet(src_port: int = 1, dst_port: int = 2, dport: int = 5000) -> Ether:
+    return Ether(bytes(Ether(src=HOST_MAC[src_port], dst=SWITCH_MAC)
+                       / IP(src=HOST_IP[src_port], dst=HOST_IP[dst_port], ttl=64)
+                       / UDP(sport=33001, dport=dport) / (b"udp payload " * 8)))

@@ -1,0 +1,340 @@
+"""PTF tests of p4src/v1model/bwn.p4 on BMv2 through P4Runtime.
+
+Run with `make ptf` (ptf-tests/run_ptf.py sets up the switches and veths).
+"""
+from __future__ import annotations
+
+import math
+
+import ptf.testutils as tu
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from base import (HOST_IP, HOST_MAC, SWITCH2_MAC, SWITCH_MAC, BwnTest, bwn_packet, param,
+                  routed, tcp_packet, udp_packet)
+from bwn.controller import dataplane_math as dm
+from bwn.controller import entries as ent
+from bwn.scapy_bwn import BWN
+from bwn.wire import (BWN_UDP_PORT, EBN_CODE_UNSET, KIND_ACK, NARROW_KBPS_UNSET,
+                      TIGHT_KBPS_UNSET, BwnHeader)
+
+
+def stamped(pkt: Ether, *, ebn_code: int, narrow_kbps: int, tight_kbps: int) -> BwnHeader:
+    return BwnHeader.unpack(bytes(pkt[BWN])[:24]).stamped(
+        ebn_code=ebn_code, narrow_kbps=narrow_kbps, tight_kbps=tight_kbps)
+
+
+class ForwardingTest(BwnTest):
+    """LPM routing with MAC rewrite and TTL decrement; unknown destinations dropped."""
+
+    def runTest(self) -> None:
+        self.add_hosts()
+        self.sw1.insert([ent.route("10.0.0.0/8", 4, HOST_MAC[4], SWITCH_MAC)])
+        for dst in (2, 3):
+            pkt = udp_packet(1, dst)
+            tu.send_packet(self, 1, pkt)
+            tu.verify_packet(self, routed(pkt, dst), dst)
+        # Longest prefix wins: 10.9.9.9 only matches the /8.
+        pkt = udp_packet(1, 2)
+        pkt[IP].dst = "10.9.9.9"
+        del pkt[IP].chksum, pkt[UDP].chksum
+        pkt = Ether(bytes(pkt))
+        tu.send_packet(self, 1, pkt)
+        tu.verify_packet(self, routed(pkt, 4), 4)
+        # No route: dropped and counted.
+        self.sw1.delete([ent.route("10.0.0.0/8", 4, HOST_MAC[4], SWITCH_MAC)])
+        before = self.read_drops(0)
+        tu.send_packet(self, 1, pkt)
+        tu.verify_no_other_packets(self, timeout=0.5)
+        self.assertEqual(self.read_drops(0), before + 1)
+
+
+class NonBwnTrafficUntouchedTest(BwnTest):
+    """TCP and UDP (also UDP from the BWN port, i.e. ACKs) leave with only the
+    routing changes: same bytes otherwise, UDP checksum included."""
+
+    def runTest(self) -> None:
+        self.add_hosts()
+        self.set_capacity(2, 10e6)
+        ack = bwn_packet(1, 2, kind=KIND_ACK)
+        ack[UDP].sport, ack[UDP].dport = BWN_UDP_PORT, 40000
+        del ack[UDP].chksum
+        ack = Ether(bytes(ack))
+        for pkt in (tcp_packet(1, 2), udp_packet(1, 2), ack):
+            tu.send_packet(self, 1, pkt)
+            expected = routed(pkt, 2)
+            tu.verify_packet(self, expected, 2)
+            self.assertEqual(bytes(expected)[34:], bytes(pkt)[34:], "L4 bytes changed")
+
+
+class StampMinimumTest(BwnTest):
+    """Each forward field keeps a smaller value and lowers a larger one; hop count
+    increments; the echo section is untouched; UDP checksum set to zero."""
+
+    def runTest(self) -> None:
+        self.add_hosts()
+        self.set_capacity(2, 10e6)
+        self.settle()
+        share_code = dm.expected_ebn_code(10_000, 1)
+        # 1. Fresh packet: switch values written.
+        pkt = bwn_packet(1, 2, sport=41000, echo_ebn_code=33, echo_narrow_kbps=5, echo_tight_kbps=-7,
+                         echo_hop_count=9, flags=1)
+        self.assertNotEqual(pkt[UDP].chksum, 0)
+        tu.send_packet(self, 1, pkt)
+        [out] = self.collect(2, 0.5)
+        h = BwnHeader.unpack(bytes(out[BWN])[:24])
+        self.assertEqual(h.hop_count, 1)
+        self.assertEqual(h.narrow_kbps, 10_000)
+        self.assertEqual(h.ebn_code, share_code)
+        self.assertLessEqual(h.tight_kbps, 10_000)
+        self.assertGreater(h.tight_kbps, 9_000)  # idle link: nearly all available
+        self.assertEqual((h.echo_ebn_code, h.echo_narrow_kbps, h.echo_tight_kbps, h.echo_hop_count, h.flags),
+                         (33, 5, -7, 9, 1))
+        self.assertEqual(out[UDP].chksum, 0)
+        self.assertEqual(out[IP].ttl, 63)
+        self.assertEqual(out[IP].chksum, IP(bytes(out[IP])).__class__(bytes(out[IP])).chksum)
+        # 2. Smaller values arriving are kept (tight negative too), hop count increments.
+        pkt = bwn_packet(1, 2, sport=41000, hop_count=3, ebn_code=20, narrow_kbps=500, tight_kbps=-5)
+        tu.send_packet(self, 1, pkt)
+        [out] = self.collect(2, 0.5)
+        h = BwnHeader.unpack(bytes(out[BWN])[:24])
+        self.assertEqual((h.hop_count, h.ebn_code, h.narrow_kbps, h.tight_kbps), (4, 20, 500, -5))
+        # 3. Larger values are lowered, field by field.
+        pkt = bwn_packet(1, 2, sport=41000, ebn_code=share_code + 5, narrow_kbps=20_000, tight_kbps=-5)
+        tu.send_packet(self, 1, pkt)
+        [out] = self.collect(2, 0.5)
+        h = BwnHeader.unpack(bytes(out[BWN])[:24])
+        self.assertEqual((h.ebn_code, h.narrow_kbps, h.tight_kbps), (share_code, 10_000, -5))
+        # 4. A port without a configured capacity does not stamp.
+        pkt = bwn_packet(1, 3, sport=41000)
+        tu.send_packet(self, 1, pkt)
+        tu.verify_packet(self, routed(pkt, 3), 3)
+
+
+class PathMinimumTwoSwitchesTest(BwnTest):
+    """sw1 -> sw2: the smaller capacity of the two links wins, whichever it is."""
+
+    def runTest(self) -> None:
+        uplink = int(param("uplink_port"))
+        far = int(param("sw2_port"))
+        self.sw1.insert([ent.route(f"{HOST_IP[far]}/32", uplink, SWITCH2_MAC, SWITCH_MAC)])
+        self.sw2.insert([ent.route(f"{HOST_IP[far]}/32", 2, HOST_MAC[far], SWITCH2_MAC)])
+        for cap1_bps, cap2_bps in ((10e6, 2e6), (1e6, 50e6)):
+            self.sw1.insert([ent.port_capacity(uplink, cap1_bps)])
+            self.sw2.insert([ent.port_capacity(2, cap2_bps)])
+            self.settle()
+            pkt = bwn_packet(1, far, sport=42000)
+            tu.send_packet(self, 1, pkt)
+            [out] = self.collect(far, 0.8)
+            h = BwnHeader.unpack(bytes(out[BWN])[:24])
+            narrow = round(min(cap1_bps, cap2_bps) / 1000)
+            self.assertEqual(h.hop_count, 2)
+            self.assertEqual(h.narrow_kbps, narrow)
+            self.assertEqual(h.ebn_code, dm.expected_ebn_code(narrow, 1))
+            self.assertLessEqual(h.tight_kbps, narrow)
+            self.assertEqual(out[IP].ttl, 62)
+            self.sw1.delete([ent.port_capacity(uplink, cap1_bps)])
+            self.sw2.delete([ent.port_capacity(2, cap2_bps)])
+
+
+class AvailableBandwidthTest(BwnTest):
+    """OBP eq. 6: AB follows the offered load against the configured capacity
+    (within 10 % of capacity, median over windows), negative under overload, and
+    the telemetry registers read over P4Runtime agree with the stamped values."""
+
+    window_cfg = ent.WindowConfig(window_us=131_072, flow_window_us=262_144)
+    FRAME_BYTES = 1000
+    CAPACITY_BPS = 2e6
+
+    def measure(self, offered_bps: float, seconds: float = 2.0) -> tuple[float, float]:
+        rate_pps = offered_bps / (8 * self.FRAME_BYTES)
+        frames = [bytes(bwn_packet(1, 2, sport=43000, size=self.FRAME_BYTES))
+                  for _ in range(int(rate_pps * seconds))]
+        achieved_pps = self.send_paced(1, frames, rate_pps)
+        out = self.collect(2, 0.5)
+        self.assertGreater(len(out), 0.95 * len(frames))
+        skip = len(out) // 3  # the first windows still see the idle link
+        tights = [BwnHeader.unpack(bytes(p[BWN])[:24]).tight_kbps for p in out[skip:]]
+        return self.median(tights), achieved_pps * 8 * self.FRAME_BYTES
+
+    def runTest(self) -> None:
+        self.add_hosts()
+        self.set_capacity(2, self.CAPACITY_BPS)
+        cap_kbps = self.CAPACITY_BPS / 1000
+        tolerance_kbps = 0.10 * cap_kbps
+        for offered_bps in (0.5e6, 1.2e6, 3.0e6):
+            self.settle()
+            tight_kbps, achieved_bps = self.measure(offered_bps)
+            expected_kbps = cap_kbps - achieved_bps / 1000
+            print(f"\n  offered {achieved_bps / 1e6:.3f} Mb/s on {cap_kbps / 1e3:.1f} Mb/s: "
+                  f"tight {tight_kbps:.0f} kb/s, expected {expected_kbps:.0f} kb/s")
+            self.assertLess(abs(tight_kbps - expected_kbps), tolerance_kbps)
+            if offered_bps > self.CAPACITY_BPS:
+                self.assertLess(tight_kbps, 0)
+        # Telemetry over P4Runtime: the same AB and the last window's rate.
+        ab_qkbps = self.read_register(ent.REG_AVAIL, 2)
+        ab_kbps = (ab_qkbps - (1 << 32) if ab_qkbps >= 1 << 31 else ab_qkbps) / 4
+        rate_kbps = self.read_register(ent.REG_LAST_RATE, 2) / 4
+        cap_reg_kbps = self.read_register(ent.REG_CAPACITY, 2) / 4
+        self.assertEqual(cap_reg_kbps, cap_kbps)
+        self.assertAlmostEqual(ab_kbps, cap_kbps - rate_kbps - self.read_register(ent.REG_QUEUE_QKBPS, 2) / 4,
+                               delta=1)
+
+
+class EbnShareHalvesTest(BwnTest):
+    """EBN fair share C/N: doubling the active flows lowers the code by one
+    octave (8 codes), halving the advertised share."""
+
+    window_cfg = ent.WindowConfig(window_us=16_384, flow_window_us=131_072)
+
+    def codes_with_flows(self, flows: int, seconds: float = 0.8) -> list[int]:
+        frames = [bytes(bwn_packet(1, 2, sport=44000 + 17 * f)) for f in range(flows)]
+        rate_pps = 200.0
+        sequence = [frames[i % flows] for i in range(int(rate_pps * seconds))]
+        self.send_paced(1, sequence, rate_pps)
+        out = self.collect(2, 0.5)
+        return [BwnHeader.unpack(bytes(p[BWN])[:24]).ebn_code for p in out[len(out) // 2:]]
+
+    def runTest(self) -> None:
+        self.add_hosts()
+        self.set_capacity(2, 10e6)
+        results = {}
+        for flows in (1, 2, 4, 8):
+            self.settle()
+            codes = self.codes_with_flows(flows)
+            results[flows] = max(set(codes), key=codes.count)
+            print(f"\n  {flows} flows: EBN code {results[flows]} "
+                  f"(= {2 ** (results[flows] / 8):.0f} kb/s)")
+        for n in (1, 2, 4):
+            self.assertIn(results[n] - results[2 * n], (7, 8, 9),
+                          f"{n} -> {2 * n} flows: codes {results[n]} -> {results[2 * n]}")
+        self.assertEqual(results[1], dm.expected_ebn_code(10_000, 1))
+
+
+class RandomLossTest(BwnTest):
+    """The loss probability set per egress port drops that fraction (binomial
+    bounds, 4.5 sigma); other ports are unaffected."""
+
+    def runTest(self) -> None:
+        self.add_hosts()
+        n = 2000
+        frames = [bytes(udp_packet(1, 2)) for _ in range(n)]
+        for p in (0.0, 0.25, 1.0):
+            self.sw1.insert([ent.port_loss(2, p)])
+            self.send_paced(1, frames, 2000)
+            got = len(self.collect(2, 0.5))
+            sigma = math.sqrt(n * p * (1 - p))
+            print(f"\n  loss {p}: {n - got}/{n} dropped")
+            self.assertLessEqual(abs((n - got) - n * p), 4.5 * sigma + 0.5)
+            self.sw1.delete([ent.port_loss(2, p)])
+        # Loss configured on port 2 does not touch port 3.
+        self.sw1.insert([ent.port_loss(2, 1.0)])
+        pkt = udp_packet(1, 3)
+        tu.send_packet(self, 1, pkt)
+        tu.verify_packet(self, routed(pkt, 3), 3)
+
+
+class ReservationMeterTest(BwnTest):
+    """GTCP reservations: the meter marks conforming traffic (DSCP EF) up to the
+    reserved rate and leaves the excess best effort (DSCP 0); other flows unmarked."""
+
+    FRAME_BYTES = 1000
+
+    def runTest(self) -> None:
+        self.add_hosts()
+        reserved_bps = 400e3
+        res = ent.Reservation(src=HOST_IP[1], dst=HOST_IP[2], rate_bps=reserved_bps,
+                              dst_port=BWN_UDP_PORT, burst_bytes=2000)
+        entry, meter = ent.reservation(res)
+        self.sw1.insert([entry])
+        self.sw1.modify([meter])
+        offered_bps, seconds = 800e3, 3.0
+        rate_pps = offered_bps / (8 * self.FRAME_BYTES)
+        reserved = bytes(bwn_packet(1, 2, sport=45000, size=self.FRAME_BYTES))
+        other = bytes(bwn_packet(3, 2, sport=45001, size=self.FRAME_BYTES))
+        frames = [reserved if i % 2 == 0 else other for i in range(int(2 * rate_pps * seconds))]
+        achieved_pps = self.send_paced(1, frames, 2 * rate_pps)
+        out = self.collect(2, 0.5)
+        mine = [p for p in out if p[IP].src == HOST_IP[1]]
+        others = [p for p in out if p[IP].src == HOST_IP[3]]
+        green = [p for p in mine if p[IP].tos >> 2 == ent.DSCP_EF]
+        self.assertTrue(all(p[IP].tos >> 2 in (0, ent.DSCP_EF) for p in mine))
+        self.assertTrue(all(p[IP].tos == 0 for p in others), "unreserved flow was marked")
+        duration_s = len(frames) / achieved_pps
+        green_bps = len(green) * 8 * self.FRAME_BYTES / duration_s
+        print(f"\n  reserved {reserved_bps / 1e3:.0f} kb/s, offered {offered_bps / 1e3:.0f} kb/s: "
+              f"{len(green)}/{len(mine)} marked = {green_bps / 1e3:.0f} kb/s")
+        self.assertLess(abs(green_bps - reserved_bps), 0.15 * reserved_bps)
+        self.assertGreater(len(mine) - len(green), 0.3 * len(mine))
+
+
+class MalformedPacketsTest(BwnTest):
+    """Truncated BWN dropped (and counted); unknown version forwarded untouched;
+    IPv4 options and fragments routed but not parsed or stamped; IHL < 5 dropped;
+    the switch keeps forwarding afterwards."""
+
+    def runTest(self) -> None:
+        self.add_hosts()
+        self.set_capacity(2, 10e6)
+        good = bwn_packet(1, 2, sport=46000)
+        # Truncated: 10 bytes after UDP on the BWN port.
+        trunc = Ether(bytes(good)[:14 + 20 + 8 + 10])
+        trunc[IP].len = 20 + 8 + 10
+        trunc[UDP].len = 8 + 10
+        del trunc[IP].chksum, trunc[UDP].chksum
+        trunc = bytes(Ether(bytes(trunc)))[:14 + 20 + 8 + 10]
+        before = self.read_drops(3)
+        tu.send_packet(self, 1, trunc)
+        tu.verify_no_other_packets(self, timeout=0.5)
+        self.assertEqual(self.read_drops(3), before + 1)
+        # Unknown version: forwarded untouched (but routed).
+        v2 = bwn_packet(1, 2, sport=46000, version=2)
+        tu.send_packet(self, 1, v2)
+        tu.verify_packet(self, routed(v2, 2), 2)
+        # IPv4 options: routed with a correct header checksum, not stamped.
+        opt = Ether(bytes(Ether(src=HOST_MAC[1], dst=SWITCH_MAC)
+                          / IP(src=HOST_IP[1], dst=HOST_IP[2], ttl=64, options=b"\x01\x01\x01\x00")
+                          / UDP(sport=46000, dport=BWN_UDP_PORT) / BWN()))
+        tu.send_packet(self, 1, opt)
+        [out] = self.collect(2, 0.5)
+        self.assertEqual(bytes(out), bytes(routed(opt, 2)))
+        self.assertEqual(out[IP].ihl, 6)
+        # Fragment (MF set): routed, not stamped.
+        frag = Ether(bytes(Ether(src=HOST_MAC[1], dst=SWITCH_MAC)
+                             / IP(src=HOST_IP[1], dst=HOST_IP[2], ttl=64, flags="MF")
+                             / UDP(sport=46000, dport=BWN_UDP_PORT) / BWN()))
+        tu.send_packet(self, 1, frag)
+        tu.verify_packet(self, routed(frag, 2), 2)
+        # IHL < 5: dropped and counted.
+        bad = bytearray(bytes(udp_packet(1, 2)))
+        bad[14] = 0x44
+        before = self.read_drops(2)
+        tu.send_packet(self, 1, bytes(bad))
+        tu.verify_no_other_packets(self, timeout=0.5)
+        self.assertEqual(self.read_drops(2), before + 1)
+        # Still forwarding and stamping.
+        tu.send_packet(self, 1, good)
+        [out] = self.collect(2, 0.5)
+        self.assertEqual(out[BWN].hop_count, 1)
+        self.assertEqual(out[BWN].narrow_kbps, 10_000)
+
+
+class UdpChecksumRuleTest(BwnTest):
+    """Stamped packets carry UDP checksum 0 and a valid IPv4 checksum; the payload
+    after the BWN header is unchanged."""
+
+    def runTest(self) -> None:
+        self.add_hosts()
+        self.set_capacity(2, 10e6)
+        pkt = bwn_packet(1, 2, sport=47000, payload=b"transport header and payload")
+        self.assertNotEqual(pkt[UDP].chksum, 0)
+        tu.send_packet(self, 1, pkt)
+        [out] = self.collect(2, 0.5)
+        self.assertEqual(out[UDP].chksum, 0)
+        recomputed = IP(bytes(out[IP]))
+        del recomputed.chksum
+        self.assertEqual(out[IP].chksum, IP(bytes(recomputed)).chksum)
+        self.assertEqual(bytes(out[BWN].payload), b"transport header and payload")
+        self.assertEqual(out[BWN].ebn_code != EBN_CODE_UNSET, True)
+        self.assertNotEqual(out[BWN].narrow_kbps, NARROW_KBPS_UNSET)
+        self.assertNotEqual(out[BWN].tight_kbps, TIGHT_KBPS_UNSET)
