@@ -1,0 +1,228 @@
+"""OBP, the Open Box transport Protocol: rate-based MICMDC from path state.
+
+Source: P. Loureiro, E. Monteiro, "What if the end systems knew the bandwidth
+available in the network?" (sec. III-B-1, eqs. (1)-(5)); NOTES.md fills the gaps.
+
+The switches stamp the *narrow link* (smallest capacity on the path,
+``Feedback.narrow_kbps``) and the *tight link* (smallest available bandwidth,
+signed, ``Feedback.tight_kbps``; eq. (6) at the switch). The sender keeps an
+equilibrium point EP and computes, on every ACK that carries feedback, a
+transmission rate TR, with ``Max.TR`` = narrow link and ``AB`` = tight link:
+
+* eq. (1), ``AB >= 0`` (multiplicative increase conditioned, MIC):
+  ``TR = EP + EP * ((AB + gamma*Max.TR) / Max.TR) * (1 - delta * EP / sqrt(EP^2 + (Max.TR/2)^2))``
+  -- eq. (2) is the control factor, eq. (3) the fairness factor;
+* eq. (4), ``AB < 0`` (multiplicative decrease conditioned, MDC):
+  ``PR = EP + EP * (AB / (Max.TR - AB))`` -- the new TR (NOTES.md);
+* eq. (5), once per RTT: ``EP = sum(TR) / T``, read as the *mean* of the TR values
+  computed during the previous RTT (NOTES.md);
+* ``delta = 0.9``, ``gamma = 0.09``.
+
+Units: the paper counts packets/s; here EP, TR, AB and Max.TR are all bit/s
+(kb/s fields * 1000), so every ratio in eqs. (1)-(4) is unit-free and unchanged.
+
+The sender is rate based (``rate_based = True``): ``CcState.pacing_rate_bps = TR``;
+cwnd is only a safety bound on the data in flight,
+``cwnd = inflight_gain * TR * srtt / (8 * mss)`` (``inflight_gain = 2``).
+
+Decisions (the paper is silent on all of these):
+
+* **RTT**: ``st.srtt_us`` (the latest RTT sample before the transport has an
+  srtt). The RTT period of eq. (5) is time based: it ends at the first ACK at
+  least one RTT after it started. The period is closed (EP updated) *before* the
+  TR of the ACK that closes it is computed; a period in which no TR was computed
+  leaves EP unchanged.
+* **Start**: until the first ACK with feedback the flow is window based with the
+  base class's initial window of 2 segments (no pacing). At the first feedback EP
+  is set to ``cwnd`` segments per RTT -- 2 MSS per initial RTT, TCP's initial
+  window expressed as a rate -- and from then on TR rules.
+* **No switch on the path** (echo ``hop_count == 0``, or the narrow/tight fields
+  unset, or no echo at all): such ACKs compute no TR. A flow that never sees
+  feedback stays plain NewReno (window based, no pacing). A flow that had feedback
+  and then sees none for ``fallback_rtts`` (2) whole RTT periods (the path changed)
+  falls back to NewReno with ``cwnd = ssthresh = TR * srtt / mss``; it returns to
+  rate mode, with EP = that window's rate, at the next feedback.
+* **Loss**: the paper reports none (the feedback prevents it). Fast retransmit
+  leaves TR and EP alone (a single loss with feedback present is not
+  congestion OBP could have avoided: the network said there was room; halving
+  would only fight eq. (1)); the transport retransmits and cwnd stays the
+  in-flight bound, so no window inflation is needed. A retransmission timeout is
+  taken as evidence that the feedback is wrong or stale: ``EP = TR = EP / 2``
+  (``timeout_factor = 0.5``).
+* **Floors**: EP and TR are never below one segment per RTT
+  (``8 * mss / srtt``), so the multiplicative law can always recover; cwnd is never
+  below 2 segments. ``Max.TR = 0`` (no capacity) yields no TR.
+"""
+import math
+from typing import List, Optional
+
+from .base import AckInfo, CcState, CongestionControl, Feedback, SentSegment
+from .filters import US_PER_S
+
+
+class Obp(CongestionControl):
+    """OBP: rate-based MICMDC from the narrow/tight link feedback (Loureiro & Monteiro eqs. 1-5)."""
+
+    name = "obp"
+    rate_based = True
+
+    def __init__(
+        self,
+        delta: float = 0.9,
+        gamma: float = 0.09,
+        inflight_gain: float = 2.0,
+        timeout_factor: float = 0.5,
+        fallback_rtts: int = 2,
+    ) -> None:
+        if inflight_gain <= 0:
+            raise ValueError("inflight_gain must be > 0")
+        if not 0 < timeout_factor <= 1:
+            raise ValueError("timeout_factor must be in (0, 1]")
+        self.delta = float(delta)
+        self.gamma = float(gamma)
+        self.inflight_gain = float(inflight_gain)
+        self.timeout_factor = float(timeout_factor)
+        self.fallback_rtts = int(fallback_rtts)
+        self.mode = "window"
+        self.ep: Optional[float] = None
+        self.tr: Optional[float] = None
+        self.round_trs: List[float] = []
+        self.round_start_us: Optional[int] = None
+        self.rounds_without_feedback = 0
+        self.feedback_in_round = False
+        self.max_tr: Optional[float] = None
+        self.ab: Optional[float] = None
+
+    # -- the paper's equations ---------------------------------------------------
+    def rate(self, ep: float, ab: float, max_tr: float) -> float:
+        """TR from EP, AB and Max.TR: eq. (1) for AB >= 0, eq. (4) for AB < 0."""
+        if ab >= 0:
+            control = (ab + self.gamma * max_tr) / max_tr                          # eq. (2)/EP
+            fairness = 1.0 - self.delta * ep / math.sqrt(ep * ep + (max_tr / 2.0) ** 2)
+            return ep + ep * control * fairness                                     # eq. (1)
+        return ep + ep * (ab / (max_tr - ab))                                       # eq. (4)
+
+    # -- helpers -----------------------------------------------------------------
+    @staticmethod
+    def _rtt_us(st: CcState, ack: Optional[AckInfo] = None) -> Optional[float]:
+        for v in (st.srtt_us, ack.rtt_sample_us if ack else None, st.latest_rtt_us, st.min_rtt_us):
+            if v:
+                return float(v)
+        return None
+
+    @staticmethod
+    def _valid(fb: Optional[Feedback]) -> bool:
+        return (
+            fb is not None
+            and fb.hop_count > 0
+            and fb.narrow_kbps is not None
+            and fb.narrow_kbps > 0
+            and fb.tight_kbps is not None
+        )
+
+    def _floor(self, st: CcState, rtt_us: float) -> float:
+        return 8.0 * st.mss_bytes * US_PER_S / rtt_us
+
+    def _apply(self, st: CcState, rtt_us: Optional[float]) -> None:
+        st.pacing_rate_bps = self.tr
+        st.estimate_bps = self.tr
+        if self.tr is not None and rtt_us:
+            bound = self.inflight_gain * self.tr * (rtt_us / US_PER_S) / (8.0 * st.mss_bytes)
+            st.cwnd = min(max(bound, 2.0), st.max_cwnd)
+        st.extra["ep_bps"] = self.ep
+        st.extra["ab_bps"] = self.ab
+        st.extra["max_tr_bps"] = self.max_tr
+        st.extra["mode"] = self.mode
+
+    # -- callbacks ---------------------------------------------------------------
+    def on_init(self, st: CcState) -> None:
+        super().on_init(st)
+        st.pacing_rate_bps = None
+        st.estimate_bps = None
+        self.mode = "window"
+
+    def on_feedback(self, st: CcState, ack: AckInfo) -> None:
+        rtt = self._rtt_us(st, ack)
+        valid = self._valid(ack.feedback)
+        if self.mode == "window":
+            if not valid or not rtt:
+                return
+            # switch to rate mode: EP = the current window per RTT (2 MSS per initial RTT at start)
+            self.mode = "rate"
+            self.ep = max(st.cwnd * st.mss_bytes * 8.0 * US_PER_S / rtt, self._floor(st, rtt))
+            self.tr = self.ep
+            self.round_trs = []
+            self.round_start_us = ack.now_us
+            self.rounds_without_feedback = 0
+            self.feedback_in_round = False
+        # rate mode: close the RTT period first (eq. 5)
+        if rtt and self.round_start_us is not None and ack.now_us - self.round_start_us >= rtt:
+            if self.round_trs:
+                self.ep = max(sum(self.round_trs) / len(self.round_trs), self._floor(st, rtt))
+            if self.feedback_in_round:
+                self.rounds_without_feedback = 0
+            else:
+                self.rounds_without_feedback += 1
+            self.round_trs = []
+            self.feedback_in_round = False
+            self.round_start_us = ack.now_us
+            if self.rounds_without_feedback >= self.fallback_rtts:
+                self._fall_back(st, rtt)
+                return
+        if valid and self.ep is not None:
+            fb = ack.feedback
+            assert fb is not None and fb.narrow_kbps is not None and fb.tight_kbps is not None
+            self.max_tr = fb.narrow_kbps * 1000.0
+            self.ab = fb.tight_kbps * 1000.0
+            tr = self.rate(self.ep, self.ab, self.max_tr)
+            if rtt:
+                tr = max(tr, self._floor(st, rtt))
+            self.tr = tr
+            self.round_trs.append(tr)
+            self.feedback_in_round = True
+        self._apply(st, rtt)
+
+    def _fall_back(self, st: CcState, rtt_us: float) -> None:
+        rate = self.tr or self.ep or 0.0
+        self.mode = "window"
+        st.cwnd = max(rate * (rtt_us / US_PER_S) / (8.0 * st.mss_bytes), 2.0)
+        st.ssthresh = st.cwnd
+        st.pacing_rate_bps = None
+        st.extra["mode"] = self.mode
+        st.clamp()
+
+    def on_packet_sent(self, st: CcState, seg: SentSegment) -> None:
+        pass
+
+    def on_ack(self, st: CcState, ack: AckInfo) -> None:
+        if self.mode == "window":
+            super().on_ack(st, ack)
+
+    def on_dupack(self, st: CcState, ack: AckInfo) -> None:
+        if self.mode == "window":
+            super().on_dupack(st, ack)
+
+    def on_enter_recovery(self, st: CcState) -> None:
+        if self.mode == "window":
+            super().on_enter_recovery(st)
+
+    def on_partial_ack(self, st: CcState, ack: AckInfo) -> None:
+        if self.mode == "window":
+            super().on_partial_ack(st, ack)
+
+    def on_exit_recovery(self, st: CcState, ack: AckInfo) -> None:
+        if self.mode == "window":
+            super().on_exit_recovery(st, ack)
+
+    def on_timeout(self, st: CcState) -> None:
+        if self.mode == "window":
+            super().on_timeout(st)
+            return
+        rtt = self._rtt_us(st)
+        assert self.ep is not None
+        self.ep = self.ep * self.timeout_factor
+        if rtt:
+            self.ep = max(self.ep, self._floor(st, rtt))
+        self.tr = self.ep
+        self.round_trs = []
+        self._apply(st, rtt)

@@ -1,0 +1,130 @@
+"""TCP-EBN: cwnd scaling by beta * currentbn / lastebn (EBN paper sec. III-C)."""
+import pytest
+
+from bwn.hosts.cc.base import AckInfo, CcState, Feedback
+from bwn.hosts.cc.ebn import TcpEbn
+
+MSS = 1000
+
+
+def ack(code, hop_count=1, acked=MSS):
+    fb = Feedback(hop_count=hop_count, ebn_code=code, narrow_kbps=None, tight_kbps=None)
+    return AckInfo(now_us=0, ack_seq=0, acked_bytes=acked, rtt_sample_us=None,
+                   ack_send_time_us=None, feedback=fb, dupacks=0)
+
+
+def fresh(cwnd=20.0, ssthresh=float("inf"), **kw):
+    cc = TcpEbn(**kw)
+    st = CcState(mss_bytes=MSS)
+    cc.on_init(st)
+    st.cwnd, st.ssthresh = cwnd, ssthresh
+    return cc, st
+
+
+def kbps(code):
+    return 2 ** (code / 8)                              # docs/wire-format.md
+
+
+def test_first_code_only_initialises():
+    cc, st = fresh()
+    cc.on_feedback(st, ack(100))
+    assert st.cwnd == 20.0
+    assert st.estimate_bps == pytest.approx(kbps(100) * 1000)
+
+
+def test_equal_codes_do_nothing():
+    cc, st = fresh()
+    for _ in range(5):
+        cc.on_feedback(st, ack(100))
+    assert st.cwnd == 20.0 and st.ssthresh == float("inf")
+
+
+def test_decrease_multiplies_by_beta1_times_ratio():
+    cc, st = fresh(cwnd=20.0, ssthresh=50.0)
+    cc.on_feedback(st, ack(100))
+    cc.on_feedback(st, ack(92))                         # one octave down: 100 kb/s-ish halves
+    ratio = kbps(92) / kbps(100)
+    assert ratio == pytest.approx(0.5)
+    assert st.cwnd == pytest.approx(20.0 * 1.0 * ratio)
+    assert st.ssthresh == pytest.approx(10.0)           # ssthresh follows a decrease
+    cc.on_feedback(st, ack(89))                         # three steps down
+    assert st.cwnd == pytest.approx(10.0 * kbps(89) / kbps(92))
+
+
+def test_increase_multiplies_by_beta2_times_ratio():
+    cc, st = fresh(cwnd=10.0, ssthresh=8.0)
+    cc.on_feedback(st, ack(92))
+    cc.on_feedback(st, ack(100))                        # doubles: x 2 * 2 = 4
+    assert st.cwnd == pytest.approx(10.0 * 2.0 * 2.0)
+    assert st.ssthresh == 8.0                           # an increase leaves ssthresh alone
+    cc.on_feedback(st, ack(101))                        # the smallest step still more than doubles
+    assert st.cwnd == pytest.approx(40.0 * 2.0 * 2 ** (1 / 8))
+
+
+def test_custom_betas():
+    cc, st = fresh(cwnd=16.0, beta1=0.5, beta2=1.0)
+    cc.on_feedback(st, ack(80))
+    cc.on_feedback(st, ack(88))                         # ratio 2, beta2 = 1
+    assert st.cwnd == pytest.approx(32.0)
+    cc.on_feedback(st, ack(80))                         # ratio 1/2, beta1 = 0.5
+    assert st.cwnd == pytest.approx(8.0)
+
+
+def test_bounds_max_cwnd_and_one_segment():
+    cc, st = fresh(cwnd=100.0)
+    st.max_cwnd = 150.0
+    cc.on_feedback(st, ack(50))
+    cc.on_feedback(st, ack(58))
+    assert st.cwnd == 150.0
+    cc.on_feedback(st, ack(0))                          # 2^-7.25: far below one segment
+    assert st.cwnd == 1.0
+    assert st.ssthresh == 2.0
+
+
+def test_no_scaling_during_fast_recovery_but_lastebn_tracks():
+    cc, st = fresh(cwnd=20.0)
+    cc.on_feedback(st, ack(100))
+    st.in_recovery = True
+    cc.on_feedback(st, ack(92))
+    assert st.cwnd == 20.0
+    st.in_recovery = False
+    cc.on_feedback(st, ack(92))                         # same as the last code seen: nothing
+    assert st.cwnd == 20.0
+    cc.on_feedback(st, ack(84))
+    assert st.cwnd == pytest.approx(10.0)
+
+
+def test_unset_feedback_changes_nothing():
+    cc, st = fresh()
+    cc.on_feedback(st, ack(100))
+    cc.on_feedback(st, ack(None, hop_count=0))
+    no_echo = AckInfo(now_us=0, ack_seq=0, acked_bytes=MSS, rtt_sample_us=None,
+                      ack_send_time_us=None, feedback=None, dupacks=0)
+    cc.on_feedback(st, no_echo)
+    assert st.cwnd == 20.0
+    cc.on_feedback(st, ack(100))
+    assert st.cwnd == 20.0
+
+
+def test_relative_variant():
+    cc, st = fresh(cwnd=10.0, variant="relative")
+    cc.on_feedback(st, ack(100))
+    cc.on_feedback(st, ack(101))
+    r = 2 ** (1 / 8)
+    assert st.cwnd == pytest.approx(10.0 * (1 + 2.0 * (r - 1)))
+    cc.on_feedback(st, ack(93))
+    assert st.cwnd == pytest.approx(10.0 * (1 + 2.0 * (r - 1)) * 0.5)
+
+
+def test_ssthresh_follows_can_be_disabled():
+    cc, st = fresh(cwnd=20.0, ssthresh=50.0, ssthresh_follows="false")
+    cc.on_feedback(st, ack(100))
+    cc.on_feedback(st, ack(92))
+    assert st.cwnd == pytest.approx(10.0) and st.ssthresh == 50.0
+
+
+def test_newreno_underneath():
+    cc, st = fresh(cwnd=10.0, ssthresh=5.0)
+    cc.on_ack(st, AckInfo(now_us=0, ack_seq=MSS, acked_bytes=MSS, rtt_sample_us=None,
+                          ack_send_time_us=None, feedback=None, dupacks=0))
+    assert st.cwnd == pytest.approx(10.1)

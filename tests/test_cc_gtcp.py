@@ -1,0 +1,123 @@
+"""GTCP: cwnd_G = rate_G * rtt_base, fast recovery to cwnd_G + cwnd_BE/2 with forced transmissions,
+timeout recovery, start-up threshold, and rate_G = 0 being NewReno."""
+import pytest
+
+from bwn.hosts.cc.base import AckInfo, CcState, CongestionControl, SentSegment
+from bwn.hosts.cc.gtcp import Gtcp
+
+MSS = 1000
+RATE_G = 8e6          # 8 Mb/s
+RTT_BASE = 10_000     # µs -> cwnd_G = 8e6 * 0.01 / 8000 = 10 segments
+
+
+def ack(seq=0, acked=MSS, rtt_us=None, dupacks=0, now_us=0):
+    return AckInfo(now_us=now_us, ack_seq=seq, acked_bytes=acked, rtt_sample_us=rtt_us,
+                   ack_send_time_us=None, feedback=None, dupacks=dupacks)
+
+
+def dup(n):
+    return ack(acked=0, dupacks=n)
+
+
+def fresh(rate=RATE_G, **kw):
+    cc = Gtcp(rate_g_bps=rate, **kw)
+    st = CcState(mss_bytes=MSS)
+    cc.on_init(st)
+    cc.on_feedback(st, ack(rtt_us=RTT_BASE + 3000))
+    cc.on_feedback(st, ack(rtt_us=RTT_BASE))            # rtt_base = min sample
+    cc.on_feedback(st, ack(rtt_us=RTT_BASE + 500))
+    return cc, st
+
+
+def test_cwnd_g():
+    cc, st = fresh()
+    assert cc.cwnd_g(st) == pytest.approx(RATE_G * (RTT_BASE / 1e6) / (8 * MSS))
+    assert cc.cwnd_g(st) == pytest.approx(10)
+    assert st.cwnd == 2                                  # one segment for each component
+
+
+def test_three_dupacks_forced_transmissions_ignore_and_collapse():
+    cc, st = fresh()
+    st.cwnd, st.ssthresh, st.bytes_in_flight = 30.0, 25.0, 30 * MSS
+    cwnd_g, cwnd_be = 10.0, 20.0
+    cc.on_enter_recovery(st)
+    st.in_recovery = True
+    assert st.cwnd == 30.0                               # not adjusted at loss detection
+    seen = []
+    for n in range(4, 4 + 22):                           # the duplicate ACKs after the 3rd
+        cc.on_dupack(st, dup(n))
+        seen.append(st.cwnd)
+    forced = [30.0 + i for i in range(1, 11)]            # first cwnd_G: one more segment each
+    ignored = [40.0] * int(cwnd_be / 2)                  # next cwnd_BE/2: nothing
+    further = [41.0, 42.0]                               # then one segment per dup ACK again
+    assert seen == forced + ignored + further
+    st.in_recovery = False
+    cc.on_exit_recovery(st, ack(seq=40 * MSS, acked=30 * MSS))
+    assert st.cwnd == pytest.approx(cwnd_g + cwnd_be / 2)  # 20, where NewReno gives 15
+    assert st.ssthresh == pytest.approx(20.0)
+
+
+def test_window_below_cwnd_g_keeps_the_reservation():
+    cc, st = fresh()
+    st.cwnd, st.bytes_in_flight = 6.0, 6 * MSS
+    cc.on_enter_recovery(st)
+    cc.on_exit_recovery(st, ack(seq=6 * MSS))
+    assert st.cwnd == pytest.approx(10.0)               # cwnd_G + 0/2
+
+
+def test_congestion_avoidance_and_slow_start_threshold():
+    cc, st = fresh(initial_ssthresh=20.0)
+    assert st.ssthresh == pytest.approx(20.0 + 10.0)    # default ssthresh + cwnd_G
+    for _ in range(28):
+        cc.on_ack(st, ack())
+    assert st.cwnd == pytest.approx(30.0)               # +1 per ACK up to 30
+    cc.on_ack(st, ack())
+    assert st.cwnd == pytest.approx(30.0 + 1 / 30)      # then +1/cwnd
+
+
+def test_timeout_recovery():
+    cc, st = fresh()
+    for i in range(40):
+        cc.on_packet_sent(st, SentSegment(0, i * MSS, MSS, False))
+    st.cwnd, st.bytes_in_flight = 30.0, 30 * MSS        # 30 outstanding (10..39)
+    cc.on_timeout(st)
+    assert st.cwnd == 1.0                               # the best-effort part only
+    seen = []
+    for n in range(1, 33):
+        cc.on_dupack(st, dup(n))
+        seen.append(st.cwnd)
+    # first cwnd_G dup ACKs force a segment each; then none until 30 (the outstanding count)
+    # have come back; after that one per dup ACK
+    assert seen == [1.0 + i for i in range(1, 11)] + [11.0] * 20 + [12.0, 13.0]
+    cc.on_ack(st, ack(seq=20 * MSS, acked=10 * MSS))     # new ACK: best-effort slow start 1 -> 2
+    assert st.cwnd == pytest.approx(2.0 + 12.0)
+    cc.on_ack(st, ack(seq=40 * MSS, acked=20 * MSS))     # passes ssexit_thresh (40 000)
+    assert st.cwnd == pytest.approx(10.0 + 3.0)         # cwnd_G + cwnd_BE
+    assert st.ssthresh == pytest.approx(10.0 + (30 - 10) / 2)
+
+
+def test_no_reservation_is_newreno():
+    g, gs = fresh(rate=0.0)
+    n, ns = CongestionControl(), CcState(mss_bytes=MSS)
+    n.on_init(ns)
+    script = [("ack", ack())] * 12 + [("enter", None)] + [("dup", dup(k)) for k in range(4, 12)] \
+        + [("partial", ack(acked=3 * MSS))] + [("exit", ack(acked=5 * MSS))] + [("ack", ack())] * 5 \
+        + [("timeout", None)] + [("ack", ack())] * 3
+    for kind, a in script:
+        for cc, st in ((g, gs), (n, ns)):
+            st.bytes_in_flight = int(st.cwnd) * MSS
+            if kind == "ack":
+                cc.on_ack(st, a)
+            elif kind == "enter":
+                cc.on_enter_recovery(st)
+                st.in_recovery = True
+            elif kind == "dup":
+                cc.on_dupack(st, a)
+            elif kind == "partial":
+                cc.on_partial_ack(st, a)
+            elif kind == "exit":
+                st.in_recovery = False
+                cc.on_exit_recovery(st, a)
+            else:
+                cc.on_timeout(st)
+        assert (gs.cwnd, gs.ssthresh) == (ns.cwnd, ns.ssthresh), kind

@@ -1,0 +1,135 @@
+"""OBP: TR from eqs. (1) and (4), EP as the mean TR over an RTT (eq. 5), start, fallback, timeout."""
+import math
+
+import pytest
+
+from bwn.hosts.cc.base import AckInfo, CcState, Feedback
+from bwn.hosts.cc.obp import Obp
+
+MSS = 1000
+RTT = 100_000                                            # µs
+DELTA, GAMMA = 0.9, 0.09
+
+
+def fb(narrow_mbps, tight_mbps, hop_count=2):
+    return Feedback(hop_count=hop_count, ebn_code=None,
+                    narrow_kbps=int(narrow_mbps * 1000), tight_kbps=int(tight_mbps * 1000))
+
+
+def ack(now_us, feedback, acked=MSS, rtt_us=RTT):
+    return AckInfo(now_us=now_us, ack_seq=0, acked_bytes=acked, rtt_sample_us=rtt_us,
+                   ack_send_time_us=None, feedback=feedback, dupacks=0)
+
+
+def fresh(cwnd=None, **kw):
+    cc = Obp(**kw)
+    st = CcState(mss_bytes=MSS)
+    cc.on_init(st)
+    st.srtt_us = RTT
+    if cwnd is not None:
+        st.cwnd = cwnd
+    return cc, st
+
+
+def eq1(ep, ab, mx):
+    return ep + ep * ((ab + GAMMA * mx) / mx) * (1 - DELTA * ep / math.sqrt(ep ** 2 + (mx / 2) ** 2))
+
+
+def test_starts_window_based_and_switches_at_first_feedback_with_two_mss_per_rtt():
+    cc, st = fresh()
+    assert cc.rate_based
+    assert st.cwnd == 2 and st.pacing_rate_bps is None
+    cc.on_feedback(st, ack(0, None))                     # no echo: still NewReno
+    cc.on_ack(st, ack(0, None))
+    assert st.cwnd == 3 and st.pacing_rate_bps is None
+    cc, st = fresh()
+    cc.on_feedback(st, ack(0, fb(100, 50)))
+    ep = 2 * 8000 / 0.1                                  # 2 MSS per initial RTT = 160 kb/s
+    tr = ep + ep * ((50e6 + 0.09 * 100e6) / 100e6) * (1 - 0.9 * ep / math.sqrt(ep ** 2 + 50e6 ** 2))
+    assert st.pacing_rate_bps == pytest.approx(tr)
+    assert st.estimate_bps == pytest.approx(tr)
+    assert st.cwnd == pytest.approx(2 * tr * 0.1 / 8000)  # in-flight bound 2 * TR * srtt
+
+
+def test_eq1_positive_available_bandwidth():
+    cc, st = fresh(cwnd=125)                             # EP = 125 * 8000 bit / 0.1 s = 10 Mb/s
+    cc.on_feedback(st, ack(0, fb(100, 50)))
+    # by hand: control factor (50 + 9) / 100 = 0.59; fairness 1 - 0.9 * 10 / sqrt(100 + 2500)
+    tr = 10e6 + 10e6 * 0.59 * (1 - 9 / math.sqrt(2600))
+    assert tr == pytest.approx(14.859e6, rel=1e-4)
+    assert st.pacing_rate_bps == pytest.approx(tr)
+    cc.on_feedback(st, ack(1_000, fb(100, 0)))           # AB = 0: TR stays near EP (+ gamma term)
+    assert st.pacing_rate_bps == pytest.approx(10e6 + 10e6 * 0.09 * (1 - 9 / math.sqrt(2600)))
+
+
+def test_eq4_negative_available_bandwidth():
+    cc, st = fresh(cwnd=125)
+    cc.on_feedback(st, ack(0, fb(100, -50)))
+    assert st.pacing_rate_bps == pytest.approx(10e6 + 10e6 * (-50 / (100 + 50)))   # 6.67 Mb/s
+    cc.on_feedback(st, ack(1_000, fb(100, -100)))        # offered load twice the capacity: halve
+    assert st.pacing_rate_bps == pytest.approx(5e6)
+
+
+def test_ep_is_the_mean_of_the_trs_of_the_previous_rtt():
+    cc, st = fresh(cwnd=125)                             # EP0 = 10 Mb/s
+    abs_ = [50, 20, -30]
+    times = [0, 30_000, 60_000]
+    trs = []
+    for t, ab in zip(times, abs_):
+        cc.on_feedback(st, ack(t, fb(100, ab)))
+        trs.append(st.pacing_rate_bps)
+    assert trs[0] == pytest.approx(eq1(10e6, 50e6, 100e6))
+    assert trs[1] == pytest.approx(eq1(10e6, 20e6, 100e6))        # EP constant within the RTT
+    assert trs[2] == pytest.approx(10e6 + 10e6 * (-30 / 130))
+    cc.on_feedback(st, ack(100_000, fb(100, 40)))        # one RTT later: EP updated first
+    ep1 = sum(trs) / 3
+    assert st.extra["ep_bps"] == pytest.approx(ep1)
+    assert st.pacing_rate_bps == pytest.approx(eq1(ep1, 40e6, 100e6))
+
+
+def test_dupacks_and_loss_leave_the_rate_alone_timeout_halves_ep():
+    cc, st = fresh(cwnd=125)
+    cc.on_feedback(st, ack(0, fb(100, 50)))
+    tr = st.pacing_rate_bps
+    cwnd = st.cwnd
+    cc.on_dupack(st, ack(1, None, acked=0))
+    cc.on_enter_recovery(st)
+    st.in_recovery = True
+    cc.on_dupack(st, ack(2, None, acked=0))
+    assert st.pacing_rate_bps == tr and st.cwnd == cwnd
+    cc.on_timeout(st)
+    assert st.pacing_rate_bps == pytest.approx(5e6)       # EP (10 Mb/s) / 2
+    assert st.extra["ep_bps"] == pytest.approx(5e6)
+    assert st.cwnd == pytest.approx(2 * 5e6 * 0.1 / 8000)
+
+
+def test_no_bwn_switch_on_the_path_is_newreno():
+    cc, st = fresh()
+    for i in range(5):
+        a = ack(i * 1000, fb(100, 50, hop_count=0))
+        cc.on_feedback(st, a)
+        cc.on_ack(st, a)
+    assert st.pacing_rate_bps is None
+    assert st.cwnd == 7                                  # slow start: 2 + 5
+    st.bytes_in_flight = 7 * MSS
+    cc.on_enter_recovery(st)
+    assert st.ssthresh == 3.5 and st.cwnd == 6.5
+
+
+def test_feedback_disappearing_falls_back_to_window_mode():
+    cc, st = fresh(cwnd=125)
+    cc.on_feedback(st, ack(0, fb(100, -50)))             # TR = 6.67 Mb/s
+    tr = st.pacing_rate_bps
+    cc.on_feedback(st, ack(100_000, None))               # closes RTT 1 (had feedback)
+    assert cc.mode == "rate"
+    cc.on_feedback(st, ack(200_000, None))               # closes RTT 2: none
+    assert cc.mode == "rate"
+    cc.on_feedback(st, ack(300_000, None))               # closes RTT 3: none -> fallback
+    assert cc.mode == "window" and st.pacing_rate_bps is None
+    assert st.cwnd == pytest.approx(tr * 0.1 / 8000) and st.ssthresh == st.cwnd
+
+
+def test_floor_one_segment_per_rtt():
+    cc, st = fresh(cwnd=2)
+    cc.on_feedback(st, ack(0, fb(100, -1000)))           # eq. (4) would give EP / 11
+    assert st.pacing_rate_bps == pytest.approx(8000 / 0.1)

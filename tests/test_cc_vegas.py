@@ -1,0 +1,139 @@
+"""TCP Vegas: Diff = (Expected - Actual) * BaseRTT once per RTT, alpha/beta/gamma decisions."""
+import pytest
+
+from bwn.hosts.cc.base import AckInfo, CcState, SentSegment
+from bwn.hosts.cc.vegas import Vegas
+
+MSS = 1000
+BASE = 100_000                                           # µs
+
+
+class Driver:
+    """Sends segments and acknowledges them one by one, through the base-class callbacks."""
+
+    def __init__(self, cwnd, ssthresh, **kw):
+        self.cc = Vegas(**kw)
+        self.st = CcState(mss_bytes=MSS)
+        self.cc.on_init(self.st)
+        self.una = self.nxt = 0
+        self.now = 0
+        # two short rounds with the base RTT (too few samples: Reno), then set the window
+        self.send(1)
+        self.ack_one(BASE)
+        self.send(10)
+        self.boundary_nxt = self.nxt
+        self.ack_one(BASE)
+        self.st.cwnd, self.st.ssthresh = cwnd, ssthresh
+
+    def send(self, n):
+        for _ in range(n):
+            self.cc.on_packet_sent(self.st, SentSegment(self.now, self.nxt, MSS, False))
+            self.nxt += MSS
+
+    def ack_one(self, rtt_us):
+        self.una += MSS
+        self.now += 1000
+        a = AckInfo(now_us=self.now, ack_seq=self.una, acked_bytes=MSS, rtt_sample_us=rtt_us,
+                    ack_send_time_us=None, feedback=None, dupacks=0)
+        self.cc.on_feedback(self.st, a)
+        self.cc.on_ack(self.st, a)
+
+    def one_rtt(self, rtt_us, inside_samples=True):
+        """One Vegas RTT: ACK everything sent before the previous boundary ACK (these ACKs are
+        inside the RTT, with RTT samples 5 ms above ``rtt_us``), then one ACK beyond it (the
+        next boundary, whose sample ``rtt_us`` is the round's minimum). Returns the number of
+        ACKs inside the RTT."""
+        self.send(20)
+        inside = 0
+        while self.una < self.boundary_nxt:
+            self.ack_one(rtt_us + 5_000 if inside_samples else None)
+            inside += 1
+        self.boundary_nxt = self.nxt
+        self.ack_one(rtt_us)
+        return inside
+
+
+def diff(cwnd, rtt):
+    expected = cwnd / BASE
+    actual = cwnd / rtt
+    return (expected - actual) * BASE
+
+
+@pytest.mark.parametrize("rtt,expected_cwnd", [
+    (105_000, 21.0),   # Diff = 20 * 5/105 = 0.95 < alpha = 1: +1
+    (110_000, 20.0),   # Diff = 1.82: between alpha and beta, hold
+    (120_000, 19.0),   # Diff = 3.33 > beta = 3: -1
+])
+def test_congestion_avoidance_alpha_beta(rtt, expected_cwnd):
+    d = Driver(cwnd=20.0, ssthresh=10.0)
+    d.one_rtt(rtt)
+    # the round's RTT is its minimum sample (Linux), here the boundary ACK's rtt
+    d_value = diff(20.0, rtt)
+    assert d.cc.diff == pytest.approx(d_value)
+    if d_value < 1:
+        assert expected_cwnd == 21.0
+    elif d_value > 3:
+        assert expected_cwnd == 19.0
+    assert d.st.cwnd == expected_cwnd
+    assert d.st.ssthresh == 10.0
+
+
+def test_linux_parameters():
+    d = Driver(cwnd=20.0, ssthresh=10.0, alpha=2, beta=4)
+    d.one_rtt(110_000)                                    # Diff 1.82 < 2: +1
+    assert d.st.cwnd == 21.0
+    d = Driver(cwnd=20.0, ssthresh=10.0, alpha=2, beta=4)
+    d.one_rtt(130_000)                                    # Diff 4.6 > 4: -1
+    assert d.st.cwnd == 19.0
+
+
+def test_decrease_pulls_ssthresh_down():
+    d = Driver(cwnd=12.0, ssthresh=11.5)
+    d.one_rtt(200_000)                                    # Diff = 6 > 3
+    assert d.st.cwnd == 11.0 and d.st.ssthresh == 11.0
+
+
+def test_slow_start_exit_when_diff_exceeds_gamma():
+    d = Driver(cwnd=20.0, ssthresh=float("inf"))
+    inside = d.one_rtt(110_000)
+    assert inside == 9
+    # while ACKing inside the RTT the window grew (a growing RTT): 9 ACKs -> 29
+    cw = 29.0
+    assert diff(cw, 110_000) > 1
+    assert d.st.cwnd == pytest.approx(min(cw, cw * BASE / 110_000 + 1))
+    assert d.st.ssthresh == pytest.approx(d.st.cwnd)     # now in congestion avoidance
+
+
+def test_slow_start_grows_every_other_rtt():
+    d = Driver(cwnd=4.0, ssthresh=float("inf"))
+    n1 = d.one_rtt(BASE)                                  # growing RTT: +1 per ACK inside
+    grown = 4.0 + n1
+    assert d.st.cwnd == pytest.approx(grown)              # Diff 0 <= gamma: stay in slow start
+    n2 = d.one_rtt(BASE)                                  # held RTT: no growth inside it
+    assert n2 > 0
+    assert d.st.cwnd == pytest.approx(grown + 1)          # the boundary ACK opens a growing RTT
+    n3 = d.one_rtt(BASE)
+    assert d.st.cwnd == pytest.approx(grown + 1 + n3)     # growing again; next boundary holds
+
+
+def test_every_other_rtt_can_be_disabled():
+    d = Driver(cwnd=4.0, ssthresh=float("inf"), every_other_rtt="false")
+    n1 = d.one_rtt(BASE)
+    n2 = d.one_rtt(BASE)
+    assert d.st.cwnd == pytest.approx(4.0 + n1 + 1 + n2 + 1)
+
+
+def test_too_few_samples_is_reno():
+    d = Driver(cwnd=20.0, ssthresh=10.0)
+    d.one_rtt(200_000, inside_samples=False)               # inside ACKs carry no RTT sample (Karn)
+    # only the boundary ACK's sample: too few for Diff -> Reno's +1/cwnd, although Diff would be 10
+    assert d.st.cwnd == pytest.approx(20.05)
+
+
+def test_loss_is_newreno():
+    d = Driver(cwnd=20.0, ssthresh=30.0)
+    d.st.bytes_in_flight = 20 * MSS
+    d.cc.on_enter_recovery(d.st)
+    assert d.st.ssthresh == 10 and d.st.cwnd == 13
+    d.cc.on_timeout(d.st)
+    assert d.st.cwnd == 1

@@ -1,0 +1,159 @@
+"""TCP Westwood / Westwood+: the BWE recursion and the congestion-event rules, by hand."""
+import pytest
+
+from bwn.hosts.cc.base import AckInfo, CcState
+from bwn.hosts.cc.westwood import Westwood
+
+MSS = 1000
+BETA = 19 / 21
+
+
+def ack(now_us, acked_bytes, rtt_us=None, dupacks=0, seq=0):
+    return AckInfo(now_us=now_us, ack_seq=seq, acked_bytes=acked_bytes, rtt_sample_us=rtt_us,
+                   ack_send_time_us=None, feedback=None, dupacks=dupacks)
+
+
+def fresh(**kw):
+    cc = Westwood(**kw)
+    st = CcState(mss_bytes=MSS)
+    cc.on_init(st)
+    return cc, st
+
+
+def test_per_ack_tustin_recursion():
+    cc, st = fresh()
+    cc.on_feedback(st, ack(0, 1000))                  # starts the clock only
+    assert st.estimate_bps is None
+    cc.on_feedback(st, ack(10_000, 1000))             # 8000 bit / 10 ms
+    s1 = 8000 / 0.010
+    assert st.estimate_bps == pytest.approx(s1)       # first sample initialises BWE
+    cc.on_feedback(st, ack(15_000, 2000))             # 16000 bit / 5 ms
+    s2 = 16000 / 0.005
+    bwe2 = BETA * s1 + (1 - BETA) * (s2 + s1) / 2
+    assert st.estimate_bps == pytest.approx(bwe2)
+    cc.on_feedback(st, ack(35_000, 1000))             # 8000 bit / 20 ms
+    s3 = 8000 / 0.020
+    bwe3 = BETA * bwe2 + (1 - BETA) * (s3 + s2) / 2
+    assert st.estimate_bps == pytest.approx(bwe3)
+    # numerically: 800 k, 914.29 k, 998.64 kb/s
+    assert bwe3 == pytest.approx(998_639.5, rel=1e-6)
+
+
+def test_dupack_counts_one_mss_and_cumulative_ack_is_reduced():
+    cc, st = fresh(beta=0.0)                           # beta 0: BWE = mean of the last two samples
+    cc.on_feedback(st, ack(0, 1000))
+    cc.on_feedback(st, ack(10_000, 1000))              # 800 kb/s
+    cc.on_feedback(st, ack(20_000, 0, dupacks=1))      # a dup ACK: one MSS in 10 ms
+    assert st.extra["bw_sample_bps"] == pytest.approx(800_000)
+    # the ACK ending the run acks 3000 bytes, 1000 of them already counted: 2000 bytes in 10 ms
+    cc.on_feedback(st, ack(30_000, 3000))
+    assert st.extra["bw_sample_bps"] == pytest.approx(16000 / 0.010)
+    assert st.estimate_bps == pytest.approx((1_600_000 + 800_000) / 2)
+
+
+def test_acks_in_the_same_microsecond_are_merged():
+    cc, st = fresh()
+    cc.on_feedback(st, ack(0, 1000))
+    cc.on_feedback(st, ack(10_000, 1000))
+    cc.on_feedback(st, ack(10_000, 1000))              # same µs: carried
+    assert st.extra["bw_sample_bps"] == pytest.approx(800_000)
+    cc.on_feedback(st, ack(20_000, 1000))              # 2000 bytes in 10 ms
+    assert st.extra["bw_sample_bps"] == pytest.approx(1_600_000)
+
+
+def _with_estimate(bwe_bps, rtt_min_us, **kw):
+    """Drive a flow to a constant-rate estimate: 1000-byte ACKs every 8000/bwe seconds."""
+    cc, st = fresh(**kw)
+    gap = int(round(8000 / bwe_bps * 1e6))
+    for i in range(200):
+        cc.on_feedback(st, ack(i * gap, 1000, rtt_us=rtt_min_us + (i % 3) * 1000))
+    assert st.estimate_bps == pytest.approx(bwe_bps, rel=1e-9)
+    return cc, st
+
+
+def test_three_dupacks_in_congestion_avoidance():
+    cc, st = _with_estimate(4_000_000, 50_000)          # 4 Mb/s * 50 ms = 25 000 B = 25 segments
+    st.cwnd, st.ssthresh = 40.0, 30.0                   # congestion avoidance
+    st.bytes_in_flight = 40 * MSS
+    cc.on_enter_recovery(st)
+    assert st.ssthresh == pytest.approx(4e6 * 0.050 / (8 * MSS))   # = 25
+    assert st.cwnd == pytest.approx(25 + 3)                         # min(cwnd, ssthresh) + 3 dupacks
+    # NewReno would have chosen 20
+    st.in_recovery = True
+    cc.on_dupack(st, ack(10**7, 0, dupacks=4))
+    assert st.cwnd == pytest.approx(29)
+    st.bytes_in_flight = 30 * MSS
+    st.in_recovery = False
+    cc.on_exit_recovery(st, ack(10**7 + 1, 5000))
+    assert st.cwnd == pytest.approx(25)                 # min(25, flight 30 + 1)
+
+
+def test_three_dupacks_in_slow_start_keep_cwnd():
+    cc, st = _with_estimate(4_000_000, 50_000)
+    st.cwnd, st.ssthresh = 12.0, float("inf")
+    st.bytes_in_flight = 12 * MSS
+    cc.on_enter_recovery(st)
+    assert st.ssthresh == pytest.approx(25)
+    assert st.cwnd == pytest.approx(12 + 3)
+    st.bytes_in_flight = 20 * MSS
+    cc.on_exit_recovery(st, ack(10**7, 1000))
+    assert st.cwnd == pytest.approx(12)
+
+
+def test_timeout():
+    cc, st = _with_estimate(8_000_000, 20_000)          # 8 Mb/s * 20 ms = 20 segments
+    st.cwnd, st.ssthresh = 33.0, 10.0
+    st.bytes_in_flight = 33 * MSS
+    cc.on_timeout(st)
+    assert st.ssthresh == pytest.approx(20)
+    assert st.cwnd == 1
+
+
+def test_no_estimate_falls_back_to_newreno():
+    cc, st = fresh()
+    st.cwnd, st.bytes_in_flight = 20.0, 20 * MSS
+    cc.on_enter_recovery(st)
+    assert st.ssthresh == 10 and st.cwnd == 13
+
+
+def test_westwood_plus_one_sample_per_rtt_and_two_7_8_filters():
+    cc, st = fresh(variant="westwood+")
+    rtt = 100_000
+    cc.on_feedback(st, ack(0, 1000, rtt_us=rtt))        # opens the window
+    # 10 ACKs of 1000 B within the first 100 ms: no sample yet
+    for i in range(1, 11):
+        cc.on_feedback(st, ack(i * 10_000, 1000, rtt_us=rtt))
+    assert st.estimate_bps is None
+    cc.on_feedback(st, ack(110_000, 1000, rtt_us=rtt))  # delta 110 ms > rtt: 11 000 B / 110 ms
+    s1 = 11 * 8000 / 0.110
+    assert st.estimate_bps == pytest.approx(s1)
+    for i in range(12, 23):                              # 11 more ACKs of 2000 B, one per 10 ms
+        cc.on_feedback(st, ack(i * 10_000, 2000, rtt_us=rtt))
+    s2 = 11 * 16000 / 0.110
+    ns = (7 * s1 + s2) / 8
+    assert st.estimate_bps == pytest.approx((7 * s1 + ns) / 8)
+
+
+def test_the_50ms_floor_of_westwood_plus():
+    cc, st = fresh(variant="westwood+")
+    cc.on_feedback(st, ack(0, 1000, rtt_us=10_000))
+    for i in range(1, 6):                               # 5 ms apart: 25 ms < 50 ms floor
+        cc.on_feedback(st, ack(i * 5_000, 1000, rtt_us=10_000))
+    assert st.estimate_bps is None
+    for i in range(6, 12):
+        cc.on_feedback(st, ack(i * 5_000, 1000, rtt_us=10_000))
+    assert st.estimate_bps == pytest.approx(11 * 8000 / 0.055)
+
+
+def test_bad_variant():
+    with pytest.raises(ValueError):
+        Westwood(variant="westwood++")
+
+
+def test_acks_for_nothing_are_ignored():
+    cc, st = fresh()
+    cc.on_feedback(st, ack(0, 0, rtt_us=30_000))         # the SYN-ACK: no byte, not a duplicate
+    cc.on_feedback(st, ack(50_000, 1000))                # first data ACK: starts the clock only
+    assert st.estimate_bps is None
+    cc.on_feedback(st, ack(60_000, 1000))
+    assert st.estimate_bps == pytest.approx(800_000)
