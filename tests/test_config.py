@@ -1,0 +1,204 @@
+"""Experiment/topology configuration (controller/config.py, docs/config.md)."""
+from __future__ import annotations
+
+import copy
+import ipaddress
+from pathlib import Path
+
+import pytest
+
+from bwn.controller import config as cfg
+from bwn.controller.schedule import ConstantSchedule, SineSchedule, StepSchedule, TraceSchedule
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "topologies" / "configs" / "example-dumbbell.toml"
+
+
+def minimal() -> dict:
+    """The smallest valid config: h1 - s1 - h2."""
+    return {
+        "experiment": {"name": "t", "duration_s": 30},
+        "switches": [{"name": "s1"}],
+        "hosts": [{"name": "h1", "ip": "10.0.1.1/24"}, {"name": "h2", "ip": "10.0.2.1/24"}],
+        "links": [
+            {"a": "h1", "b": "s1", "schedule": {"kind": "constant", "rate_mbit": 100}},
+            {"a": "s1", "b": "h2", "delay_ms": 10,
+             "schedule": {"kind": "steps", "steps": [{"t_s": 0, "rate_mbit": 10},
+                                                     {"t_s": 10, "rate_mbit": 5}]}},
+        ],
+        "flows": [{"src": "h1", "dst": "h2"}],
+    }
+
+
+def errors_of(data: dict, **kwargs) -> list[str]:
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.validate(data, **kwargs)
+    return err.value.errors
+
+
+def test_example_config_loads():
+    c = cfg.load_config(EXAMPLE)
+    assert c.name == "example-dumbbell"
+    assert c.duration_s == 60
+    assert c.schemes == ("ebn", "newreno", "westwood")
+    assert [s.name for s in c.switches] == ["s1", "s2"]
+    assert c.switches[0].grpc_port == 50001 and c.switches[1].grpc_port is None
+    assert c.host("h1").ip == ipaddress.IPv4Interface("10.0.1.1/24")
+    assert c.host("h1").address == "10.0.1.1"
+    bottleneck = c.link("bottleneck")
+    assert (bottleneck.a, bottleneck.b, bottleneck.a_port) == ("s1", "s2", 3)
+    assert bottleneck.apply_at == ("s1", "s2")
+    assert bottleneck.queue_packets == 50 and bottleneck.delay_ms == 10
+    assert isinstance(bottleneck.capacity.schedule, SineSchedule)
+    assert bottleneck.capacity.schedule.b_bps == 10e6
+    assert c.link("h1-s1").apply_at == ("s1",)        # "both" = every switch end
+    trace = c.link("s2-h2").capacity
+    assert isinstance(trace.schedule, TraceSchedule)
+    assert trace.trace_path == EXAMPLE.parent / "traces" / "12mbit.trace"
+    assert trace.schedule.rate_bps(3.0) == pytest.approx(12e6)
+    assert c.dataplane.window_us == 16384 and c.telemetry.interval_s == 0.1
+    assert c.reservations[0].rate_bps == 2e6
+    main, cross = c.flows
+    assert (main.scheme, main.duration_s, main.bytes) == ("under-test", 60, None)
+    assert main.algorithm("ebn") == "ebn" and cross.algorithm("ebn") == "gtcp"
+    assert (cross.start_s, cross.bytes, cross.reserved_rate_mbit) == (10, 5_000_000, 2)
+    assert [link.name for link in c.path_links("h1", "h2")] == ["h1-s1", "bottleneck", "s2-h2"]
+
+
+def test_minimal_defaults():
+    c = cfg.validate(minimal())
+    assert c.dataplane == cfg.DataplaneConfig()
+    assert c.switches[0].device_id == 0
+    link = c.links[1]
+    assert link.name == "s1-h2" and link.loss == 0 and link.queue_packets == 64
+    assert isinstance(link.capacity.schedule, StepSchedule)
+    assert link.capacity.updates(30) == [(0.0, 10e6), (10.0, 5e6)]
+    assert isinstance(c.links[0].capacity.schedule, ConstantSchedule)
+    flow = c.flows[0]
+    assert (flow.name, flow.scheme, flow.start_s, flow.bytes, flow.duration_s) == \
+        ("flow0", "under-test", 0.0, None, None)
+
+
+def test_apply_at_one_end_and_loss():
+    data = minimal()
+    data["switches"].append({"name": "s2"})
+    data["links"][1] = {"a": "s1", "b": "s2", "apply_at": "s2", "loss": 0.01,
+                        "schedule": {"kind": "constant", "rate_mbit": 10}}
+    data["links"].append({"a": "s2", "b": "h2", "schedule": {"kind": "constant", "rate_mbit": 10}})
+    c = cfg.validate(data)
+    assert c.links[1].apply_at == ("s2",) and c.links[1].loss == 0.01
+
+
+@pytest.mark.parametrize("mutate, expected", [
+    (lambda d: d["links"][1]["schedule"].update(kind="sin"),
+     "links[1].schedule.kind: unknown kind 'sin' (expected one of: constant, steps, sine, trace)"),
+    (lambda d: d["links"][0].update(a="h9"),
+     "links[0].a: unknown node 'h9' (known: h1, h2, s1)"),
+    (lambda d: d["links"][0].update(delay=3),
+     "links[0].delay: unknown key (expected one of: name, a, b, a_port, b_port, schedule, "
+     "delay_ms, loss, queue_packets, apply_at)"),
+    (lambda d: d["links"][0].update(loss=1.5), "links[0].loss: must be at most 1, got 1.5"),
+    (lambda d: d["links"][0].update(delay_ms="ten"),
+     "links[0].delay_ms: expected a number, got string 'ten'"),
+    (lambda d: d["links"][0].update(queue_packets=2.5),
+     "links[0].queue_packets: expected an integer, got float 2.5"),
+    (lambda d: d["links"][0].pop("schedule"), "links[0].schedule: missing (required)"),
+    (lambda d: d["links"][0].update(apply_at="h1"),
+     "links[0].apply_at: 'h1' is a host: only a switch's egress port can apply the schedule"),
+    (lambda d: d["links"][0].update(a_port=64), "links[0].a_port: must be at most 63, got 64"),
+    (lambda d: d["links"][0]["schedule"].update(kind="sine", b_mbit=1, alpha=0.5, w_rad_s=1),
+     "links[0].schedule.rate_mbit: unknown key for kind 'sine'"),
+    (lambda d: d["links"][0]["schedule"].update(rate_mbit=0),
+     "links[0].schedule.rate_mbit: must be greater than 0, got 0"),
+    (lambda d: d["links"][1]["schedule"]["steps"][1].update(t_s=0),
+     "links[1].schedule.steps[1].t_s: 0 is not after the previous step's 0"),
+    (lambda d: d["links"][1]["schedule"]["steps"][0].update(t_s=2),
+     "links[1].schedule.steps[0].t_s: the first step must be at t_s = 0, got 2"),
+    (lambda d: d["hosts"][0].update(ip="10.0.1.1"),
+     "hosts[0].ip: expected an IPv4 address with its prefix length, like 10.0.1.1/24, "
+     "got '10.0.1.1'"),
+    (lambda d: d["hosts"][1].update(ip="10.0.1.1/24"),
+     "hosts[1].ip: address 10.0.1.1 is already used by hosts[0]"),
+    (lambda d: d["hosts"][1].update(name="s1"),
+     "hosts[1].name: name 's1' is already used by switches[0].name"),
+    (lambda d: d["dataplane"] if d.update(dataplane={"window_us": 1000}) else None,
+     "dataplane.window_us: the window must be a power of two between 64 and 16777216 us, "
+     "got 1000"),
+    (lambda d: d.update(telemetry={"interval_s": 0}),
+     "telemetry.interval_s: must be greater than 0, got 0"),
+    (lambda d: d["flows"][0].update(scheme="cubic"),
+     "flows[0].scheme: unknown scheme 'cubic' (expected one of: under-test, newreno"),
+    (lambda d: d["flows"][0].update(dst="s1"),
+     "flows[0].dst: 's1' is a switch, expected a host (hosts: h1, h2)"),
+    (lambda d: d["flows"][0].update(bytes=10, duration_s=3),
+     "flows[0]: give bytes or duration_s, not both"),
+    (lambda d: d["flows"][0].update(start_s=20, duration_s=20),
+     "flows[0].duration_s: the flow would end at 40 s, after the experiment (30 s)"),
+    (lambda d: d["flows"][0].update(reserved_rate_mbit=2),
+     "flows[0].reserved_rate_mbit: no reservation from h1 to h2 (add one under [[reservations]])"),
+    (lambda d: d["flows"][0].update(scheme="ebn", reserved_rate_mbit=2),
+     "flows[0].reserved_rate_mbit: scheme 'ebn' takes no reserved rate"),
+    (lambda d: d.update(reservations=[{"src": "h1", "dst": "h2", "rate_mbit": -1}]),
+     "reservations[0].rate_mbit: must be greater than 0, got -1"),
+    (lambda d: d["links"].pop(1), "hosts[1]: host 'h2' is not connected by any link"),
+    (lambda d: d.pop("switches"), "switches: missing (required)"),
+    (lambda d: d.update(extra=1), "extra: unknown key (expected one of: experiment"),
+])
+def test_each_error_is_reported_with_its_location(mutate, expected):
+    data = copy.deepcopy(minimal())
+    mutate(data)
+    errors = errors_of(data)
+    assert any(e.startswith(expected) for e in errors), errors
+
+
+def test_no_path_between_hosts():
+    data = minimal()
+    data["switches"].append({"name": "s2"})
+    data["links"][1]["a"] = "s2"
+    errors = errors_of(data)
+    assert "flows[0]: no path from h1 to h2 over the links" in errors
+
+
+def test_trace_errors_name_file_and_line(tmp_path):
+    (tmp_path / "bad.trace").write_text("10\n20\n130\n120\n")
+    data = minimal()
+    data["links"][1]["schedule"] = {"kind": "trace", "path": "bad.trace"}
+    errors = errors_of(data, base_dir=tmp_path)
+    assert errors == ["links[1].schedule.path: bad.trace:4: timestamp 120 is smaller than "
+                      "the previous 130"]
+
+
+def test_all_errors_collected_in_one_exception():
+    data = minimal()
+    data["links"][1]["schedule"]["kind"] = "sin"
+    data["links"][0]["loss"] = 2
+    data["hosts"][0]["ip"] = "300.1.1.1/24"
+    data["flows"][0]["start_s"] = -1
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.validate(data, source="exp.toml")
+    errors = err.value.errors
+    assert len(errors) == 4, errors
+    assert errors[0].startswith("hosts[0].ip: not an IPv4 address/prefix")
+    assert errors[1] == "links[0].loss: must be at most 1, got 2"
+    assert errors[2].startswith("links[1].schedule.kind: unknown kind 'sin'")
+    assert errors[3] == "flows[0].start_s: must be at least 0, got -1"
+    text = str(err.value)
+    assert text.startswith("exp.toml: 4 errors:")
+    assert all(e in text for e in errors)
+
+
+def test_load_config_reports_toml_syntax(tmp_path):
+    path = tmp_path / "broken.toml"
+    path.write_text("[experiment\nname = 1\n")
+    with pytest.raises(cfg.ConfigError, match="broken.toml: 1 error:\n  not valid TOML"):
+        cfg.load_config(path)
+
+
+def test_load_config_resolves_trace_relative_to_file(tmp_path):
+    (tmp_path / "traces").mkdir()
+    (tmp_path / "traces" / "t.trace").write_text("2\n")   # 1 opportunity / 2 ms = 6 Mb/s
+    text = EXAMPLE.read_text().replace('path = "traces/12mbit.trace"', 'path = "traces/t.trace"')
+    (tmp_path / "exp.toml").write_text(text)
+    c = cfg.load_config(tmp_path / "exp.toml")
+    assert c.link("s2-h2").capacity.schedule.rate_bps(1.0) == pytest.approx(6e6)
+    assert c.source == tmp_path / "exp.toml"

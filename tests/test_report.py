@@ -1,0 +1,179 @@
+"""Experiment report (bwn/report.py) from synthetic run directories."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from bwn import report
+from bwn.hosts.flowlog import SENDER_FIELDS, TimeSeriesLog
+
+TIMES_S = [i * 0.5 for i in range(20)]         # log rows at 0, 0.5, ..., 9.5 s
+
+
+def write_sender_log(path: Path, flow_id: int, algo: str, rate_bps: float,
+                     extra: dict | None = None) -> None:
+    """A log in the sender's real format (hosts/flowlog.py), one row every 0.5 s."""
+    log = TimeSeriesLog(str(path), SENDER_FIELDS, interval_us=0)
+    for t_s in TIMES_S:
+        row = {"time_s": t_s, "flow_id": flow_id, "algo": algo, "cwnd": 10 + t_s,
+               "ssthresh": float("inf"), "delivered_bytes": int(rate_bps * t_s / 8),
+               "retransmits": 0, "srtt_us": 20_000.0, **(extra or {})}
+        log.offer(flow_id, int(t_s * 1e6), row)
+    log.close()
+
+
+def write_summary(path: Path, flow_id: int, algo: str, goodput_bps: float, retransmits: int,
+                  duration_s: float = 10.0) -> None:
+    path.write_text(json.dumps({
+        "flow_id": flow_id, "algo": algo, "status": "complete",
+        "bytes": int(goodput_bps * duration_s / 8), "duration_s": duration_s,
+        "goodput_bps": goodput_bps, "retransmits": retransmits, "timeouts": 0,
+        "rtt_p50_ms": 20.0, "rtt_p95_ms": 30.0, "rtt_p99_ms": 35.0, "rtt_mean_ms": 21.5}))
+
+
+def write_csv(path: Path, header: list[str], rows: list[list]) -> None:
+    with path.open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(header)
+        writer.writerows(rows)
+
+
+@pytest.fixture()
+def run_dir(tmp_path: Path) -> Path:
+    # ebn: two flows at 5 Mb/s on a constant 10 Mb/s bottleneck (and a 100 Mb/s access link).
+    ebn = tmp_path / "ebn" / "flows"
+    ebn.mkdir(parents=True)
+    for name, flow_id in (("f1", 1), ("f2", 2)):
+        write_sender_log(ebn / f"{name}.jsonl", flow_id, "ebn", 5e6,
+                         {"echo_ebn_code": 98, "echo_hop_count": 2})
+        write_summary(ebn / f"{name}.summary.json", flow_id, "ebn", 5e6, retransmits=flow_id)
+    write_csv(tmp_path / "ebn" / "capacity.csv", ["t_s", "link", "rate_bps"],
+              [[0, "access", 100e6], [0, "bottleneck", 10e6]])
+    write_csv(tmp_path / "ebn" / "telemetry.csv", list(report.TELEMETRY_COLUMNS),
+              [[t / 10, "s1", 3, 10000, 9800, 200, t % 7, 2] for t in range(100)])
+    (tmp_path / "ebn" / "run.json").write_text(json.dumps({"bottleneck_port": "s1:3"}))
+
+    # westwood: 2.5 and 7.5 Mb/s (1:3) while the capacity steps from 10 to 20 Mb/s at 5 s.
+    ww = tmp_path / "westwood" / "flows"
+    ww.mkdir(parents=True)
+    for name, flow_id, rate in (("f1", 11, 2.5e6), ("f2", 12, 7.5e6)):
+        write_sender_log(ww / f"{name}.csv", flow_id, "westwood", rate, {"estimate_bps": 6e6})
+        write_summary(ww / f"{name}.summary.json", flow_id, "westwood", rate, retransmits=0)
+    write_csv(tmp_path / "westwood" / "capacity.csv", ["t_s", "link", "rate_bps"],
+              [[0, "bottleneck", 10e6], [5, "bottleneck", 20e6]])
+
+    # obp: one flow starting at 2 s (run.json), logged with the report's own column names and
+    # no summary, 8 Mb/s for 5 s; capacity 20 Mb/s until 2 s, then 10 Mb/s.
+    obp = tmp_path / "obp" / "flows"
+    obp.mkdir(parents=True)
+    with (obp / "solo.jsonl").open("w") as fh:
+        for i in range(51):
+            t_s = i / 10
+            fh.write(json.dumps({"t_s": t_s, "cwnd": 20, "delivered_bytes": 1e6 * t_s,
+                                 "pacing_rate_bps": 8e6, "fb_hop_count": 1,
+                                 "fb_tight_kbps": 2000 if t_s >= 0.5 else None}) + "\n")
+    write_csv(tmp_path / "obp" / "capacity.csv", ["t_s", "link", "rate_bps"],
+              [[0, "bottleneck", 20e6], [2, "bottleneck", 10e6]])
+    (tmp_path / "obp" / "run.json").write_text(
+        json.dumps({"bottleneck_link": "bottleneck", "flow_starts_s": {"solo": 2.0}}))
+    return tmp_path
+
+
+def rows_by_key(path: Path) -> dict[tuple[str, str], dict[str, str]]:
+    with path.open() as fh:
+        return {(r["scheme"], r["flow"]): r for r in csv.DictReader(fh)}
+
+
+def test_jain_index():
+    assert report.jain_index([1, 1]) == pytest.approx(1.0)
+    assert report.jain_index([1, 3]) == pytest.approx(0.8)     # 16 / (2 * 10)
+    assert report.jain_index([5]) is None
+
+
+def test_summary_numbers(run_dir):
+    runs = report.load_run_dir(run_dir)
+    assert [r.scheme for r in runs] == ["ebn", "obp", "westwood"]
+    summary_md = report.write_report(run_dir, runs)
+    assert summary_md == run_dir / "summary.md"
+    rows = rows_by_key(run_dir / "summary.csv")
+    assert set(rows) == {("ebn", "f1"), ("ebn", "f2"), ("ebn", "all"), ("obp", "solo"),
+                         ("westwood", "f1"), ("westwood", "f2"), ("westwood", "all")}
+
+    # ebn: 5 Mb/s each on the 10 Mb/s bottleneck (the slower of the two links).
+    f1 = rows[("ebn", "f1")]
+    assert float(f1["goodput_bps"]) == pytest.approx(5e6)
+    assert float(f1["capacity_bps"]) == pytest.approx(10e6)
+    assert float(f1["utilization"]) == pytest.approx(0.5)
+    assert float(f1["jain"]) == pytest.approx(1.0)
+    assert float(f1["retransmissions"]) == 1
+    assert float(f1["rtt_mean_ms"]) == 21.5 and float(f1["rtt_p95_ms"]) == 30
+    # Code 98 = 2^(98/8) kb/s against the fair share 10 Mb/s / 2 flows.
+    ebn_error = abs(2 ** (98 / 8) * 1e3 - 5e6) / 5e6
+    assert float(f1["estimate_error"]) == pytest.approx(ebn_error, rel=1e-4)
+    assert int(f1["estimate_samples"]) == 20
+    total = rows[("ebn", "all")]
+    assert float(total["goodput_bps"]) == pytest.approx(10e6)
+    assert float(total["utilization"]) == pytest.approx(1.0)
+    assert float(total["retransmissions"]) == 3
+
+    # westwood: 2.5 + 7.5 Mb/s; capacity 10 Mb/s for 5 s then 20: mean 15 Mb/s.
+    w1, w2, wall = rows[("westwood", "f1")], rows[("westwood", "f2")], rows[("westwood", "all")]
+    assert float(w1["goodput_bps"]) == pytest.approx(2.5e6)
+    assert float(w1["capacity_bps"]) == pytest.approx(15e6)
+    assert float(w1["utilization"]) == pytest.approx(2.5 / 15)
+    assert float(w2["utilization"]) == pytest.approx(7.5 / 15)
+    assert float(wall["utilization"]) == pytest.approx(10 / 15)
+    assert float(w1["jain"]) == float(wall["jain"]) == pytest.approx(0.8)
+    # estimate 6 Mb/s against the fair share 5 Mb/s (t < 5 s) then 10 Mb/s: errors 0.2, 0.4.
+    assert float(w1["estimate_error"]) == pytest.approx(0.3)
+
+    # obp: 8 Mb/s over [2 s, 7 s] on 10 Mb/s; tight 2 Mb/s + own 8 Mb/s = C - no cross traffic.
+    solo = rows[("obp", "solo")]
+    assert float(solo["start_s"]) == 2
+    assert float(solo["goodput_bps"]) == pytest.approx(8e6)
+    assert float(solo["utilization"]) == pytest.approx(0.8)
+    assert solo["jain"] == ""
+    assert float(solo["estimate_error"]) == pytest.approx(0.0, abs=1e-9)
+    assert int(solo["estimate_samples"]) == 46
+
+    text = summary_md.read_text()
+    assert "| ebn | f1 | ebn | 5.000 | 10.000 | 0.500 |" in text
+    assert "![throughput](throughput.png)" in text
+
+
+def test_plots_created(run_dir):
+    report.write_report(run_dir, report.load_run_dir(run_dir))
+    for name in ("throughput.png", "goodput.png", "cc-ebn.png", "cc-obp.png", "cc-westwood.png"):
+        data = (run_dir / name).read_bytes()
+        assert data.startswith(b"\x89PNG") and len(data) > 10_000, name
+
+
+def test_cli_regenerates_from_files(run_dir, capsys):
+    assert report.main([str(run_dir), "--bin-s", "0.25"]) == 0
+    assert capsys.readouterr().out.strip() == str(run_dir / "summary.md")
+    assert (run_dir / "summary.csv").stat().st_size > 0
+
+
+def test_cli_reports_bad_input(tmp_path, capsys):
+    (tmp_path / "ebn" / "flows").mkdir(parents=True)
+    (tmp_path / "ebn" / "flows" / "f1.jsonl").write_text('{"time_s": 0}\nnot json\n')
+    assert report.main([str(tmp_path)]) == 1
+    assert "f1.jsonl:2: not JSON" in capsys.readouterr().err
+
+
+def test_column_mapping_is_the_senders():
+    # Every log column the report reads exists in the sender's log format.
+    assert set(report.LOG_COLUMNS.values()) <= set(SENDER_FIELDS)
+
+
+def test_start_from_config_toml(run_dir):
+    (run_dir / "config.toml").write_text('[[flows]]\nname = "f2"\nsrc = "h1"\ndst = "h2"\n'
+                                         'start_s = 3.0\n')
+    runs = {r.scheme: r for r in report.load_run_dir(run_dir)}
+    starts = {f.name: f.start_s for f in runs["ebn"].flows}
+    assert starts == {"f1": 0.0, "f2": 3.0}
+    # run.json wins over config.toml.
+    assert runs["obp"].flows[0].start_s == 2.0

@@ -1,0 +1,170 @@
+"""Time-varying link rates (controller/schedule.py)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bwn.controller import schedule as sch
+
+
+def test_constant_applies_once():
+    s = sch.ConstantSchedule(10e6)
+    assert s.rate_bps(0) == s.rate_bps(123.4) == 10e6
+    assert s.updates(60) == [(0.0, 10e6)]
+    assert s.mean_rate_bps(3, 7) == 10e6
+
+
+def test_sine_values_at_known_times():
+    # F(t) = b (1 + sin(w t + phi) / alpha), b = 150 kb/s, alpha = 3, w = 0.5 rad/s.
+    s = sch.SineSchedule(b_bps=150e3, alpha=3, w_rad_s=0.5, phi_rad=0)
+    assert s.rate_bps(0) == pytest.approx(150e3)
+    assert s.rate_bps(math.pi) == pytest.approx(200e3)          # sin(pi/2) = 1: b (1 + 1/3)
+    assert s.rate_bps(3 * math.pi) == pytest.approx(100e3)      # sin(3 pi/2) = -1: b (1 - 1/3)
+    assert s.rate_bps(2 * math.pi) == pytest.approx(150e3, abs=1e-6)
+    shifted = sch.SineSchedule(b_bps=150e3, alpha=3, w_rad_s=0.5, phi_rad=math.pi / 2)
+    assert shifted.rate_bps(0) == pytest.approx(200e3)
+    assert sch.SineSchedule(1e6).alpha == 3                      # the EBN paper's default
+
+
+def test_sine_mean_is_exact_and_matches_numerical_integral():
+    s = sch.SineSchedule(b_bps=1e6, alpha=3, w_rad_s=0.5)
+    period_s = 2 * math.pi / 0.5
+    assert s.mean_rate_bps(0, period_s) == pytest.approx(1e6)
+    # First half period: mean of sin over [0, pi] is 2/pi.
+    assert s.mean_rate_bps(0, period_s / 2) == pytest.approx(1e6 * (1 + 2 / math.pi / 3))
+    numeric = sch.Schedule.mean_rate_bps(s, 1.0, 7.5)
+    assert s.mean_rate_bps(1.0, 7.5) == pytest.approx(numeric, rel=1e-6)
+
+
+def test_sine_updates_every_interval_only_on_change():
+    s = sch.SineSchedule(b_bps=1e6, alpha=3, w_rad_s=1.0)
+    points = s.updates(10, interval_s=0.1, threshold=0.01)
+    assert points[0] == (0.0, pytest.approx(1e6))
+    times = [t for t, _ in points]
+    assert all(abs(t / 0.1 - round(t / 0.1)) < 1e-6 for t in times)
+    assert all(t < 10 for t in times)
+    for (_, prev), (_, rate) in zip(points, points[1:]):
+        assert abs(rate - prev) > 0.01 * prev
+    # Around the peak (t = pi/2) the rate changes slowly, so samples are skipped.
+    assert len(points) < 100
+    # A threshold of 0 keeps every sample whose rate differs.
+    assert len(s.updates(10, 0.1, 0.0)) == 100
+    # A flat sine (w = 0) applies once.
+    assert sch.SineSchedule(1e6, 3, 0.0).updates(10) == [(0.0, pytest.approx(1e6))]
+
+
+def test_sine_rejects_alpha_below_one():
+    with pytest.raises(sch.ScheduleError, match="alpha"):
+        sch.SineSchedule(1e6, alpha=0.5)
+
+
+def test_steps_boundaries():
+    s = sch.StepSchedule([(0, 10e6), (5, 2e6), (8.5, 4e6)])
+    assert s.rate_bps(0) == 10e6
+    assert s.rate_bps(4.999) == 10e6
+    assert s.rate_bps(5) == 2e6            # a step applies from its time on
+    assert s.rate_bps(8.4999) == 2e6
+    assert s.rate_bps(8.5) == 4e6
+    assert s.rate_bps(1000) == 4e6
+    assert s.updates(60) == [(0.0, 10e6), (5.0, 2e6), (8.5, 4e6)]
+    assert s.updates(8.5) == [(0.0, 10e6), (5.0, 2e6)]     # [0, duration)
+    # (5 s * 10 + 3.5 s * 2 + 1.5 s * 4) Mb / 10 s = 6.3 Mb/s
+    assert s.mean_rate_bps(0, 10) == pytest.approx(6.3e6)
+    assert s.mean_rate_bps(4, 6) == pytest.approx(6e6)
+
+
+@pytest.mark.parametrize("steps, match", [
+    ([], "at least one"),
+    ([(1, 1e6)], "first step must be at t_s = 0"),
+    ([(0, 1e6), (5, 2e6), (5, 3e6)], r"steps\[2\]: t_s 5.0 is not after"),
+    ([(0, 1e6), (1, -2)], r"steps\[1\] rate"),
+])
+def test_steps_rejects(steps, match):
+    with pytest.raises(sch.ScheduleError, match=match):
+        sch.StepSchedule(steps)
+
+
+def test_trace_one_opportunity_per_ms_is_12_mbit(tmp_path):
+    path = tmp_path / "12mbit.trace"
+    path.write_text("1\n")
+    s = sch.TraceSchedule.from_file(path)
+    # 1500 bytes * 8 bits every millisecond = 12 Mb/s, from t = 0 on (the loop extends back).
+    for t_s in (0.0, 0.05, 0.1, 1.2345, 100.0):
+        assert s.rate_bps(t_s) == pytest.approx(12e6)
+    assert s.mean_bps == pytest.approx(12e6)
+    assert s.updates(5) == [(0.0, pytest.approx(12e6))]
+    assert s.mean_rate_bps(0, 3) == pytest.approx(12e6)
+
+
+def test_trace_loops_and_counts_repeated_lines(tmp_path):
+    # Period 100 ms: 3 opportunities at 10 ms (one line per opportunity), then nothing
+    # until 50 ms, 1 at 50 ms, 1 at 100 ms (the period).
+    path = tmp_path / "bursty.trace"
+    path.write_text("10\n10\n10\n50\n100\n")
+    s = sch.TraceSchedule.from_file(path, window_ms=100)
+    assert s.period_ms == 100
+    # Any 100 ms window holds one whole loop: 5 opportunities = 5 * 1500 * 8 / 0.1 s.
+    for t_s in (0.0, 0.037, 0.1, 0.25, 7.0):
+        assert s.rate_bps(t_s) == pytest.approx(600e3)
+    # A 10 ms window sees the burst: (0.001, 0.011] holds the 3 opportunities at 10 ms.
+    short = sch.TraceSchedule.from_file(path, window_ms=10)
+    assert short.rate_bps(0.011) == pytest.approx(3 * 1500 * 8 / 0.010)
+    assert short.rate_bps(0.030) == 0.0
+    # It repeats: the same burst one period (100 ms) and ten periods later.
+    assert short.rate_bps(0.111) == short.rate_bps(1.011) == short.rate_bps(0.011)
+    # 100 ms + 0 = 200 ms - 100: the opportunity at 100 ms of loop 0 is at 100 ms.
+    assert short.rate_bps(0.1) == pytest.approx(1500 * 8 / 0.010)
+
+
+def test_trace_update_points_follow_rate_changes(tmp_path):
+    # 1 opportunity/ms for the first 500 ms, then 1 every 2 ms: 12 then 6 Mb/s, period 1 s.
+    lines = list(range(1, 501)) + list(range(502, 1001, 2))
+    path = tmp_path / "two-rates.trace"
+    path.write_text("\n".join(map(str, lines)) + "\n")
+    s = sch.TraceSchedule.from_file(path, window_ms=100)
+    assert s.rate_bps(0.45) == pytest.approx(12e6)
+    assert s.rate_bps(0.95) == pytest.approx(6e6)
+    # At 0 the window (-100 ms, 0] holds the end of the previous loop: 6 Mb/s.
+    assert s.rate_bps(0.0) == pytest.approx(6e6)
+    assert s.rate_bps(0.55) == pytest.approx(9e6)   # (450, 550] ms straddles the change
+    points = s.updates(1.0, interval_s=0.1)
+    assert points == [(0.0, pytest.approx(6e6)), (0.1, pytest.approx(12e6)),
+                      (0.6, pytest.approx(6e6))]
+    assert s.mean_rate_bps(0, 1) == pytest.approx(s.mean_bps, rel=0.01)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("10\n20\n130\n120\n", "bad.trace:4: timestamp 120 is smaller than the previous 130"),
+    ("10\nabc\n", "bad.trace:2: expected a non-negative integer millisecond timestamp, got 'abc'"),
+    ("10\n-5\n", "bad.trace:2: expected a non-negative integer millisecond timestamp, got '-5'"),
+    ("1.5\n", "bad.trace:1: expected a non-negative integer millisecond timestamp, got '1.5'"),
+    ("", "bad.trace: trace holds no delivery opportunity"),
+    ("0\n0\n", "bad.trace:2: the last timestamp must be positive"),
+])
+def test_malformed_traces(tmp_path, text, message):
+    path = tmp_path / "bad.trace"
+    path.write_text(text)
+    with pytest.raises(sch.ScheduleError) as err:
+        sch.TraceSchedule.from_file(path)
+    assert str(err.value).startswith(message)
+
+
+def test_missing_trace_names_the_file(tmp_path):
+    with pytest.raises(sch.ScheduleError, match="missing.trace: cannot read"):
+        sch.TraceSchedule.from_file(tmp_path / "missing.trace")
+
+
+def test_bmv2_queue_rate_in_packets_per_second():
+    # 12 Mb/s of 1500-byte frames = 1000 frames/s; default frame 1514 bytes.
+    assert sch.bmv2_queue_rate_pps(12e6, 1500) == pytest.approx(1000)
+    assert sch.bmv2_queue_rate_pps(10e6) == pytest.approx(10e6 / (8 * 1514))
+    with pytest.raises(sch.ScheduleError):
+        sch.bmv2_queue_rate_pps(1e6, 0)
+
+
+def test_update_arguments_checked():
+    with pytest.raises(sch.ScheduleError, match="interval_s"):
+        sch.SineSchedule(1e6).updates(10, interval_s=0)
+    with pytest.raises(sch.ScheduleError, match="duration_s"):
+        sch.ConstantSchedule(1e6).updates(0)
