@@ -16,7 +16,6 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 SWITCH_BINARY = "simple_switch_grpc"
 CLI_BINARY = "simple_switch_CLI"
@@ -53,6 +52,20 @@ def wait_for_tcp(host: str, port: int, timeout_s: float, netns: str | None = Non
     raise TimeoutError(f"nothing listens on {host}:{port} after {timeout_s:.0f} s")
 
 
+def switch_command(ports: dict[int, str], grpc_port: int, thrift_port: int, device_id: int = 0,
+                   log_level: str = "warn", priority_queues: int = 8) -> list[str]:
+    """The simple_switch_grpc command line: no program (the controller pushes it),
+    gRPC and Thrift on loopback, `priority_queues` strict-priority queues per port."""
+    cmd = [SWITCH_BINARY, "--device-id", str(device_id), "--thrift-port", str(thrift_port),
+           "--log-console", "--log-level", log_level, "--no-p4"]
+    for port, iface in sorted(ports.items()):
+        cmd += ["-i", f"{port}@{iface}"]
+    cmd += ["--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}", "--cpu-port", "510"]
+    if priority_queues > 1:
+        cmd += ["--priority-queues", str(priority_queues)]
+    return cmd
+
+
 @dataclass
 class Bmv2Switch:
     """One simple_switch_grpc process.
@@ -70,7 +83,6 @@ class Bmv2Switch:
     log_dir: Path = Path("build/logs")
     log_level: str = "warn"
     priority_queues: int = 8
-    extra_args: Sequence[str] = ()
     proc: subprocess.Popen | None = field(default=None, init=False)
 
     @property
@@ -82,15 +94,8 @@ class Bmv2Switch:
         return self.log_dir / f"{self.name}.log"
 
     def command(self) -> list[str]:
-        cmd = [SWITCH_BINARY, "--device-id", str(self.device_id), "--thrift-port", str(self.thrift_port),
-               "--log-file", str(self.log_dir / f"{self.name}-bmv2"), "--log-flush",
-               "--log-level", self.log_level, "--no-p4"]
-        for port, iface in sorted(self.ports.items()):
-            cmd += ["-i", f"{port}@{iface}"]
-        cmd += list(self.extra_args)
-        cmd += ["--", "--grpc-server-addr", self.grpc_addr, "--cpu-port", "510"]
-        if self.priority_queues > 1:
-            cmd += ["--priority-queues", str(self.priority_queues)]
+        cmd = switch_command(self.ports, self.grpc_port, self.thrift_port, self.device_id,
+                             self.log_level, self.priority_queues)
         if self.netns:
             cmd = ["ip", "netns", "exec", self.netns] + cmd
         return cmd
@@ -138,14 +143,55 @@ class Bmv2Switch:
                                f"{res.stdout.strip()} {res.stderr.strip()}")
         return res.stdout
 
-    def set_queue(self, port: int, rate_pps: float, depth_packets: int) -> None:
-        """Egress queue of `port`: service rate (packets per second) and depth (packets)."""
+    def set_queue(self, port: int, rate_pps: float, depth_packets: int, priority: int | None = None) -> None:
+        """Egress queue of `port` (one priority queue, or all of them): service rate
+        (packets per second) and depth (packets), through simple_switch_CLI."""
         if rate_pps <= 0 or depth_packets <= 0:
             raise ValueError(f"queue rate and depth must be positive (got {rate_pps} pps, {depth_packets} packets)")
-        self.cli(f"set_queue_rate {max(1, round(rate_pps))} {port}\nset_queue_depth {depth_packets} {port}\n")
+        prio = "" if priority is None else f" {priority}"
+        self.cli(f"set_queue_rate {max(1, round(rate_pps))} {port}{prio}\n"
+                 f"set_queue_depth {depth_packets} {port}{prio}\n")
 
     def __enter__(self) -> "Bmv2Switch":
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class QueueControl:
+    """A persistent Thrift connection to simple_switch's runtime, for changing queue
+    rates many times a second (a time-varying link) without starting a CLI each time.
+
+    Uses the Thrift stubs BMv2 installs (`sswitch_runtime`, seen by Debian's python3
+    and by the project's venv, which is made with --system-site-packages)."""
+
+    def __init__(self, thrift_port: int, host: str = "127.0.0.1") -> None:
+        try:
+            from sswitch_runtime import SimpleSwitch  # type: ignore[import-not-found]
+            from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
+            from thrift.transport import TSocket, TTransport
+        except ImportError as exc:
+            raise ImportError(f"BMv2's Thrift runtime is not importable ({exc}); install BMv2 with its "
+                              f"Python modules and python3-thrift, and use a venv with system site-packages") from exc
+        self._transport = TTransport.TBufferedTransport(TSocket.TSocket(host, thrift_port))
+        protocol = TMultiplexedProtocol.TMultiplexedProtocol(
+            TBinaryProtocol.TBinaryProtocol(self._transport), "simple_switch")
+        self._client = SimpleSwitch.Client(protocol)
+        self._transport.open()
+
+    def set_rate(self, port: int, rate_pps: float, priority: int | None = None) -> None:
+        pps = max(1, round(rate_pps))
+        if priority is None:
+            self._client.set_egress_queue_rate(port, pps)
+        else:
+            self._client.set_egress_priority_queue_rate(port, priority, pps)
+
+    def set_depth(self, port: int, depth_packets: int, priority: int | None = None) -> None:
+        if priority is None:
+            self._client.set_egress_queue_depth(port, depth_packets)
+        else:
+            self._client.set_egress_priority_queue_depth(port, priority, depth_packets)
+
+    def close(self) -> None:
+        self._transport.close()

@@ -146,6 +146,8 @@ class FlowConfig:
     duration_s: Optional[float] = None   # neither: until the experiment ends
     reserved_rate_mbit: Optional[float] = None
     params: Mapping[str, Any] = field(default_factory=dict)
+    app_rate_mbit: Optional[float] = None  # application-limited source (bwn-send --app-rate-mbit)
+    src_port: Optional[int] = None         # UDP source port the sender binds (matches a reservation)
 
     def algorithm(self, scheme_under_test: str) -> str:
         return scheme_under_test if self.scheme == UNDER_TEST else self.scheme
@@ -733,7 +735,8 @@ class _Checker:
             if table is None:
                 continue
             self.keys(loc, table, ("name", "src", "dst", "scheme", "start_s", "bytes",
-                                   "duration_s", "reserved_rate_mbit", "params"),
+                                   "duration_s", "reserved_rate_mbit", "params", "app_rate_mbit",
+                                   "src_port"),
                       required=("src", "dst"))
             name = self.optional(table, "name", loc, self.string, f"flow{i}")
             if name is not None:
@@ -765,15 +768,20 @@ class _Checker:
                                                 f"after the experiment ({duration_s:g} s)")
             reserved = self.flow_reservation(loc, table, src, dst, scheme, reservations)
             params = self.optional(table, "params", loc, self.params, {})
+            app_rate = self.optional(table, "app_rate_mbit", loc, lambda lc, v: self.number(lc, v, above=0))
+            src_port = self.optional(table, "src_port", loc, lambda lc, v: self.integer(lc, v, 1, 65535))
             if "src" not in table or "dst" not in table:
                 continue
             if None in (name, src, dst, scheme, start_s, params) or src == dst \
                     or ("bytes" in table and size is None) \
                     or ("duration_s" in table and flow_s is None) \
-                    or ("reserved_rate_mbit" in table and reserved is None):
+                    or ("reserved_rate_mbit" in table and reserved is None) \
+                    or ("app_rate_mbit" in table and app_rate is None) \
+                    or ("src_port" in table and src_port is None):
                 continue
             out.append(FlowConfig(name, src, dst, scheme, float(start_s), size,
-                                  None if flow_s is None else float(flow_s), reserved, params))
+                                  None if flow_s is None else float(flow_s), reserved, params,
+                                  None if app_rate is None else float(app_rate), src_port))
         return out
 
     def flow_reservation(self, loc: str, table: Mapping[str, Any], src: Optional[str],

@@ -1,0 +1,168 @@
+"""`bwn`: run the papers' scenarios and compare sender schemes.
+
+    bwn list
+    bwn run SCENARIO --schemes ebn,newreno,vegas,westwood --duration 60 --out DIR
+    bwn report DIR
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+REPO = Path(__file__).resolve().parents[1]
+SCENARIO_DIR = REPO / "topologies" / "scenarios"
+
+
+def scenario_files() -> dict[str, Path]:
+    return {p.stem: p for p in sorted(SCENARIO_DIR.glob("*.toml"))}
+
+
+def _describe(path: Path) -> str:
+    for line in path.read_text().splitlines():
+        if line.startswith("#"):
+            return line.lstrip("# ").strip()
+    return ""
+
+
+def scheme_names() -> list[str]:
+    from bwn.hosts.cc.registry import ALGORITHMS
+    return list(ALGORITHMS)
+
+
+def cmd_list(_: argparse.Namespace) -> int:
+    print("scenarios (topologies/scenarios/*.toml, or pass a path to your own):")
+    for name, path in scenario_files().items():
+        print(f"  {name:<18} {_describe(path)}")
+    print("\nschemes (hosts/cc/, see `bwn-send --list-algos`):")
+    print("  " + ", ".join(scheme_names()))
+    return 0
+
+
+def resolve_scenario(name: str) -> Path:
+    files = scenario_files()
+    if name in files:
+        return files[name]
+    path = Path(name)
+    if path.suffix == ".toml" and path.exists():
+        return path
+    raise SystemExit(f"bwn run: unknown scenario {name!r}; known: {', '.join(files)} (or a path to a .toml)")
+
+
+def preflight() -> Optional[str]:
+    """What stops an experiment from running on this machine, or None."""
+    if os.geteuid() != 0:
+        return "experiments need root (Mininet and BMv2 create interfaces and namespaces)"
+    from bwn.bmv2 import bmv2_missing
+    missing = bmv2_missing()
+    if missing:
+        return f"BMv2 is not installed ({', '.join(missing)} not on PATH); see README 'The P4 toolchain'"
+    try:
+        import mininet.net  # noqa: F401
+    except ImportError:
+        return "Mininet is not importable (apt-get install mininet; the venv must see system site-packages)"
+    from bwn.controller.p4rt import pipeline_files
+    try:
+        pipeline_files()
+    except FileNotFoundError as exc:
+        return str(exc)
+    return None
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from bwn.controller.config import ConfigError, load_config
+
+    path = resolve_scenario(args.scenario)
+    try:
+        cfg = load_config(path)
+    except ConfigError as exc:
+        print(f"bwn run: {path}: {exc}", file=sys.stderr)
+        return 2
+    schemes = [s for s in (args.schemes.split(",") if args.schemes else cfg.schemes) if s]
+    if not schemes:
+        print("bwn run: no schemes given (--schemes) and none in the scenario", file=sys.stderr)
+        return 2
+    known = set(scheme_names())
+    unknown = [s for s in schemes if s not in known]
+    if unknown:
+        print(f"bwn run: unknown scheme(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}",
+              file=sys.stderr)
+        return 2
+    duration_s = args.duration if args.duration is not None else cfg.duration_s
+    if duration_s <= 0:
+        print("bwn run: --duration must be positive", file=sys.stderr)
+        return 2
+    why = preflight()
+    if why:
+        print(f"bwn run: cannot run here: {why}", file=sys.stderr)
+        return 3
+
+    from bwn import experiment, report
+    from mininet.log import setLogLevel
+
+    setLogLevel("warning")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copy(path, out / "scenario.toml")
+
+    def on_term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    failed = []
+    started = time.monotonic()
+    try:
+        for i, scheme in enumerate(schemes):
+            print(f"== {i + 1}/{len(schemes)}: {scheme} ({path.stem}, {duration_s:.0f} s)", flush=True)
+            meta = experiment.run_scheme(cfg, scheme, out / scheme, duration_s,
+                                         progress=lambda m: print(m, flush=True))
+            if not meta.get("ok"):
+                failed.append(scheme)
+    except KeyboardInterrupt:
+        print("interrupted: torn down; partial results stay in", out, file=sys.stderr)
+        return 130
+    runs = report.load_run_dir(out)
+    summary = report.write_report(out, runs)
+    print(f"== done in {time.monotonic() - started:.0f} s: {summary}")
+    print((out / "summary.md").read_text())
+    if failed:
+        print(f"bwn run: some flows did not complete for: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from bwn import report
+    out = Path(args.dir)
+    summary = report.write_report(out, report.load_run_dir(out))
+    print((out / "summary.md").read_text() if (out / "summary.md").exists() else summary)
+    return 0
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="bwn", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("list", help="name the scenarios and schemes")
+    p.set_defaults(func=cmd_list)
+    p = sub.add_parser("run", help="run a scenario once per scheme and write the report")
+    p.add_argument("scenario", help="scenario name (bwn list) or path to a TOML config")
+    p.add_argument("--schemes", help="comma-separated sender algorithms for the flows under test "
+                                     "(default: the scenario's)")
+    p.add_argument("--duration", type=float, help="seconds per scheme (default: the scenario's)")
+    p.add_argument("--out", required=True, help="output folder (summary.md, summary.csv, plots, logs)")
+    p.set_defaults(func=cmd_run)
+    p = sub.add_parser("report", help="regenerate the summary and plots of a finished run")
+    p.add_argument("dir")
+    p.set_defaults(func=cmd_report)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

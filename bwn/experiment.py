@@ -1,0 +1,332 @@
+"""The experiment runner: one scenario, several schemes, same conditions.
+
+For each scheme it builds the scenario's Mininet network of BMv2 switches (and
+`bwn-link` nodes for links with a propagation delay), runs the P4Runtime
+controller with the links' rate schedules, starts `bwn-recv` and `bwn-send` for
+every flow, waits, collects the flow logs and the switches' telemetry, tears
+everything down, and finally writes the report (summary table and plots).
+
+Teardown is unconditional (success, failure, Ctrl-C, SIGTERM): agents and
+link emulators are ended by pid, switches by pid, Mininet removes its links
+and host namespaces; on failure the switch logs stay in the output folder.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from bwn.controller import entries as ent
+from bwn.controller.config import ExperimentConfig, LinkConfig
+from bwn.controller.p4rt import pipeline_files
+from bwn.controller.switchctl import BwnController, PortPlan, SwitchPlan
+from bwn.wire import BWN_UDP_PORT
+
+LOG = logging.getLogger("bwn.experiment")
+VENV_BIN = Path(sys.executable).parent
+GRPC_PORT_BASE = 50100
+THRIFT_PORT_BASE = 9190
+GATEWAY_MAC = "00:00:00:00:00:fe"   # hosts send everything to this MAC; switches ignore dst MACs
+AGENT_MSS_BYTES = 1000              # the papers' 1000-byte packets (NS-2 defaults)
+
+
+class Interrupted(Exception):
+    pass
+
+
+@dataclass
+class BuiltNetwork:
+    net: Any
+    plans: list[SwitchPlan]
+    linkem_nodes: list[Any] = field(default_factory=list)
+    delay_emulator: str = "bwn-link"
+
+
+def _frame_bytes(mss_bytes: int) -> int:
+    # Ethernet 14 + IPv4 20 + UDP 8 + BWN 24 + transport header (docs/transport.md)
+    from bwn.hosts.transport_wire import TRANSPORT_HEADER_LEN
+    return mss_bytes + 14 + 20 + 8 + 24 + TRANSPORT_HEADER_LEN
+
+
+def build_network(cfg: ExperimentConfig, log_dir: Path) -> BuiltNetwork:
+    """Mininet network for `cfg` (not started)."""
+    from mininet.link import Link
+    from mininet.net import Mininet
+
+    from bwn.topologies.nodes import Bmv2MininetSwitch, BwnHost, LinkemNode
+
+    net = Mininet(topo=None, controller=None, build=False, autoSetMacs=False, link=Link,
+                  waitConnected=False)
+    for i, sw in enumerate(cfg.switches):
+        net.addSwitch(sw.name, cls=Bmv2MininetSwitch, dpid=f"{i + 1:016x}",
+                      grpc_port=sw.grpc_port or GRPC_PORT_BASE + i,
+                      thrift_port=sw.thrift_port or THRIFT_PORT_BASE + i,
+                      device_id=sw.device_id, log_dir=str(log_dir))
+    for h in cfg.hosts:
+        net.addHost(h.name, cls=BwnHost, ip=str(h.ip))
+    built = BuiltNetwork(net=net, plans=[])
+    # Per link: the interface at each end (through a link-emulator node if delayed).
+    ends: dict[str, tuple[Any, Any]] = {}
+    for i, link in enumerate(cfg.links):
+        a, b = net.get(link.a), net.get(link.b)
+        if link.delay_ms > 0:
+            em = net.addHost(f"em{i}", cls=LinkemNode, ip=None)
+            em.link_config = link
+            l1 = net.addLink(a, em, port1=link.a_port)
+            l2 = net.addLink(em, b, port2=link.b_port)
+            ends[link.name] = (l1.intf1, l2.intf2)
+            built.linkem_nodes.append(em)
+        else:
+            l = net.addLink(a, b, port1=link.a_port, port2=link.b_port)
+            ends[link.name] = (l.intf1, l.intf2)
+    built.plans = _switch_plans(cfg, net, ends)
+    built.ends = ends  # type: ignore[attr-defined]
+    return built
+
+
+def _switch_plans(cfg: ExperimentConfig, net: Any, ends: dict[str, tuple[Any, Any]]) -> list[SwitchPlan]:
+    frame_bytes = _frame_bytes(AGENT_MSS_BYTES)
+    plans = []
+    for sw_cfg in cfg.switches:
+        sw = net.get(sw_cfg.name)
+        plan = SwitchPlan(name=sw.name, grpc_addr=sw.grpc_addr, thrift_port=sw.thrift_port,
+                          device_id=sw.device_id)
+        for h in cfg.hosts:
+            path = cfg.path_links(sw.name, h.name)
+            if not path:
+                continue
+            first = path[0]
+            mine, other = ends[first.name] if first.a == sw.name else ends[first.name][::-1]
+            nxt = first.b if first.a == sw.name else first.a
+            dst_mac = net.get(h.name).MAC() if nxt == h.name else GATEWAY_MAC
+            plan.routes.append((f"{h.ip.ip}/32", sw.port_of(mine.name), dst_mac, mine.MAC()))
+        for link in cfg.links:
+            if sw.name not in (link.a, link.b):
+                continue
+            mine = ends[link.name][0] if link.a == sw.name else ends[link.name][1]
+            applies = not link.apply_at or sw.name in link.apply_at
+            reserved_bps = sum(r.rate_mbit * 1e6 for r in cfg.reservations
+                               if sw.name in (link.a, link.b) and _on_path(cfg, r.src, r.dst, link, sw.name))
+            plan.ports.append(PortPlan(port=sw.port_of(mine.name), link=link.name,
+                                       schedule=link.capacity.schedule if applies else None,
+                                       queue_packets=link.queue_packets, frame_bytes=frame_bytes,
+                                       loss=link.loss, reserved_bps=reserved_bps))
+        for r in cfg.reservations:
+            first_switch = _first_switch(cfg, r.src, r.dst)
+            if first_switch == sw.name:
+                plan.reservations.append(ent.Reservation(
+                    src=str(cfg.host(r.src).ip.ip), dst=str(cfg.host(r.dst).ip.ip), rate_bps=r.rate_mbit * 1e6,
+                    src_port=r.src_port, dst_port=r.dst_port if r.dst_port is not None else BWN_UDP_PORT))
+        plans.append(plan)
+    return plans
+
+
+def _first_switch(cfg: ExperimentConfig, src: str, dst: str) -> Optional[str]:
+    """The edge switch where a flow from host `src` enters the network."""
+    path = cfg.path_links(src, dst)
+    if not path:
+        return None
+    first = path[0]
+    return first.b if first.a == src else first.a
+
+
+def _on_path(cfg: ExperimentConfig, src: str, dst: str, link: LinkConfig, switch: str) -> bool:
+    """Whether `link` is on the src->dst path and is left by `switch` in that direction."""
+    node = src
+    for hop in cfg.path_links(src, dst):
+        nxt = hop.b if hop.a == node else hop.a
+        if hop is link:
+            return node == switch
+        node = nxt
+    return False
+
+
+def configure_hosts(cfg: ExperimentConfig, net: Any) -> None:
+    """Default route on each host's only interface and static ARP for every other
+    host (the switches route on IP and ignore destination MACs)."""
+    for h in cfg.hosts:
+        node = net.get(h.name)
+        intf = node.defaultIntf().name
+        node.cmd(f"ip route replace default dev {intf}")
+        for other in cfg.hosts:
+            if other.name != h.name:
+                node.cmd(f"ip neigh replace {other.ip.ip} lladdr {GATEWAY_MAC} dev {intf} nud permanent")
+
+
+@dataclass
+class Agent:
+    name: str
+    proc: subprocess.Popen
+    log: Path
+
+
+def start_agents(cfg: ExperimentConfig, net: Any, scheme: str, out_dir: Path,
+                 duration_s: float) -> tuple[list[Agent], list[Agent]]:
+    flows_dir = out_dir / "flows"
+    flows_dir.mkdir(parents=True, exist_ok=True)
+    receivers: list[Agent] = []
+    for dst in sorted({f.dst for f in cfg.flows}):
+        node = net.get(dst)
+        log = out_dir / f"recv-{dst}.log"
+        with open(log, "wb") as fh:
+            proc = node.popen([str(VENV_BIN / "bwn-recv"), "--listen", f"{cfg.host(dst).ip.ip}:{BWN_UDP_PORT}"],
+                              stdout=fh, stderr=subprocess.STDOUT)
+        receivers.append(Agent(dst, proc, log))
+    time.sleep(0.5)
+    senders: list[Agent] = []
+    for i, f in enumerate(cfg.flows):
+        algo = f.algorithm(scheme)
+        cmd = [str(VENV_BIN / "bwn-send"), "--algo", algo, "--dst", f"{cfg.host(f.dst).ip.ip}:{BWN_UDP_PORT}",
+               "--mss", str(AGENT_MSS_BYTES), "--flow-id", str(i + 1),
+               "--log", str(flows_dir / f"{f.name}.jsonl"),
+               "--summary-json", str(flows_dir / f"{f.name}.summary.json")]
+        if f.bytes is not None:
+            cmd += ["--bytes", str(f.bytes)]
+        else:
+            cmd += ["--duration", f"{(f.duration_s or duration_s - f.start_s):.3f}"]
+        if f.reserved_rate_mbit:
+            cmd += ["--reserved-rate-mbit", str(f.reserved_rate_mbit)]
+        if f.src_port:
+            cmd += ["--bind", f"0.0.0.0:{f.src_port}"]
+        if f.app_rate_mbit:
+            cmd += ["--app-rate-mbit", str(f.app_rate_mbit)]
+        for k, v in f.params.items():
+            cmd += ["--param", f"{k}={v}"]
+        if f.start_s > 0:
+            cmd = ["bash", "-c", f'sleep {f.start_s:.3f} && exec "$@"', "delayed-start"] + cmd
+        log = out_dir / f"send-{f.name}.log"
+        with open(log, "wb") as fh:
+            proc = net.get(f.src).popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
+        senders.append(Agent(f.name, proc, log))
+    return senders, receivers
+
+
+def stop_process(proc: subprocess.Popen, sig: int = signal.SIGINT, timeout_s: float = 5.0) -> None:
+    if proc.poll() is not None:
+        return
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout_s)
+
+
+class ControllerThread:
+    """The asyncio controller in a thread of its own, so Mininet stays blocking."""
+
+    def __init__(self, controller: BwnController) -> None:
+        self.controller = controller
+        self.ready = threading.Event()
+        self.error: Optional[BaseException] = None
+        self._loop = asyncio.new_event_loop()
+        self._task: Optional[asyncio.Task] = None
+        self._thread = threading.Thread(target=self._main, name="controller", daemon=True)
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        ready = asyncio.Event()
+
+        async def main() -> None:
+            waiter = asyncio.create_task(ready.wait())
+            self._task = asyncio.create_task(self.controller.run(ready=ready))
+            await asyncio.wait([waiter, self._task], return_when=asyncio.FIRST_COMPLETED)
+            if ready.is_set():
+                self.ready.set()
+            await self._task
+
+        try:
+            self._loop.run_until_complete(main())
+        except asyncio.CancelledError:
+            pass
+        except BaseException as exc:  # reported to the runner
+            self.error = exc
+        finally:
+            self.ready.set()
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        self._thread.start()
+        if not self.ready.wait(timeout_s):
+            raise TimeoutError("the controller could not configure every switch in time")
+        if self.error is not None:
+            raise RuntimeError(f"controller failed: {self.error}") from self.error
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._loop.call_soon_threadsafe(self._task.cancel)
+        self._thread.join(timeout=10)
+
+
+def run_scheme(cfg: ExperimentConfig, scheme: str, out_dir: Path, duration_s: float,
+               progress: Callable[[str], None] = print) -> dict[str, Any]:
+    """One run of the scenario with `scheme` for the flows under test."""
+    from bwn.linkem import netem_available
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log_dir = out_dir / "switch-logs"
+    p4info, p4blob = pipeline_files()
+    built = build_network(cfg, log_dir)
+    net = built.net
+    controller_thread: Optional[ControllerThread] = None
+    senders: list[Agent] = []
+    receivers: list[Agent] = []
+    ok = False
+    meta: dict[str, Any] = {"scheme": scheme, "duration_s": duration_s,
+                            "delay_emulator": "bwn-link" if built.linkem_nodes else "none",
+                            "netem_available": netem_available()}
+    try:
+        progress(f"[{scheme}] starting {len(cfg.switches)} BMv2 switches and {len(cfg.hosts)} hosts")
+        net.start()
+        configure_hosts(cfg, net)
+        for em in built.linkem_nodes:
+            link: LinkConfig = em.link_config
+            em.start_linkem(["--delay-ms", f"{link.delay_ms:g}"], out_dir / f"{em.name}-linkem.log",
+                            out_dir / f"{em.name}-linkem.json")
+        window = ent.WindowConfig(cfg.dataplane.window_us, cfg.dataplane.flow_window_us,
+                                  cfg.dataplane.queue_unit_bytes)
+        controller = BwnController(built.plans, p4info, p4blob, out_dir, window,
+                                   telemetry_interval_s=cfg.telemetry.interval_s)
+        controller_thread = ControllerThread(controller)
+        controller_thread.start()
+        progress(f"[{scheme}] switches configured; running {len(cfg.flows)} flows for {duration_s:.0f} s")
+        launched_s = controller.now_s()
+        senders, receivers = start_agents(cfg, net, scheme, out_dir, duration_s)
+        # Flow logs count time from each flow's start; the report aligns them with
+        # the controller's clock (telemetry.csv, capacity.csv) through these.
+        meta["flow_starts_s"] = {f.name: round(launched_s + 0.5 + f.start_s, 3) for f in cfg.flows}
+        deadline = time.monotonic() + duration_s + 10
+        last_report = 0.0
+        while any(s.proc.poll() is None for s in senders) and time.monotonic() < deadline:
+            time.sleep(0.5)
+            elapsed = duration_s - (deadline - 10 - time.monotonic())
+            if elapsed - last_report >= 10:
+                last_report = elapsed
+                progress(f"[{scheme}] {min(elapsed, duration_s):.0f}/{duration_s:.0f} s")
+            if controller_thread.error is not None:
+                raise RuntimeError(f"controller failed: {controller_thread.error}")
+        meta["sender_exit_codes"] = {s.name: s.proc.poll() for s in senders}
+        ok = all(code == 0 for code in meta["sender_exit_codes"].values())
+        return meta
+    finally:
+        for agent in senders + receivers:
+            stop_process(agent.proc)
+        for em in built.linkem_nodes:
+            em.stop_linkem()
+        if controller_thread is not None:
+            controller_thread.stop()
+        net.stop()
+        meta["ok"] = ok
+        (out_dir / "run.json").write_text(json.dumps(meta, indent=2))
+        if ok:
+            import shutil
+            shutil.rmtree(log_dir, ignore_errors=True)
+        else:
+            progress(f"[{scheme}] something failed: switch logs kept in {log_dir}")

@@ -1,0 +1,236 @@
+"""The P4Runtime controller: pushes each switch's state, applies link-rate
+schedules, and records telemetry.
+
+It is asyncio and drives every switch at once with finsy. Each switch's whole
+state is derived from its :class:`SwitchPlan` plus the current schedule values,
+and is (re)installed by the switch's *ready handler*, which finsy runs when the
+session first comes up and again after every reconnect. So when a BMv2 process
+restarts, the controller notices (the gRPC stream breaks), reconnects when the
+switch is back, pushes the pipeline and its state again, and carries on.
+
+Outputs (CSV, appended while running):
+* `capacity.csv`: t_s, link, switch, port, rate_bps, queue_pps: every rate the
+  controller applied, to the dataplane's capacity and to BMv2's queue;
+* `telemetry.csv`: t_s, switch, port, capacity_kbps, rate_kbps, avail_kbps,
+  queue_pkts, flows, ebn_code: the registers read every telemetry interval.
+"""
+from __future__ import annotations
+
+import asyncio
+import csv
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional, Protocol
+
+import finsy as fy
+
+from bwn.bmv2 import QueueControl
+from bwn.controller import entries as ent
+
+LOG = logging.getLogger("bwn.controller")
+
+
+class RateSchedule(Protocol):
+    def rate_bps(self, t_s: float) -> float: ...
+
+
+@dataclass
+class PortPlan:
+    """One egress port of a switch: the link it drives and how."""
+
+    port: int
+    link: str                                 # link name, for the capacity log
+    schedule: Optional[RateSchedule] = None   # None: no rate limit, no stamping capacity
+    queue_packets: int = 100
+    frame_bytes: int = 1066                   # mean frame size for BMv2's packets/s rate
+    loss: float = 0.0
+    reserved_bps: float = 0.0                 # served from priority queue 7 (GTCP)
+
+
+@dataclass
+class SwitchPlan:
+    name: str
+    grpc_addr: str
+    thrift_port: int
+    device_id: int = 0
+    routes: list[tuple[str, int, str, str]] = field(default_factory=list)  # prefix, port, dst_mac, src_mac
+    ports: list[PortPlan] = field(default_factory=list)
+    reservations: list[ent.Reservation] = field(default_factory=list)
+
+
+def queue_pps(rate_bps: float, frame_bytes: int) -> float:
+    """BMv2 rates queues in packets per second: the link rate divided by the
+    mean frame size of the traffic (documented approximation: a link carrying
+    smaller frames, e.g. ACKs, passes more packets than its bit rate allows)."""
+    return rate_bps / (8.0 * frame_bytes)
+
+
+class BwnController:
+    """Runs the switches of one experiment."""
+
+    def __init__(self, plans: list[SwitchPlan], p4info: Path, p4blob: Path, out_dir: Path,
+                 window: ent.WindowConfig, telemetry_interval_s: float = 0.5,
+                 schedule_interval_s: float = 0.1, clock: Callable[[], float] = time.monotonic) -> None:
+        self.plans = {p.name: p for p in plans}
+        self.window = window
+        self.out_dir = out_dir
+        self.telemetry_interval_s = telemetry_interval_s
+        self.schedule_interval_s = schedule_interval_s
+        self.clock = clock
+        self.t0 = clock()
+        self.applied_bps: dict[tuple[str, int], float] = {}
+        self.ready_count: dict[str, int] = {p.name: 0 for p in plans}
+        self.switches = [
+            fy.Switch(p.name, p.grpc_addr, fy.SwitchOptions(
+                p4info=p4info, p4blob=p4blob, device_id=p.device_id, ready_handler=self._on_ready))
+            for p in plans
+        ]
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self._cap_file = open(out_dir / "capacity.csv", "w", newline="")
+        self._cap_csv = csv.writer(self._cap_file)
+        self._cap_csv.writerow(["t_s", "link", "switch", "port", "rate_bps", "queue_pps"])
+        self._tel_file = open(out_dir / "telemetry.csv", "w", newline="")
+        self._tel_csv = csv.writer(self._tel_file)
+        self._tel_csv.writerow(["t_s", "switch", "port", "capacity_kbps", "rate_kbps", "avail_kbps",
+                                "queue_pkts", "flows", "ebn_code"])
+
+    def now_s(self) -> float:
+        return self.clock() - self.t0
+
+    # -- state push -------------------------------------------------------------------
+    async def _on_ready(self, sw: fy.Switch) -> None:
+        """Install the switch's whole state (first connection and every reconnect)."""
+        plan = self.plans[sw.name]
+        self.ready_count[sw.name] += 1
+        LOG.info("%s ready (session %d): installing state", sw.name, self.ready_count[sw.name])
+        await sw.delete_all()
+        await sw.modify([ent.window_config(self.window)])
+        for batch in ent.chunks(ent.static_tables(self.window)):
+            await sw.insert(batch)
+        await sw.insert([ent.route(*r) for r in plan.routes])
+        for pp in plan.ports:
+            if pp.loss > 0:
+                await sw.insert([ent.port_loss(pp.port, pp.loss)])
+        for res in plan.reservations:
+            entry, meter = ent.reservation(res)
+            await sw.insert([entry])
+            await sw.modify([meter])
+        queues = QueueControl(plan.thrift_port)
+        try:
+            for pp in plan.ports:
+                queues.set_depth(pp.port, pp.queue_packets)
+                if pp.schedule is not None:
+                    await self._apply_rate(sw, plan, pp, pp.schedule.rate_bps(self.now_s()), queues,
+                                           first=True)
+        finally:
+            queues.close()
+
+    async def _apply_rate(self, sw: fy.Switch, plan: SwitchPlan, pp: PortPlan, rate_bps: float,
+                          queues: QueueControl, first: bool = False) -> None:
+        entity = ent.port_capacity(pp.port, rate_bps)
+        await (sw.insert([entity]) if first else sw.modify([entity]))
+        best_effort_bps = max(rate_bps - pp.reserved_bps, 1000.0)
+        pps = queue_pps(best_effort_bps, pp.frame_bytes)
+        if pp.reserved_bps > 0:
+            queues.set_rate(pp.port, pp.reserved_bps / (8.0 * pp.frame_bytes), priority=7)
+            queues.set_rate(pp.port, pps, priority=0)
+        else:
+            queues.set_rate(pp.port, pps)
+        self.applied_bps[(plan.name, pp.port)] = rate_bps
+        self._cap_csv.writerow([f"{self.now_s():.3f}", pp.link, plan.name, pp.port, f"{rate_bps:.0f}", f"{pps:.2f}"])
+        self._cap_file.flush()
+
+    # -- periodic tasks -----------------------------------------------------------------
+    async def _schedules(self) -> None:
+        queues = {p.name: QueueControl(p.thrift_port) for p in self.plans.values()}
+        try:
+            while True:
+                await asyncio.sleep(self.schedule_interval_s)
+                t = self.now_s()
+                for sw in self.switches:
+                    if not sw.is_up or self.ready_count[sw.name] == 0:
+                        continue
+                    plan = self.plans[sw.name]
+                    for pp in plan.ports:
+                        if pp.schedule is None:
+                            continue
+                        rate = pp.schedule.rate_bps(t)
+                        last = self.applied_bps.get((plan.name, pp.port))
+                        if last is not None and abs(rate - last) <= 0.005 * last:
+                            continue
+                        try:
+                            await self._apply_rate(sw, plan, pp, rate, queues[plan.name])
+                        except Exception as exc:  # switch restarting: its ready handler will re-apply
+                            LOG.warning("%s: could not apply rate on port %d: %s", sw.name, pp.port, exc)
+                            queues[plan.name] = _reconnect_queues(plan.thrift_port, queues[plan.name])
+        finally:
+            for q in queues.values():
+                q.close()
+
+    async def read_port(self, sw: fy.Switch, port: int) -> dict[str, int]:
+        values: dict[str, int] = {}
+        for key, reg in (("capacity", ent.REG_CAPACITY), ("rate", ent.REG_LAST_RATE),
+                         ("avail", ent.REG_AVAIL), ("queue_pkts", ent.REG_QUEUE_PKTS),
+                         ("flows_cur", ent.REG_FLOWS_CUR), ("flows_last", ent.REG_FLOWS_LAST),
+                         ("ebn", ent.REG_SHARE_EBN)):
+            async for e in sw.read(fy.P4RegisterEntry(reg, index=port)):
+                values[key] = int(e.data)
+        return values
+
+    async def _telemetry(self) -> None:
+        while True:
+            await asyncio.sleep(self.telemetry_interval_s)
+            t = self.now_s()
+            for sw in self.switches:
+                if not sw.is_up or self.ready_count[sw.name] == 0:
+                    continue
+                for pp in self.plans[sw.name].ports:
+                    try:
+                        v = await self.read_port(sw, pp.port)
+                    except Exception as exc:
+                        LOG.warning("%s: telemetry read failed: %s", sw.name, exc)
+                        break
+                    avail = v["avail"] - (1 << 32) if v["avail"] >= 1 << 31 else v["avail"]
+                    self._tel_csv.writerow([f"{t:.3f}", sw.name, pp.port, v["capacity"] / 4, v["rate"] / 4,
+                                            avail / 4, v["queue_pkts"], max(v["flows_cur"], v["flows_last"]),
+                                            v["ebn"]])
+            self._tel_file.flush()
+
+    # -- lifetime ----------------------------------------------------------------------
+    async def run(self, duration_s: Optional[float] = None, ready: Optional[asyncio.Event] = None) -> None:
+        """Run until `duration_s` elapses (or forever); `ready` is set once every
+        switch has had its state installed."""
+        controller = fy.Controller(self.switches)
+        tasks = [asyncio.create_task(controller.run(), name="finsy")]
+        try:
+            while min(self.ready_count.values()) == 0:
+                if tasks[0].done():
+                    await tasks[0]
+                await asyncio.sleep(0.05)
+            self.t0 = self.clock()
+            if ready is not None:
+                ready.set()
+            tasks += [asyncio.create_task(self._schedules(), name="schedules"),
+                      asyncio.create_task(self._telemetry(), name="telemetry")]
+            if duration_s is None:
+                await asyncio.gather(*tasks)
+            else:
+                done, _ = await asyncio.wait(tasks, timeout=duration_s, return_when=asyncio.FIRST_EXCEPTION)
+                for t in done:
+                    t.result()
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._cap_file.close()
+            self._tel_file.close()
+
+
+def _reconnect_queues(thrift_port: int, old: QueueControl) -> QueueControl:
+    old.close()
+    try:
+        return QueueControl(thrift_port)
+    except Exception:
+        return old
