@@ -1,0 +1,201 @@
+"""``bwn-recv``: receive reliable flows from bwn-send on one UDP port.
+
+Writes each flow's stream to ``--out`` exactly as sent, acknowledges every
+segment (or, with ``--delayed-ack``, every second one within 40 ms), and echoes
+the BWN forward section it received in every ACK. Exit status: 0, or 1 when
+``--once`` ended with an incomplete flow, 2 on a usage error. See docs/transport.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
+
+from bwn.wire import BWN_UDP_PORT
+
+from .flowlog import DEFAULT_LOG_INTERVAL_US, RECEIVER_FIELDS, TimeSeriesLog, log_format_for
+from .transport_loop import (
+    SignalWakeup,
+    now_us,
+    open_udp_socket,
+    parse_addr,
+    receiver_emitter,
+    run_receiver,
+)
+from .transport_receiver import (
+    DEFAULT_DELACK_US,
+    DEFAULT_WINDOW_BYTES,
+    FileSink,
+    Receiver,
+    ReceiverFlow,
+    Sink,
+)
+
+PROG = "bwn-recv"
+MAX_DELACK_MS = 200.0
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _nonneg_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}")
+    return value
+
+
+def _window(text: str) -> int:
+    from .send import parse_size
+    value = parse_size(text)
+    if not 1 <= value <= 0xFFFFFFFF:
+        raise argparse.ArgumentTypeError(f"must be 1..4294967295 bytes, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog=PROG,
+        description=(
+            "Receive reliable flows sent by bwn-send (UDP + BWN header + transport header, "
+            "docs/transport.md): reassemble each stream, acknowledge it, echo the BWN "
+            "forward section in every ACK, and write it to --out. Any number of "
+            "concurrent flows, told apart by (source address, source port, flow id)."),
+        epilog="Exit status: 0; 1 if --once ended with an incomplete flow; 2 usage error.",
+    )
+    p.add_argument("--listen", metavar="ADDR:PORT", default=f"0.0.0.0:{BWN_UDP_PORT}",
+                   help=f"address to listen on (default 0.0.0.0:{BWN_UDP_PORT}, the port BWN "
+                        "switches stamp; port 0 picks a free one, printed on stderr)")
+    p.add_argument("--out", metavar="FILE",
+                   help="write the received stream here; '{flow_id}' in the name is replaced "
+                        "by the flow id, otherwise the first flow writes FILE and later flows "
+                        "FILE.<flow_id>. Without --out the bytes are only counted")
+    p.add_argument("--delayed-ack", action="store_true",
+                   help="delayed ACKs (RFC 1122/5681): ACK every 2nd in-order segment or after "
+                        "--delack-ms; out-of-order data is still ACKed at once")
+    p.add_argument("--delack-ms", type=_nonneg_float, default=DEFAULT_DELACK_US / 1000,
+                   metavar="MS", help=f"delayed-ACK timeout (default 40, at most {MAX_DELACK_MS:g})")
+    p.add_argument("--window-bytes", type=_window, default=DEFAULT_WINDOW_BYTES, metavar="N",
+                   help="receive window advertised to senders (default 4Mi)")
+    p.add_argument("--log", metavar="FILE",
+                   help="per-flow receive time series, .csv or .jsonl")
+    p.add_argument("--log-interval-ms", type=_nonneg_float,
+                   default=DEFAULT_LOG_INTERVAL_US / 1000, metavar="MS",
+                   help="at most one log row per flow per this many ms (default 10)")
+    p.add_argument("--once", action="store_true",
+                   help="exit after the first flow has ended (after --linger)")
+    p.add_argument("--linger", type=_nonneg_float, default=1.0, metavar="SECONDS",
+                   help="with --once: keep answering retransmitted FINs this long (default 1)")
+    p.add_argument("--summary-json", metavar="FILE",
+                   help="write the summaries of all flows as a JSON list on exit")
+    p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    return p
+
+
+class OutputFiles:
+    """Chooses each flow's output file from --out."""
+
+    def __init__(self, pattern: Optional[str]) -> None:
+        self.pattern = pattern
+        self.used: set = set()
+
+    def __call__(self, addr: Tuple[str, int], flow_id: int) -> Sink:
+        if self.pattern is None:
+            return Sink()
+        if "{flow_id}" in self.pattern:
+            path = self.pattern.replace("{flow_id}", str(flow_id))
+        elif not self.used:
+            path = self.pattern
+        else:
+            path = f"{self.pattern}.{flow_id}"
+        base, k = path, 1
+        while path in self.used:
+            path = f"{base}.{k}"
+            k += 1
+        self.used.add(path)
+        return FileSink(path)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = build_parser()
+    args = p.parse_args(argv)
+    try:
+        listen = parse_addr(args.listen, BWN_UDP_PORT)
+    except ValueError as exc:
+        p.error(str(exc))
+    if args.delack_ms > MAX_DELACK_MS:
+        p.error(f"--delack-ms must be at most {MAX_DELACK_MS:g} (RFC 1122 / RFC 5681)")
+    if args.out is not None:
+        out_dir = os.path.dirname(os.path.abspath(args.out))
+        if not os.path.isdir(out_dir) or not os.access(out_dir, os.W_OK):
+            p.error(f"cannot write --out {args.out!r}: no writable directory {out_dir!r}")
+    if args.log is not None:
+        try:
+            log_format_for(args.log)
+        except ValueError as exc:
+            p.error(str(exc))
+    try:
+        log = (TimeSeriesLog(args.log, RECEIVER_FIELDS, int(args.log_interval_ms * 1000))
+               if args.log else None)
+    except OSError as exc:
+        p.error(f"cannot write --log file: {exc}")
+    try:
+        sock = open_udp_socket(bind=listen)
+    except OSError as exc:
+        print(f"{PROG}: error: cannot listen on {args.listen}: {exc}", file=sys.stderr)
+        return 1
+
+    summaries: List[Dict[str, Any]] = []
+    ended: List[Tuple[ReceiverFlow, int]] = []
+
+    def on_flow_end(flow: ReceiverFlow) -> None:
+        t = now_us()
+        summary = flow.summary(t)
+        summaries.append(summary)
+        ended.append((flow, t))
+        if not args.quiet:
+            gp = summary["goodput_bps"]
+            print(f"{PROG}: flow {summary['flow_id']} from {summary['peer']} {summary['status']}: "
+                  f"{summary['bytes']} bytes in {summary['duration_s']:.3f} s"
+                  + (f", {gp / 1e6:.3f} Mb/s" if gp else "")
+                  + (f" -> {summary['out']}" if summary["out"] else ""), flush=True)
+
+    receiver = Receiver(
+        receiver_emitter(sock), OutputFiles(args.out),
+        window_bytes=args.window_bytes, delayed_ack=args.delayed_ack,
+        delack_us=int(args.delack_ms * 1000), log=log, on_flow_end=on_flow_end)
+    linger_us = int(args.linger * 1e6)
+
+    def should_stop(t: int) -> bool:
+        return bool(args.once and ended and t - ended[0][1] >= linger_us)
+
+    bound = sock.getsockname()
+    if not args.quiet:
+        print(f"{PROG}: listening on {bound[0]}:{bound[1]}", file=sys.stderr, flush=True)
+    try:
+        with SignalWakeup() as wake:
+            run_receiver(receiver, sock, wake, should_stop)
+    finally:
+        receiver.close_all(now_us())
+        sock.close()
+        if log is not None:
+            log.close()
+    if args.summary_json:
+        with open(args.summary_json, "w") as fh:
+            json.dump(summaries, fh, indent=2)
+            fh.write("\n")
+    if args.once and ended and ended[0][0].summary(now_us())["status"] != "complete":
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

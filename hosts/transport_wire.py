@@ -1,0 +1,197 @@
+"""The host transport header that follows the BWN header (docs/transport.md).
+
+Packet layout (UDP payload)::
+
+    BWN header (24 bytes, bwn.wire)  |  transport header (36 bytes)  |  payload
+
+Transport header (network byte order)::
+
+    off size field
+     0   1   version      1
+     1   1   flags        SYN 0x01, FIN 0x02, DATA 0x04, ACK 0x08, RST 0x10, RETX 0x20
+     2   1   hdr_words    header length in 32-bit words (9); receivers skip extensions
+     3   1   reserved     0
+     4   4   flow_id      chosen by the sender; demux key with (src addr, src port)
+     8   8   seq          byte offset in the stream (SYN: 0; FIN: stream length)
+    16   8   ack          next byte expected (valid with ACK)
+    24   4   rwnd_bytes   receive window beyond ``ack`` (valid with ACK)
+    28   4   ts_val_us    sender of this packet's clock, us mod 2**32
+                          (on an ACK: the receiver's ACK send time, used by SARBE)
+    32   4   ts_ecr_us    echo of ts_val of the segment that triggered this ACK
+
+The fast paths pack both headers with one :class:`struct.Struct`
+(:data:`PACKET_STRUCT`); :class:`TransportHeader` is the readable codec used by
+tests and tools.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from bwn.wire import (
+    BWN_HEADER_LEN,
+    BWN_VERSION,
+    EBN_CODE_UNSET,
+    FLAG_ECHO_VALID,
+    KIND_ACK,
+    KIND_DATA,
+    NARROW_KBPS_UNSET,
+    TIGHT_KBPS_UNSET,
+)
+
+from .cc.base import Feedback
+
+TRANSPORT_VERSION = 1
+TRANSPORT_HEADER_LEN = 36
+HEADERS_LEN = BWN_HEADER_LEN + TRANSPORT_HEADER_LEN  # 60
+
+F_SYN = 0x01
+F_FIN = 0x02
+F_DATA = 0x04
+F_ACK = 0x08
+F_RST = 0x10
+F_RETX = 0x20  # DATA: this segment is a retransmission; ACK: ts_ecr echoes one (Karn)
+
+FLAG_NAMES = ((F_SYN, "SYN"), (F_FIN, "FIN"), (F_DATA, "DATA"), (F_ACK, "ACK"),
+              (F_RST, "RST"), (F_RETX, "RETX"))
+
+TS_MOD = 1 << 32
+TS_MASK = TS_MOD - 1
+
+# IPv4 (20) + UDP (8) + the two headers: an Ethernet MTU of 1500 leaves 1412 bytes.
+IP_UDP_OVERHEAD_BYTES = 28
+ETHERNET_OVERHEAD_BYTES = 14
+DEFAULT_MTU_BYTES = 1500
+DEFAULT_MSS_BYTES = DEFAULT_MTU_BYTES - IP_UDP_OVERHEAD_BYTES - HEADERS_LEN
+MAX_MSS_BYTES = 65507 - HEADERS_LEN  # largest UDP payload over IPv4
+
+TRANSPORT_STRUCT = struct.Struct("!BBBBIQQIII")
+assert TRANSPORT_STRUCT.size == TRANSPORT_HEADER_LEN
+
+# BWN (24 bytes, bwn.wire layout) + transport header in one struct.
+PACKET_STRUCT = struct.Struct("!BBBBIiIiBBH" + "BBBBIQQIII")
+assert PACKET_STRUCT.size == HEADERS_LEN
+
+# What a receiver reads from a DATA packet: BWN byte 0, the forward section,
+# then the transport fields it needs.
+#   vk, hop, ebn, (skip echo_ebn) narrow, tight, (skip 12) tver, flags, words, (skip) flow, seq, (skip ack, rwnd) ts_val
+DATA_IN_STRUCT = struct.Struct("!BBBxIi12xBBBxIQ12xI4x")
+assert DATA_IN_STRUCT.size == HEADERS_LEN
+# What a sender reads from an ACK: byte 0, the echo section, then the transport fields.
+#   vk, (skip hop, ebn) echo_ebn, (skip 8) echo_narrow, echo_tight, echo_hop, bwn_flags, (skip 2),
+#   tver, flags, words, (skip) flow, (skip seq) ack, rwnd, ts_val, ts_ecr
+ACK_IN_STRUCT = struct.Struct("!B2xB8xIiBB2xBBBxI8xQIII")
+assert ACK_IN_STRUCT.size == HEADERS_LEN
+
+DATA_VK = (BWN_VERSION << 4) | KIND_DATA
+ACK_VK = (BWN_VERSION << 4) | KIND_ACK
+HDR_WORDS = TRANSPORT_HEADER_LEN // 4
+
+
+def flag_names(flags: int) -> str:
+    """``"SYN|ACK"`` style rendering of transport flags."""
+    names = [name for bit, name in FLAG_NAMES if flags & bit]
+    return "|".join(names) if names else "-"
+
+
+def pack_data_headers(buf: bytearray, flags: int, flow_id: int, seq: int, ts_val_us: int) -> None:
+    """Write a sender->receiver packet's headers into ``buf[0:60]``.
+
+    The BWN header is a fresh DATA header: forward section unset (the largest
+    values, docs/wire-format.md "Unset values"), echo section unset, no flags.
+    """
+    PACKET_STRUCT.pack_into(
+        buf, 0,
+        DATA_VK, 0, EBN_CODE_UNSET, EBN_CODE_UNSET, NARROW_KBPS_UNSET, TIGHT_KBPS_UNSET,
+        NARROW_KBPS_UNSET, TIGHT_KBPS_UNSET, 0, 0, 0,
+        TRANSPORT_VERSION, flags, HDR_WORDS, 0, flow_id, seq, 0, 0, ts_val_us & TS_MASK, 0,
+    )
+
+
+def pack_ack_headers(
+    buf: bytearray,
+    flags: int,
+    flow_id: int,
+    ack: int,
+    rwnd_bytes: int,
+    ts_val_us: int,
+    ts_ecr_us: int,
+    echo: Optional[Tuple[int, int, int, int]],
+) -> None:
+    """Write a receiver->sender ACK's headers into ``buf[0:60]``.
+
+    ``echo`` is the newest forward section received, ``(hop_count, ebn_code,
+    narrow_kbps, tight_kbps)``, or ``None`` before any DATA (then the echo
+    section holds the unset values and ECHO_VALID is clear).
+    """
+    if echo is None:
+        e_hop, e_ebn, e_narrow, e_tight, bwn_flags = (
+            0, EBN_CODE_UNSET, NARROW_KBPS_UNSET, TIGHT_KBPS_UNSET, 0)
+    else:
+        e_hop, e_ebn, e_narrow, e_tight = echo
+        bwn_flags = FLAG_ECHO_VALID
+    PACKET_STRUCT.pack_into(
+        buf, 0,
+        ACK_VK, 0, EBN_CODE_UNSET, e_ebn, NARROW_KBPS_UNSET, TIGHT_KBPS_UNSET,
+        e_narrow, e_tight, e_hop, bwn_flags, 0,
+        TRANSPORT_VERSION, flags, HDR_WORDS, 0, flow_id, 0, ack, rwnd_bytes,
+        ts_val_us & TS_MASK, ts_ecr_us & TS_MASK,
+    )
+
+
+def feedback_from_echo(
+    bwn_flags: int, echo_hop: int, echo_ebn: int, echo_narrow: int, echo_tight: int
+) -> Optional[Feedback]:
+    """The :class:`Feedback` of an ACK's echo section; ``None`` when ECHO_VALID is clear."""
+    if not bwn_flags & FLAG_ECHO_VALID:
+        return None
+    return Feedback(
+        hop_count=echo_hop,
+        ebn_code=None if echo_ebn == EBN_CODE_UNSET else echo_ebn,
+        narrow_kbps=None if echo_narrow == NARROW_KBPS_UNSET else echo_narrow,
+        tight_kbps=None if echo_tight == TIGHT_KBPS_UNSET else echo_tight,
+    )
+
+
+def ts_diff_us(later_us: int, earlier_us: int) -> int:
+    """``later - earlier`` for 32-bit microsecond timestamps (signed, RFC 7323 sec. 5.2 style)."""
+    d = (later_us - earlier_us) & TS_MASK
+    return d - TS_MOD if d >= (TS_MOD >> 1) else d
+
+
+@dataclass(frozen=True)
+class TransportHeader:
+    """Readable codec of the 36-byte transport header (tests, tools)."""
+
+    flags: int
+    flow_id: int
+    seq: int = 0
+    ack: int = 0
+    rwnd_bytes: int = 0
+    ts_val_us: int = 0
+    ts_ecr_us: int = 0
+    version: int = TRANSPORT_VERSION
+    hdr_words: int = HDR_WORDS
+
+    LEN = TRANSPORT_HEADER_LEN
+
+    def pack(self) -> bytes:
+        return TRANSPORT_STRUCT.pack(
+            self.version, self.flags, self.hdr_words, 0, self.flow_id, self.seq,
+            self.ack, self.rwnd_bytes, self.ts_val_us & TS_MASK, self.ts_ecr_us & TS_MASK)
+
+    @classmethod
+    def unpack(cls, data: bytes, offset: int = BWN_HEADER_LEN) -> "TransportHeader":
+        if len(data) < offset + TRANSPORT_HEADER_LEN:
+            raise ValueError(
+                f"transport header needs {TRANSPORT_HEADER_LEN} bytes at offset {offset}, "
+                f"got {len(data) - offset}")
+        (version, flags, words, _res, flow_id, seq, ack, rwnd, ts_val,
+         ts_ecr) = TRANSPORT_STRUCT.unpack_from(data, offset)
+        return cls(flags=flags, flow_id=flow_id, seq=seq, ack=ack, rwnd_bytes=rwnd,
+                   ts_val_us=ts_val, ts_ecr_us=ts_ecr, version=version, hdr_words=words)
+
+    def describe(self) -> str:
+        return (f"flow={self.flow_id} {flag_names(self.flags)} seq={self.seq} ack={self.ack} "
+                f"rwnd={self.rwnd_bytes} tsval={self.ts_val_us} tsecr={self.ts_ecr_us}")

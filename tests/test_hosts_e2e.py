@@ -1,0 +1,128 @@
+"""bwn-send -> bwn-recv over real UDP sockets on 127.0.0.1 (subprocesses)."""
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import List, Tuple
+
+from bwn.hosts.transport_source import pattern_bytes
+
+PY = sys.executable
+TIMEOUT_S = 60
+
+
+def start_recv(*args: str) -> Tuple[subprocess.Popen, int]:
+    """Start bwn-recv on an ephemeral port; returns the process and the port."""
+    proc = subprocess.Popen([PY, "-m", "bwn.hosts.recv", "--listen", "127.0.0.1:0", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    ready, _, _ = select.select([proc.stderr], [], [], 20)
+    line = proc.stderr.readline() if ready else ""
+    if "listening on" not in line:
+        proc.kill()
+        raise AssertionError(f"bwn-recv did not start: {line!r}")
+    return proc, int(line.strip().rsplit(":", 1)[1])
+
+
+def send(port: int, *args: str, wait: bool = True) -> subprocess.Popen:
+    proc = subprocess.Popen([PY, "-m", "bwn.hosts.send", "--dst", f"127.0.0.1:{port}", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if wait:
+        proc.wait(TIMEOUT_S)
+    return proc
+
+
+def finish(proc: subprocess.Popen) -> Tuple[int, str, str]:
+    try:
+        out, err = proc.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"timed out: {out} {err}")
+    return proc.returncode, out, err
+
+
+def test_file_transfer_is_exact(tmp_path: Path) -> None:
+    src = tmp_path / "in.bin"
+    src.write_bytes(os.urandom(3_000_000 + 17))
+    out = tmp_path / "out.bin"
+    recv, port = start_recv("--out", str(out), "--once", "--linger", "0.2",
+                            "--summary-json", str(tmp_path / "recv.json"))
+    s = send(port, "--algo", "newreno", "--input", str(src), "--flow-id", "42",
+             "--log", str(tmp_path / "flow.csv"), "--summary-json", str(tmp_path / "send.json"))
+    rc, so, se = finish(s)
+    assert rc == 0, se
+    assert "goodput" in so and "complete" in so
+    rrc, rso, rse = finish(recv)
+    assert rrc == 0, rse
+    assert out.read_bytes() == src.read_bytes()
+    summary = json.loads((tmp_path / "send.json").read_text())
+    assert summary["bytes"] == src.stat().st_size and summary["flow_id"] == 42
+    for key in ("goodput_bps", "duration_s", "retransmits", "timeouts", "rtt_p50_ms",
+                "rtt_p95_ms", "rtt_p99_ms", "rtt_mean_ms"):
+        assert key in summary
+    rsum = json.loads((tmp_path / "recv.json").read_text())
+    assert rsum[0]["status"] == "complete" and rsum[0]["bytes"] == src.stat().st_size
+    rows = (tmp_path / "flow.csv").read_text().splitlines()
+    assert rows[0].startswith("time_s,flow_id,algo,cwnd") and len(rows) > 2
+
+
+def test_concurrent_flows_with_delayed_acks(tmp_path: Path) -> None:
+    recv, port = start_recv("--out", str(tmp_path / "out-{flow_id}.bin"), "--delayed-ack",
+                            "--log", str(tmp_path / "recv.jsonl"))
+    try:
+        senders: List[subprocess.Popen] = []
+        sizes = {1: 2_000_000, 2: 1_500_001, 3: 700_000}
+        for fid, n in sizes.items():
+            senders.append(send(port, "--algo", "reno" if fid == 2 else "newreno",
+                                "--bytes", str(n), "--flow-id", str(fid), wait=False))
+        for proc in senders:
+            rc, so, se = finish(proc)
+            assert rc == 0, se
+    finally:
+        recv.send_signal(signal.SIGTERM)
+        finish(recv)
+    for fid, n in sizes.items():
+        assert (tmp_path / f"out-{fid}.bin").read_bytes() == pattern_bytes(0, n)
+    assert (tmp_path / "recv.jsonl").read_text().count("\n") >= 3
+
+
+def test_sigint_ends_the_stream_cleanly(tmp_path: Path) -> None:
+    out = tmp_path / "out.bin"
+    recv, port = start_recv("--out", str(out), "--once", "--linger", "0.2")
+    s = send(port, "--algo", "newreno", "--duration", "30", "--summary-json",
+             str(tmp_path / "s.json"), wait=False)
+    time.sleep(1.5)
+    s.send_signal(signal.SIGINT)
+    t0 = time.monotonic()
+    rc, so, se = finish(s)
+    assert rc == 0, se
+    assert time.monotonic() - t0 < 10
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["status"] == "interrupted" and summary["bytes"] > 0
+    rrc, _, rse = finish(recv)
+    assert rrc == 0, rse
+    data = out.read_bytes()
+    assert len(data) == summary["bytes"] and data == pattern_bytes(0, len(data))
+
+
+def test_sender_reports_reset_when_receiver_restarts(tmp_path: Path) -> None:
+    recv, port = start_recv()
+    s = send(port, "--algo", "newreno", "--duration", "20", wait=False)
+    time.sleep(1.0)
+    recv.send_signal(signal.SIGTERM)
+    finish(recv)
+    recv2 = subprocess.Popen([PY, "-m", "bwn.hosts.recv", "--listen", f"127.0.0.1:{port}"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        rc, so, se = finish(s)
+        assert rc == 1 and "reset" in se
+    finally:
+        recv2.send_signal(signal.SIGTERM)
+        finish(recv2)

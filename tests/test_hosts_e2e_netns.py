@@ -1,0 +1,135 @@
+"""bwn-send -> bwn-recv between two network namespaces through the user-space link
+emulator (bwn.linkem, issue 5): loss, reordering, duplication, delay and a rate
+limit on a real veth path, and a goodput cross-check against Linux TCP (iperf3).
+
+Needs root, ``ip netns`` and bwn.linkem; the whole module is skipped with one
+reason line otherwise.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator, List
+
+import pytest
+
+try:
+    from bwn.linkem import Impairment
+    from bwn.linkem.netns import Topology, missing_requirements
+except ImportError as exc:  # the emulator of issue 5 has not landed
+    pytest.skip(f"NAMESPACE E2E TESTS SKIPPED: bwn.linkem is missing ({exc})",
+                allow_module_level=True)
+
+_reason = missing_requirements()
+if _reason is not None:
+    pytest.skip(f"NAMESPACE E2E TESTS SKIPPED: {_reason}", allow_module_level=True)
+
+from bwn.hosts.transport_source import pattern_bytes  # noqa: E402
+
+PY = sys.executable
+PORT = 16983
+
+
+@pytest.fixture
+def topo() -> Iterator[Topology]:
+    with Topology() as t:
+        yield t
+
+
+def _recv(topo: Topology, *args: str) -> subprocess.Popen:
+    proc = topo.popen(topo.ns_b, [PY, "-m", "bwn.hosts.recv", "--listen", f"{topo.ip_b}:{PORT}",
+                                  *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    line = proc.stderr.readline()
+    assert "listening on" in line, line
+    return proc
+
+
+def _send(topo: Topology, *args: str) -> subprocess.Popen:
+    return topo.popen(topo.ns_a, [PY, "-m", "bwn.hosts.send", "--dst", f"{topo.ip_b}:{PORT}",
+                                  *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(proc: subprocess.Popen, timeout: float = 90) -> Any:
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+def test_streams_intact_over_impaired_link(topo: Topology, tmp_path: Path) -> None:
+    imp = Impairment(delay_us=5_000, loss=0.01, reorder=0.01, duplicate=0.01,
+                     rate_bps=20_000_000, queue_packets=50)
+    emu = topo.start_emulator(imp, seed=3)
+    src = tmp_path / "in.bin"
+    src.write_bytes(os.urandom(2_000_000))
+    recv = _recv(topo, "--out", str(tmp_path / "out-{flow_id}.bin"), "--delayed-ack")
+    try:
+        senders: List[subprocess.Popen] = [
+            _send(topo, "--algo", "newreno", "--input", str(src), "--flow-id", "1",
+                  "--summary-json", str(tmp_path / "s1.json")),
+            _send(topo, "--algo", "reno", "--bytes", "1500000", "--flow-id", "2",
+                  "--summary-json", str(tmp_path / "s2.json")),
+        ]
+        for proc in senders:
+            rc, out, err = _finish(proc)
+            assert rc == 0, err
+            print(out.strip())
+    finally:
+        recv.send_signal(signal.SIGTERM)
+        _finish(recv)
+        stats = emu.stop()
+    assert (tmp_path / "out-1.bin").read_bytes() == src.read_bytes()
+    assert (tmp_path / "out-2.bin").read_bytes() == pattern_bytes(0, 1_500_000)
+    s1 = json.loads((tmp_path / "s1.json").read_text())
+    assert s1["retransmits"] > 0  # 1 % loss: recovery was exercised
+    print("emulator:", json.dumps(stats)[:400])
+
+
+# The cross-check link of the brief: bwn-link --rate-mbit 10 --delay-ms 10 --queue-packets 50.
+XCHECK_SECONDS = 8
+# Band for goodput(agent) / goodput(iperf3 -C reno). Both should fill the 10 Mb/s
+# bottleneck, so the ratio is ~0.95-1.0 when the agent works. It can be lower
+# because Linux starts with IW10, repairs losses with SACK and PRR and measures
+# over the same 8 s as our slower (IW2) start, and because a busy 2-core machine
+# (a compiler runs in the background) delays the Python sender and the emulator.
+# It cannot honestly be much higher: nothing beats the link rate.
+XCHECK_BAND = (0.5, 1.2)
+
+
+def test_newreno_goodput_close_to_linux_tcp_reno(topo: Topology, tmp_path: Path) -> None:
+    if shutil.which("iperf3") is None:
+        pytest.skip("iperf3 is not installed")
+    imp = Impairment(delay_us=10_000, rate_bps=10_000_000, queue_packets=50)
+    emu = topo.start_emulator(imp, seed=1)
+    try:
+        server = topo.popen(topo.ns_b, ["iperf3", "-s", "-1", "-B", topo.ip_b, "-p", "5201"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        res = topo.run(topo.ns_a, ["iperf3", "-c", topo.ip_b, "-p", "5201", "-t",
+                                   str(XCHECK_SECONDS), "-C", "reno", "-J"],
+                       timeout=XCHECK_SECONDS + 30)
+        server.wait(10)
+        report = json.loads(res.stdout)
+        iperf_bps = report["end"]["sum_received"]["bits_per_second"]
+
+        recv = _recv(topo, "--once", "--linger", "0.2")
+        sender = _send(topo, "--algo", "newreno", "--duration", str(XCHECK_SECONDS),
+                       "--summary-json", str(tmp_path / "s.json"))
+        rc, out, err = _finish(sender)
+        assert rc == 0, err
+        _finish(recv)
+    finally:
+        emu.stop()
+    agent = json.loads((tmp_path / "s.json").read_text())
+    agent_bps = agent["goodput_bps"]
+    ratio = agent_bps / iperf_bps
+    print(f"\ncross-check over 10 Mb/s, 10 ms, 50-packet queue, {XCHECK_SECONDS} s: "
+          f"iperf3 -C reno {iperf_bps / 1e6:.3f} Mb/s, bwn-send newreno {agent_bps / 1e6:.3f} Mb/s "
+          f"(ratio {ratio:.3f}; retransmits {agent['retransmits']}, timeouts {agent['timeouts']}, "
+          f"RTT p50 {agent['rtt_p50_ms']} ms)")
+    assert XCHECK_BAND[0] <= ratio <= XCHECK_BAND[1]

@@ -1,0 +1,513 @@
+"""Transport logic, in-process: a fake clock and a simulated lossy channel
+(bwn.hosts.transport_sim) drive real Sender and Receiver objects, no sockets."""
+from __future__ import annotations
+
+import os
+import random
+from typing import Any, List, Tuple
+
+import pytest
+
+from bwn.hosts.cc.base import AckInfo, CcState, Feedback, SentSegment
+from bwn.hosts.cc.newreno import NewReno
+from bwn.hosts.cc.reno import Reno
+from bwn.hosts.transport_receiver import MemorySink, ReceiverFlow
+from bwn.hosts.transport_rto import RtoEstimator
+from bwn.hosts.transport_sender import SenderConfig, SenderState
+from bwn.hosts.transport_sim import LinkModel, Simulation, stamp_constant
+from bwn.hosts.transport_source import BytesSource, PatternSource, pattern_bytes
+from bwn.hosts.transport_wire import (
+    F_DATA,
+    F_FIN,
+    F_RETX,
+    HEADERS_LEN,
+    TransportHeader,
+    ts_diff_us,
+)
+
+MSS = 1000
+
+
+def cfg(**kw: Any) -> SenderConfig:
+    kw.setdefault("mss_bytes", MSS)
+    return SenderConfig(**kw)
+
+
+class Recorder(NewReno):
+    """NewReno that records every callback (name, snapshot)."""
+
+    def __init__(self, style: str = "newreno") -> None:
+        self.events: List[Tuple[str, Any]] = []
+        self.recovery_style = style  # type: ignore[misc]
+
+    def on_init(self, st: CcState) -> None:
+        self.events.append(("init", None))
+        super().on_init(st)
+
+    def on_packet_sent(self, st: CcState, seg: SentSegment) -> None:
+        self.events.append(("sent", (seg, st.bytes_in_flight)))
+
+    def on_feedback(self, st: CcState, ack: AckInfo) -> None:
+        self.events.append(("feedback", ack))
+
+    def on_ack(self, st: CcState, ack: AckInfo) -> None:
+        self.events.append(("ack", ack))
+        super().on_ack(st, ack)
+
+    def on_dupack(self, st: CcState, ack: AckInfo) -> None:
+        self.events.append(("dupack", ack))
+        super().on_dupack(st, ack)
+
+    def on_enter_recovery(self, st: CcState) -> None:
+        self.events.append(("enter", (st.cwnd, st.bytes_in_flight, st.recovery_point)))
+        super().on_enter_recovery(st)
+
+    def on_partial_ack(self, st: CcState, ack: AckInfo) -> None:
+        self.events.append(("partial", ack))
+        super().on_partial_ack(st, ack)
+
+    def on_exit_recovery(self, st: CcState, ack: AckInfo) -> None:
+        self.events.append(("exit", ack))
+        super().on_exit_recovery(st, ack)
+
+    def on_timeout(self, st: CcState) -> None:
+        self.events.append(("timeout", (st.cwnd, st.bytes_in_flight, st.now_us)))
+        super().on_timeout(st)
+
+    def names(self) -> List[str]:
+        return [n for n, _ in self.events if n not in ("sent", "feedback")]
+
+
+def data_packets(sim: Simulation) -> List[Tuple[int, TransportHeader]]:
+    out = []
+    for t, d, pkt in sim.sent_log:
+        if d == "fwd":
+            out.append((t, TransportHeader.unpack(pkt)))
+    return out
+
+
+def fwd_index_of_seq(seq: int) -> int:
+    """Forward packet number of the first transmission of data segment ``seq`` (SYN is 0)."""
+    return 1 + seq // MSS
+
+
+# -- the stream arrives intact --------------------------------------------------------------
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("cc_cls", [NewReno, Reno])
+def test_stream_intact_under_loss_reorder_duplication(seed: int, cc_cls: type) -> None:
+    rng = random.Random(seed)
+    data = bytes(rng.getrandbits(8) for _ in range(300_000))
+    fwd = LinkModel(delay_us=10_000, rate_bps=8e6, queue_packets=30, loss=0.03,
+                    duplicate=0.03, reorder=0.05, reorder_extra_us=3_000)
+    rev = LinkModel(delay_us=10_000, loss=0.03, duplicate=0.03, reorder=0.05)
+    sim = Simulation(fwd, rev, seed=seed, delayed_ack=bool(seed % 2))
+    s = sim.add_flow(cc_cls(), BytesSource(data), config=cfg())
+    sim.run(until_us=300_000_000)
+    assert s.state is SenderState.DONE, s.summary(sim.now_us)
+    sink = sim.sink_of(s)
+    assert sink.closed and bytes(sink.data) == data
+    assert s.st.delivered_bytes == len(data)
+    assert s.retransmits > 0
+
+
+def test_empty_stream_and_single_byte() -> None:
+    for data in (b"", b"x"):
+        sim = Simulation(seed=3)
+        s = sim.add_flow(NewReno(), BytesSource(data), config=cfg())
+        sim.run(until_us=10_000_000)
+        assert s.state is SenderState.DONE
+        assert bytes(sim.sink_of(s).data) == data
+
+
+def test_concurrent_flows_demultiplexed() -> None:
+    fwd = LinkModel(delay_us=5_000, rate_bps=20e6, queue_packets=60, loss=0.01)
+    sim = Simulation(fwd, LinkModel(delay_us=5_000), seed=7)
+    datas = [os.urandom(150_000 + 1000 * i) for i in range(3)]
+    senders = [sim.add_flow(NewReno(), BytesSource(d), flow_id=7 if i < 2 else 8, config=cfg())
+               for i, d in enumerate(datas)]  # two flows share flow id 7 from different ports
+    sim.run(until_us=120_000_000)
+    for s, d in zip(senders, datas):
+        assert s.state is SenderState.DONE
+        assert bytes(sim.sink_of(s).data) == d
+
+
+# -- loss recovery ---------------------------------------------------------------------------
+def test_fast_retransmit_after_three_dupacks() -> None:
+    lost_seq = 20 * MSS
+    fwd = LinkModel(delay_us=10_000, drop_indices={fwd_index_of_seq(lost_seq)})
+    sim = Simulation(fwd, LinkModel(delay_us=10_000), seed=1)
+    sim.keep_log = True
+    cc = Recorder()
+    s = sim.add_flow(cc, PatternSource(100 * MSS, MSS), config=cfg())
+    sim.run(until_us=30_000_000)
+    assert s.state is SenderState.DONE and s.timeouts == 0
+    assert s.fast_recoveries == 1 and s.retransmits == 1
+    names = cc.names()
+    first_dup = names.index("dupack")
+    assert names[first_dup:first_dup + 4] == ["dupack", "dupack", "dupack", "enter"]
+    # No partial ACK: one loss; the retransmission's ACK is the full ACK.
+    assert "partial" not in names and names.count("exit") == 1
+    # The retransmission leaves right after the 3rd duplicate ACK arrived.
+    acks = [(t, TransportHeader.unpack(p)) for t, d, p in sim.sent_log if d == "rev"]
+    retx = [(t, h) for t, h in data_packets(sim) if h.flags & F_RETX]
+    assert len(retx) == 1 and retx[0][1].seq == lost_seq
+    dup_arrivals = [a for a in cc.events if a[0] == "dupack"]
+    third = dup_arrivals[2][1]
+    assert third.dupacks == 3 and third.ack_seq == lost_seq
+    assert retx[0][0] == third.now_us
+    assert all(h.ack <= 100 * MSS + 1 for _, h in acks)
+    # ssthresh halved from the flight at the time of the loss (RFC 5681 eq. 4).
+    enter = [v for n, v in cc.events if n == "enter"][0]
+    assert s.st.ssthresh == pytest.approx(max(enter[1] / MSS / 2, 2.0))
+
+
+def test_two_dupacks_do_not_retransmit() -> None:
+    # Reordering by two packets: two duplicate ACKs, no fast retransmit.
+    delayed = fwd_index_of_seq(20 * MSS)
+    count = {"n": 0}
+    rate_bps = 8e6
+    pkt_time_us = (MSS + HEADERS_LEN + 42) * 8e6 / rate_bps
+    fwd = LinkModel(delay_us=10_000, rate_bps=rate_bps, reorder_extra_us=int(2.5 * pkt_time_us))
+    sim = Simulation(fwd, LinkModel(delay_us=10_000), seed=1)
+    # Hold that one packet back by 2.5 packet times: two packets overtake it.
+    orig_send = sim.forward._one
+
+    def one(pkt: bytes, now_us: int) -> None:
+        count["n"] += 1
+        fwd.reorder = 1.0 if count["n"] - 1 == delayed else 0.0
+        orig_send(pkt, now_us)
+
+    sim.forward._one = one  # type: ignore[assignment]
+    cc = Recorder()
+    s = sim.add_flow(cc, PatternSource(60 * MSS, MSS), config=cfg())
+    sim.run(until_us=30_000_000)
+    assert s.state is SenderState.DONE
+    assert s.fast_recoveries == 0 and s.retransmits == 0
+    assert 1 <= cc.names().count("dupack") <= 2
+
+
+def test_newreno_partial_ack_retransmits_each_hole_without_timeout() -> None:
+    lost = [30 * MSS, 33 * MSS, 37 * MSS]
+    fwd = LinkModel(delay_us=10_000, drop_indices={fwd_index_of_seq(q) for q in lost})
+    sim = Simulation(fwd, LinkModel(delay_us=10_000), seed=1)
+    sim.keep_log = True
+    cc = Recorder()
+    s = sim.add_flow(cc, PatternSource(150 * MSS, MSS), config=cfg())
+    sim.run(until_us=30_000_000)
+    assert s.state is SenderState.DONE
+    assert s.timeouts == 0 and s.fast_recoveries == 1
+    retx = [h.seq for _, h in data_packets(sim) if h.flags & F_RETX]
+    assert retx == lost
+    names = cc.names()
+    i = names.index("enter")
+    after = [n for n in names[i:] if n in ("partial", "exit", "enter")]
+    assert after == ["enter", "partial", "partial", "exit"]
+    partials = [v for n, v in cc.events if n == "partial"]
+    assert [p.ack_seq for p in partials] == lost[1:]
+    # The recovery point is snd_max when recovery began (RFC 6582 "recover").
+    enter_rp = [v for n, v in cc.events if n == "enter"][0][2]
+    exit_ack = [v for n, v in cc.events if n == "exit"][0]
+    assert exit_ack.ack_seq >= enter_rp > lost[-1]
+    assert bytes(sim.sink_of(s).data) == pattern_bytes(0, 150 * MSS)
+
+
+def test_reno_style_ends_recovery_at_first_new_ack() -> None:
+    lost = [30 * MSS, 33 * MSS]
+    fwd = LinkModel(delay_us=10_000, drop_indices={fwd_index_of_seq(q) for q in lost})
+    sim = Simulation(fwd, LinkModel(delay_us=10_000), seed=1)
+    cc = Recorder(style="reno")
+    s = sim.add_flow(cc, PatternSource(150 * MSS, MSS), config=cfg())
+    sim.run(until_us=30_000_000)
+    assert s.state is SenderState.DONE
+    names = cc.names()
+    assert "partial" not in names
+    assert names.count("enter") + names.count("timeout") >= 2  # second hole: re-entry or RTO
+    assert names[names.index("enter") + 1:].index("exit") >= 0
+    assert bytes(sim.sink_of(s).data) == pattern_bytes(0, 150 * MSS)
+
+
+def test_reno_module_deflates_to_ssthresh() -> None:
+    st = CcState(mss_bytes=MSS, cwnd=20.0, ssthresh=8.0)
+    Reno().on_exit_recovery(st, AckInfo(0, 0, 0, None, None, None, 0))
+    assert st.cwnd == 8.0 and Reno.recovery_style == "reno" and NewReno.recovery_style == "newreno"
+
+
+# -- retransmission timer ------------------------------------------------------------------
+def test_rto_estimator_rfc6298() -> None:
+    est = RtoEstimator(initial_rto_us=1_000_000, min_rto_us=200_000, max_rto_us=60_000_000)
+    assert est.rto_us == 1_000_000
+    est.on_sample(100_000)  # SRTT = R, RTTVAR = R/2, RTO = SRTT + 4 RTTVAR
+    assert est.srtt_us == 100_000 and est.rttvar_us == 50_000 and est.rto_us == 300_000
+    est.on_sample(60_000)
+    assert est.rttvar_us == pytest.approx(0.75 * 50_000 + 0.25 * 40_000)
+    assert est.srtt_us == pytest.approx(0.875 * 100_000 + 0.125 * 60_000)
+    est.on_sample(10_000)
+    for _ in range(50):
+        est.on_sample(10_000)
+    assert est.rto_us == 200_000  # clamped to the minimum
+    est.on_timeout()
+    est.on_timeout()
+    assert est.rto_us == 800_000
+    for _ in range(20):
+        est.on_timeout()
+    assert est.rto_us == 60_000_000  # capped
+    est.on_sample(10_000)
+    assert est.rto_us == 200_000 and est.backoff == 0
+
+
+def test_rto_exponential_backoff_and_karn() -> None:
+    # Forward blackout from 0.5 s to 3 s: the first unacknowledged segment is
+    # retransmitted at intervals that double; the ACK of a retransmission gives no
+    # RTT sample, so the backed-off RTO stays until a fresh segment is acknowledged.
+    blackout = (500_000, 3_000_000)
+    fwd = LinkModel(delay_us=10_000, rate_bps=10e6, queue_packets=20,
+                    drop_if=lambda t, p: blackout[0] <= t < blackout[1])
+    sim = Simulation(fwd, LinkModel(delay_us=10_000), seed=1)
+    sim.keep_log = True
+    cc = Recorder()
+    s = sim.add_flow(cc, PatternSource(None, MSS), config=cfg(duration_us=4_000_000))
+    sim.run(until_us=30_000_000)
+    assert s.state is SenderState.DONE
+    timeout_times = [v[2] for n, v in cc.events if n == "timeout" and v[2] >= blackout[0]]
+    gaps = [b - a for a, b in zip(timeout_times, timeout_times[1:]) if b <= blackout[1]]
+    assert len(gaps) >= 2
+    assert gaps[0] >= 2 * 200_000  # the first backed-off RTO is at least twice the minimum
+    assert all(g2 == pytest.approx(2 * g1, rel=0.02) for g1, g2 in zip(gaps, gaps[1:]))
+    # Each timeout retransmits the first unacknowledged segment.
+    retx = {t: h.seq for t, h in data_packets(sim) if h.flags & F_RETX}
+    assert len({retx[t] for t in timeout_times[:len(gaps) + 1]}) == 1
+    assert s.timeouts >= 3
+    # Karn: ACKs echoing a retransmission carry no RTT sample.
+    fb = [a for n, a in cc.events if n == "feedback"]
+    first_after = next(a for a in fb if a.now_us > blackout[1])
+    assert first_after.rtt_sample_us is None
+    assert all(a.rtt_sample_us is None or a.rtt_sample_us < 100_000 for a in fb)
+    # After the timeout: cwnd = 1 and go-back-N from snd_una (on_timeout saw the flight).
+    tos = [v for n, v in cc.events if n == "timeout"]
+    assert tos[0][1] > 0 and s.st.cwnd >= 1
+    assert bytes(sim.sink_of(s).data) == pattern_bytes(0, s.st.delivered_bytes)
+
+
+def test_karn_backoff_kept_until_fresh_sample() -> None:
+    # Drop segment 10 and its first two retransmissions: RTO backs off twice.
+    seen = {"n": 0}
+
+    def drop(t: int, pkt: bytes) -> bool:
+        h = TransportHeader.unpack(pkt)
+        if h.seq == 10 * MSS and h.flags & F_DATA and seen["n"] < 3:
+            seen["n"] += 1
+            return True
+        return False
+
+    fwd = LinkModel(delay_us=10_000, drop_if=drop)
+    sim = Simulation(fwd, LinkModel(delay_us=10_000), seed=1)
+    states = []
+    cc = Recorder()
+    s = sim.add_flow(cc, PatternSource(12 * MSS, MSS), config=cfg())
+    orig = s.on_datagram
+
+    def spy(data: Any, now: int) -> None:
+        orig(data, now)
+        states.append((now, s.rto.backoff, s.snd_una))
+
+    s.on_datagram = spy  # type: ignore[assignment]
+    sim.run(until_us=30_000_000)
+    assert s.state is SenderState.DONE
+    assert s.timeouts >= 2
+    # The ACK for the retransmitted segment 10 leaves the backoff in place (Karn).
+    ack_of_retx = next(b for t, b, una in states if una > 10 * MSS)
+    assert ack_of_retx >= 1
+
+
+# -- windows and pacing ----------------------------------------------------------------------
+def test_receive_window_is_honoured() -> None:
+    rwnd = 8 * MSS
+    sim = Simulation(LinkModel(delay_us=20_000), LinkModel(delay_us=20_000), seed=1,
+                     window_bytes=rwnd)
+    cc = Recorder()
+    s = sim.add_flow(cc, PatternSource(200 * MSS, MSS), config=cfg())
+    sim.run(until_us=30_000_000)
+    assert s.state is SenderState.DONE
+    sent = [v for n, v in cc.events if n == "sent"]
+    # on_packet_sent sees the flight before the segment: flight + segment <= rwnd.
+    assert max(f + seg.size_bytes for seg, f in sent if not seg.is_retransmit) == rwnd
+    assert s.st.max_cwnd == pytest.approx(8.0)
+
+
+class PacedBigWindow(NewReno):
+    name = "paced-test"
+
+    def __init__(self, rate_bps: float) -> None:
+        self.rate_bps = rate_bps
+
+    def on_init(self, st: CcState) -> None:
+        st.cwnd = 1000.0
+        st.pacing_rate_bps = self.rate_bps
+
+    def on_ack(self, st: CcState, ack: AckInfo) -> None:
+        pass
+
+
+def test_pacing_limits_the_rate() -> None:
+    rate = 2e6
+    nbytes = 250 * MSS
+    sim = Simulation(LinkModel(delay_us=5_000), LinkModel(delay_us=5_000), seed=1)
+    sim.keep_log = True
+    s = sim.add_flow(PacedBigWindow(rate), PatternSource(nbytes, MSS), config=cfg())
+    sim.run(until_us=30_000_000)
+    assert s.state is SenderState.DONE
+    wire_bits = (MSS + HEADERS_LEN + 28 + 14) * 8
+    expected_s = (nbytes / MSS) * wire_bits / rate
+    summ = s.summary(sim.now_us)
+    assert summ["duration_s"] == pytest.approx(expected_s, rel=0.1)
+    sends = [t for t, h in data_packets(sim) if h.flags & F_DATA]
+    gaps = [b - a for a, b in zip(sends[10:], sends[11:])]
+    assert min(gaps) >= wire_bits / rate * 1e6 * 0.95
+
+
+# -- callbacks, feedback, timestamps ---------------------------------------------------------
+def test_feedback_echo_and_callback_order() -> None:
+    stamp = stamp_constant(ebn_code=98, narrow_kbps=10_000, tight_kbps=-500)
+    sim = Simulation(LinkModel(delay_us=5_000), LinkModel(delay_us=5_000), seed=1, stamp=stamp)
+    cc = Recorder()
+    s = sim.add_flow(cc, PatternSource(20 * MSS, MSS), config=cfg())
+    sim.run(until_us=10_000_000)
+    assert s.state is SenderState.DONE
+    fbs = [a.feedback for n, a in cc.events if n == "feedback"]
+    assert fbs and all(f == Feedback(hop_count=1, ebn_code=98, narrow_kbps=10_000,
+                                     tight_kbps=-500) for f in fbs)
+    # on_feedback comes right before each on_ack / on_dupack / partial / exit.
+    seq = [n for n, _ in cc.events if n != "sent"]
+    for i, n in enumerate(seq):
+        if n in ("ack", "dupack", "partial", "exit"):
+            assert seq[i - 1] == "feedback"
+    assert seq[0] == "init"
+    acks = [a for n, a in cc.events if n == "ack"]
+    assert all(a.ack_send_time_us is not None for a in acks)
+    assert all(a.rtt_sample_us is not None and 10_000 <= a.rtt_sample_us < 11_000 for a in acks)
+
+
+def test_no_switch_gives_hop_count_zero_and_unset_fields() -> None:
+    sim = Simulation(seed=1)
+    cc = Recorder()
+    sim.add_flow(cc, PatternSource(3 * MSS, MSS), config=cfg())
+    sim.run(until_us=5_000_000)
+    fb = [a.feedback for n, a in cc.events if n == "feedback"]
+    assert fb[0] == Feedback(hop_count=0, ebn_code=None, narrow_kbps=None, tight_kbps=None)
+
+
+def test_timestamp_arithmetic_wraps() -> None:
+    assert ts_diff_us(5, 2**32 - 5) == 10
+    assert ts_diff_us(2**32 - 5, 5) == -10
+
+
+def test_ack_send_time_unwraps_across_32_bits() -> None:
+    sim = Simulation(LinkModel(delay_us=1_000, rate_bps=10e6), LinkModel(delay_us=1_000), seed=1)
+    cc = Recorder()
+    start = 2**32 - 20_000  # the 32-bit clock wraps 20 ms into the flow
+    sim.now_us = start
+    s = sim.add_flow(cc, PatternSource(100 * MSS, MSS), config=cfg())
+    sim.run(until_us=start + 10_000_000)
+    assert s.state is SenderState.DONE
+    times = [a.ack_send_time_us for n, a in cc.events if n == "feedback"]
+    assert all(b >= a for a, b in zip(times, times[1:]))
+    assert times[-1] - times[0] > 50_000 and times[-1] > 2**32
+
+
+# -- ends of a stream -------------------------------------------------------------------------
+def test_duration_mode_and_interrupt() -> None:
+    sim = Simulation(LinkModel(delay_us=5_000, rate_bps=5e6, queue_packets=20),
+                     LinkModel(delay_us=5_000), seed=2)
+    s = sim.add_flow(NewReno(), PatternSource(None, MSS), config=cfg(duration_us=1_000_000))
+    sim.run(until_us=20_000_000)
+    assert s.state is SenderState.DONE
+    got = bytes(sim.sink_of(s).data)
+    assert len(got) == s.stream_end and got == pattern_bytes(0, len(got))
+    assert 0.5 < s.summary(sim.now_us)["duration_s"] < 1.5
+
+    sim = Simulation(LinkModel(delay_us=5_000), LinkModel(delay_us=5_000), seed=2)
+    s = sim.add_flow(NewReno(), PatternSource(10**9, MSS), config=cfg())
+    sim.run(until_us=300_000)
+    s.finish_now(sim.now_us)
+    sim.run(until_us=10_000_000)
+    assert s.state is SenderState.DONE and s.summary(sim.now_us)["status"] == "interrupted"
+    got = bytes(sim.sink_of(s).data)
+    assert 0 < len(got) < 10**9 and got == pattern_bytes(0, len(got))
+
+
+def test_syn_retransmitted_then_connect_timeout() -> None:
+    sim = Simulation(LinkModel(delay_us=1_000, loss=1.0), seed=1)
+    s = sim.add_flow(NewReno(), PatternSource(10, MSS), config=cfg(connect_timeout_us=5_000_000))
+    sim.run(until_us=60_000_000)
+    assert s.state is SenderState.FAILED and "SYN" in (s.fail_reason or "")
+    assert s.packets_sent == 3  # t = 0, 1 s, 3 s (RFC 6298 backoff); gives up at 7 s
+
+
+def test_lost_syn_ack_is_answered_again() -> None:
+    rev = LinkModel(delay_us=1_000, drop_indices={0})
+    sim = Simulation(LinkModel(delay_us=1_000), rev, seed=1)
+    s = sim.add_flow(NewReno(), PatternSource(5000, MSS), config=cfg())
+    sim.run(until_us=10_000_000)
+    assert s.state is SenderState.DONE and len(sim.sink_of(s).data) == 5000
+
+
+def test_lost_fin_ack_recovered() -> None:
+    def drop_fin_ack(t: int, pkt: bytes) -> bool:
+        return bool(TransportHeader.unpack(pkt).flags & F_FIN) and t < 1_000_000
+
+    sim = Simulation(LinkModel(delay_us=1_000), LinkModel(delay_us=1_000, drop_if=drop_fin_ack))
+    s = sim.add_flow(NewReno(), PatternSource(5000, MSS), config=cfg())
+    sim.run(until_us=10_000_000)
+    assert s.state is SenderState.DONE and s.timeouts >= 1
+
+
+# -- receiver reassembly ---------------------------------------------------------------------
+def test_reassembly_with_overlaps_duplicates_and_window() -> None:
+    rng = random.Random(5)
+    data = os.urandom(20_000)
+    sink = MemorySink()
+    flow = ReceiverFlow(("x", 1), 1, sink, window_bytes=len(data) + 10, now_us=0)
+    pieces = []
+    for _ in range(400):
+        a = rng.randrange(0, len(data))
+        b = min(len(data), a + rng.randrange(1, 1500))
+        pieces.append((a, b))
+    pos = 0
+    while pos < len(data):  # make sure every byte is covered
+        b = min(len(data), pos + rng.randrange(1, 1500))
+        pieces.append((pos, b))
+        pos = b
+    rng.shuffle(pieces)
+    for a, b in pieces:
+        flow.on_segment(a, memoryview(data[a:b]), False)
+    flow.on_segment(len(data), memoryview(b""), True)
+    assert flow.complete and bytes(sink.data) == data and sink.closed
+    assert flow.ack_seq == len(data) + 1
+
+
+def test_application_limited_source() -> None:
+    rate = 0.2e6  # 200 kb/s of payload: one 1000-byte segment every 40 ms
+    sim = Simulation(LinkModel(delay_us=5_000), LinkModel(delay_us=5_000), seed=1)
+    sim.keep_log = True
+    s = sim.add_flow(NewReno(), PatternSource(None, MSS),
+                     config=cfg(duration_us=2_000_000, app_rate_bps=rate))
+    sim.run(until_us=20_000_000)
+    assert s.state is SenderState.DONE
+    summ = s.summary(sim.now_us)
+    assert summ["goodput_bps"] == pytest.approx(rate, rel=0.05)
+    sends = [t for t, h in data_packets(sim) if h.flags & F_DATA]
+    gaps = [b - a for a, b in zip(sends, sends[1:])]
+    assert min(gaps) >= 39_000 and s.st.cwnd > 2  # cwnd would allow more; the app does not
+    assert bytes(sim.sink_of(s).data) == pattern_bytes(0, s.st.delivered_bytes)
+
+
+def test_duplicated_syn_ack_is_not_a_duplicate_ack() -> None:
+    # Every reverse packet duplicated with a long delay: the late SYN-ACK copy
+    # arrives while data is outstanding and must not count as a duplicate ACK.
+    rev = LinkModel(delay_us=2_000, duplicate=1.0)
+    sim = Simulation(LinkModel(delay_us=2_000, rate_bps=1e6), rev, seed=1)
+    cc = Recorder()
+    s = sim.add_flow(cc, PatternSource(3 * MSS, MSS), config=cfg())
+    sim.run(until_us=10_000_000)
+    assert s.state is SenderState.DONE and s.fast_recoveries == 0
+    assert not [a for n, a in cc.events if n == "dupack" and a.ack_seq == 0]

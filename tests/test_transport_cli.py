@@ -1,0 +1,199 @@
+"""bwn-send / bwn-recv argument handling, the algorithm registry, the wire codec
+of the transport header and the flow log (no network)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Literal, Optional
+
+import pytest
+
+from bwn.hosts import recv, send
+from bwn.hosts.cc import registry
+from bwn.hosts.cc.base import CongestionControl
+from bwn.hosts.flowlog import SENDER_FIELDS, TimeSeriesLog, percentile, rtt_stats_ms
+from bwn.hosts.transport_wire import (
+    F_ACK,
+    F_DATA,
+    HEADERS_LEN,
+    TransportHeader,
+    feedback_from_echo,
+    pack_ack_headers,
+    pack_data_headers,
+)
+from bwn.wire import KIND_ACK, BwnHeader
+
+PY = sys.executable
+
+
+# -- wire ---------------------------------------------------------------------------------
+def test_data_headers_carry_a_fresh_forward_section() -> None:
+    buf = bytearray(HEADERS_LEN)
+    pack_data_headers(buf, F_DATA, 0xDEADBEEF, 2**40 + 5, 2**32 + 7)
+    assert bytes(buf[:24]) == BwnHeader().pack()
+    h = TransportHeader.unpack(bytes(buf))
+    assert (h.flags, h.flow_id, h.seq, h.ts_val_us, h.hdr_words) == (F_DATA, 0xDEADBEEF,
+                                                                     2**40 + 5, 7, 9)
+
+
+def test_ack_headers_echo_like_with_echo_of() -> None:
+    fwd = BwnHeader().stamped(ebn_code=98, narrow_kbps=10_000, tight_kbps=-3)
+    buf = bytearray(HEADERS_LEN)
+    pack_ack_headers(buf, F_ACK, 1, 12345, 65536, 99, 77,
+                     (fwd.hop_count, fwd.ebn_code, fwd.narrow_kbps, fwd.tight_kbps))
+    assert bytes(buf[:24]) == BwnHeader(kind=KIND_ACK).with_echo_of(fwd).pack()
+    pack_ack_headers(buf, F_ACK, 1, 0, 0, 0, 0, None)
+    assert bytes(buf[:24]) == BwnHeader(kind=KIND_ACK).pack()
+    h = TransportHeader(flags=F_ACK, flow_id=3, ack=9, rwnd_bytes=5, ts_val_us=1, ts_ecr_us=2)
+    assert TransportHeader.unpack(b"\0" * 24 + h.pack()) == h
+
+
+def test_feedback_conversion() -> None:
+    assert feedback_from_echo(0, 1, 2, 3, 4) is None
+    fb = feedback_from_echo(1, 0, 255, 0xFFFFFFFF, 0x7FFFFFFF)
+    assert fb is not None and (fb.hop_count, fb.ebn_code, fb.narrow_kbps, fb.tight_kbps) == (
+        0, None, None, None)
+
+
+def test_scapy_layer_dissects_a_transport_packet() -> None:
+    from scapy.layers.inet import IP, UDP
+    from bwn.scapy_bwn import BWN
+
+    buf = bytearray(HEADERS_LEN + 4)
+    pack_data_headers(buf, F_DATA, 1, 0, 0)
+    pkt = IP(bytes(IP(dst="10.0.0.2") / UDP(sport=40000, dport=16983) / bytes(buf)))
+    assert pkt[BWN].kind == 0 and pkt[BWN].ebn_code == 255
+
+
+# -- registry ------------------------------------------------------------------------------
+def test_registry_loads_newreno_and_reno() -> None:
+    assert registry.load("newreno").name == "newreno"
+    assert registry.load("reno").recovery_style == "reno"
+    with pytest.raises(registry.RegistryError, match="unknown algorithm"):
+        registry.load("cubic")
+
+
+def test_registry_missing_module_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "ALGORITHMS", registry.ALGORITHMS + ("notyet",))
+    with pytest.raises(registry.RegistryError, match="not available yet"):
+        registry.load("notyet")
+    assert "unavailable" in registry.describe("notyet")
+    assert registry.available()["notyet"] is not None
+
+
+def test_params_are_typed_by_the_constructor(monkeypatch: pytest.MonkeyPatch) -> None:
+
+    class Toy(CongestionControl):
+        """Toy algorithm."""
+        name = "toy"
+
+        def __init__(self, beta1: float = 1.0, n: int = 2, flag: bool = False,
+                     variant: Literal["a", "b"] = "a", rate_g_bps: Optional[float] = None,
+                     label: str = "x") -> None:
+            self.kw = dict(beta1=beta1, n=n, flag=flag, variant=variant,
+                           rate_g_bps=rate_g_bps, label=label)
+
+    kw = registry.parse_params(Toy, ["beta1=0.5", "n=3", "flag=yes", "variant=b", "label=z"])
+    assert kw == {"beta1": 0.5, "n": 3, "flag": True, "variant": "b", "label": "z"}
+    assert registry.parse_params(Toy, [], 4.0) == {"rate_g_bps": 4e6}
+    for bad, msg in (("beta1=x", "number"), ("n=1.5", "integer"), ("flag=maybe", "boolean"),
+                     ("variant=c", "one of"), ("nope=1", "no parameter"), ("beta1", "key=value")):
+        with pytest.raises(registry.RegistryError, match=msg):
+            registry.parse_params(Toy, [bad])
+    with pytest.raises(registry.RegistryError, match="reserved-rate"):
+        registry.parse_params(registry.load("newreno"), [], 1.0)
+
+
+def test_every_landed_algorithm_is_listed() -> None:
+    text = registry.describe_all()
+    for name in registry.ALGORITHMS:
+        assert name in text
+
+
+# -- CLI ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("argv,msg", [
+    (["--algo", "cubic", "--dst", "127.0.0.1:9", "--bytes", "1"], "unknown algorithm"),
+    (["--algo", "newreno", "--dst", "no.such.host.invalid:9", "--bytes", "1"], "resolve"),
+    (["--algo", "newreno", "--dst", "127.0.0.1:99999", "--bytes", "1"], "port"),
+    (["--algo", "newreno", "--dst", "127.0.0.1:9", "--bytes", "-5"], ">= 0"),
+    (["--algo", "newreno", "--dst", "127.0.0.1:9", "--bytes", "5", "--duration", "1"], "not both"),
+    (["--algo", "newreno", "--dst", "127.0.0.1:9"], "how much"),
+    (["--algo", "newreno", "--dst", "127.0.0.1:9", "--input", "/nonexistent/x"], "cannot read"),
+    (["--algo", "newreno", "--dst", "127.0.0.1:9", "--bytes", "1", "--param", "x=1"], "no parameter"),
+    (["--algo", "newreno", "--dst", "127.0.0.1:9", "--bytes", "1", "--reserved-rate-mbit", "1"],
+     "reserved-rate"),
+    (["--algo", "newreno", "--dst", "127.0.0.1:9", "--bytes", "1", "--log", "x.txt"], ".csv"),
+    (["--algo", "newreno", "--dst", "127.0.0.1:9", "--bytes", "1", "--mss", "0"], "1.."),
+    (["--dst", "127.0.0.1:9", "--bytes", "1"], "--algo"),
+    (["--algo", "newreno", "--bytes", "1"], "--dst"),
+])
+def test_send_usage_errors_exit_2_with_one_line(argv: list, msg: str,
+                                                capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as exc:
+        send.main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("bwn-send: error:") and msg in err, err
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--listen", "127.0.0.1:abc"], "port"),
+    (["--listen", "127.0.0.1:1", "--delack-ms", "500"], "at most"),
+    (["--listen", "127.0.0.1:1", "--out", "/nonexistent/dir/f"], "writable"),
+    (["--listen", "127.0.0.1:1", "--log", "a.txt"], ".csv"),
+])
+def test_recv_usage_errors(argv: list, msg: str, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as exc:
+        recv.main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and msg in err, err
+
+
+def test_size_suffixes() -> None:
+    assert send.parse_size("10M") == 10_000_000
+    assert send.parse_size("4Mi") == 4 * 2**20
+    assert send.parse_size("1.5k") == 1500
+
+
+def test_python_m_help_and_list_algos() -> None:
+    out = subprocess.run([PY, "-m", "bwn.hosts.send", "--help"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0 and "--reserved-rate-mbit" in out.stdout
+    out = subprocess.run([PY, "-m", "bwn.hosts.recv", "--help"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0 and "--delayed-ack" in out.stdout
+    out = subprocess.run([PY, "-m", "bwn.hosts.send", "--list-algos"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.startswith("newreno")
+
+
+def test_send_without_receiver_fails_with_status_1(capsys: pytest.CaptureFixture) -> None:
+    rc = send.main(["--algo", "newreno", "--dst", "127.0.0.1:9", "--bytes", "10",
+                    "--connect-timeout", "0.3", "--initial-rto-ms", "100", "--quiet"])
+    assert rc == 1
+    assert "SYN" in capsys.readouterr().err
+
+
+# -- flow log -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("ext", ["csv", "jsonl"])
+def test_time_series_is_rate_limited(tmp_path, ext: str) -> None:
+    path = str(tmp_path / f"log.{ext}")
+    log = TimeSeriesLog(path, SENDER_FIELDS, interval_us=10_000)
+    for t in range(0, 100_000, 1_000):  # 100 offers over 100 ms
+        if log.due(1, t):
+            log.offer(1, t, {"time_s": t / 1e6, "cwnd": 2.0, "extra": {"k": 1}})
+    log.offer(1, 100_500, {"time_s": 0.1005}, force=True)
+    log.close()
+    lines = open(path).read().splitlines()
+    rows = lines[1:] if ext == "csv" else lines
+    assert len(rows) == 11
+    if ext == "jsonl":
+        assert json.loads(rows[0])["extra"] == {"k": 1}
+
+
+def test_percentiles() -> None:
+    assert percentile([1, 2, 3, 4, 5], 50) == 3
+    s = rtt_stats_ms(range(1000, 101_000, 1000))
+    assert s["rtt_p50_ms"] == pytest.approx(50.5) and s["rtt_samples"] == 100
