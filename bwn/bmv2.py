@@ -13,6 +13,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,7 +135,9 @@ class Bmv2Switch:
 
     def cli(self, commands: str, timeout_s: float = 20.0) -> str:
         """Run simple_switch_CLI commands (Thrift) and return its output."""
-        cmd = [CLI_BINARY, "--thrift-port", str(self.thrift_port)]
+        # Run the CLI script with this interpreter: it sees BMv2's Thrift modules
+        # (system site-packages), which a `python3` first on PATH may not.
+        cmd = [sys.executable, shutil.which(CLI_BINARY) or CLI_BINARY, "--thrift-port", str(self.thrift_port)]
         if self.netns:
             cmd = ["ip", "netns", "exec", self.netns] + cmd
         res = subprocess.run(cmd, input=commands, capture_output=True, text=True, timeout=timeout_s)
