@@ -1,0 +1,359 @@
+"""The emulator proper: two raw-socket workers, one per direction.
+
+Design choices:
+
+* **One thread per direction**, each owning its receive socket (ingress
+  interface) and transmit socket (egress interface), so no locks are needed
+  on the packet path.  Both threads share the GIL, but every ``recv``/``send``
+  /``select`` releases it, and the switch interval is lowered (see
+  :data:`SWITCH_INTERVAL_S`) so a thread whose timer fired waits at most that
+  long for the other one.
+* **Event loop per worker**: release every frame that is due, then sleep in
+  ``select`` until either a frame arrives or the next release time.  ``select``
+  takes a microsecond timeout (``poll``/``epoll`` and socket timeouts round to
+  milliseconds), and the thread's timer slack is lowered to 1 us so the kernel
+  does not postpone the wake-up by its default 50 us.
+* **Batched receive**: when the socket is readable, up to ``batch`` frames are
+  read with non-blocking ``recv`` calls, stopping early if a release falls due.
+* **Stopping**: a self-pipe in every ``select`` wakes the workers at once; no
+  polling.  Frames still in the delay line at stop are discarded and counted
+  (``pending_at_exit``).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import resource
+import select
+import sys
+import threading
+import time
+from typing import Any, Dict, List, Optional
+
+from . import rawsock
+from .config import DIRECTIONS, Impairment, LinkConfig
+from .scheduler import DirectionScheduler
+
+__all__ = ["LinkEmulator", "DirectionWorker", "SWITCH_INTERVAL_S"]
+
+#: GIL switch interval used while an emulator runs (CPython default: 5 ms,
+#: which would show up as delay error when both directions are busy).
+SWITCH_INTERVAL_S = 0.0002
+
+#: Frames read per wake-up before the worker looks at its timers again.
+DEFAULT_BATCH = 64
+
+#: Extra room beyond the MTU for the Ethernet header and one VLAN tag.
+_L2_HEADROOM = 14 + 4
+
+
+class DirectionWorker:
+    """Moves frames from ``rx`` to ``tx`` through a :class:`DirectionScheduler`."""
+
+    def __init__(
+        self,
+        name: str,
+        rx: Any,
+        tx: Any,
+        scheduler: DirectionScheduler,
+        wake_fd: int,
+        bufsize: int,
+        ignores_outgoing: bool = True,
+        batch: int = DEFAULT_BATCH,
+        rt_priority: int = 0,
+    ) -> None:
+        self.name = name
+        self.rx = rx
+        self.tx = tx
+        self.scheduler = scheduler
+        self.wake_fd = wake_fd
+        self.bufsize = bufsize
+        self.ignores_outgoing = ignores_outgoing
+        self.batch = batch
+        self.rt_priority = rt_priority
+        self.stopping = False
+        self.error: Optional[BaseException] = None
+        self.rt_active = False
+        self.cpu_s: Optional[float] = None  # CPU time of the thread, set when it ends
+        self.wakeups = 0  # select() calls, set when it ends
+
+    def run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as exc:  # reported by LinkEmulator.failed
+            self.error = exc
+        finally:
+            try:
+                usage = resource.getrusage(resource.RUSAGE_THREAD)
+                self.cpu_s = usage.ru_utime + usage.ru_stime
+            except (AttributeError, OSError):
+                pass
+
+    def _setup_thread(self) -> None:
+        rawsock.set_timer_slack_ns(1000)
+        if self.rt_priority > 0:
+            try:
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self.rt_priority))
+                self.rt_active = True
+            except (OSError, AttributeError):
+                self.rt_active = False
+
+    def _loop(self) -> None:
+        self._setup_thread()
+        sched = self.scheduler
+        admit = sched.admit
+        release_due = sched.release_due
+        next_due = sched.next_due_ns
+        send = self.tx.send
+        rx = self.rx
+        recv = rx.recv
+        recvfrom = rx.recvfrom
+        filter_outgoing = not self.ignores_outgoing
+        outgoing = rawsock.PACKET_OUTGOING
+        mono = time.monotonic_ns
+        sel = select.select
+        rlist = [rx.fileno(), self.wake_fd]
+        empty: List[int] = []
+        bufsize = self.bufsize
+        batch = range(self.batch)
+        wakeups = 0
+        try:
+            while not self.stopping:
+                now = mono()
+                due = next_due()
+                if due is not None and due <= now:
+                    release_due(now, send)
+                    due = next_due()
+                if due is None:
+                    timeout: Optional[float] = None
+                else:
+                    wait_ns = due - mono()
+                    if wait_ns <= 0:
+                        continue
+                    timeout = wait_ns * 1e-9
+                wakeups += 1
+                if not sel(rlist, empty, empty, timeout)[0]:
+                    continue
+                for _ in batch:
+                    try:
+                        if filter_outgoing:
+                            frame, addr = recvfrom(bufsize)
+                            if addr[2] == outgoing:
+                                continue
+                        else:
+                            frame = recv(bufsize)
+                    except BlockingIOError:
+                        break
+                    except InterruptedError:
+                        continue
+                    except OSError as exc:
+                        if exc.errno == errno.ENETDOWN:  # link set down: wait for it
+                            break
+                        raise
+                    now = mono()
+                    admit(frame, now)
+                    if due is not None and now >= due:
+                        break
+        finally:
+            self.wakeups = wakeups
+
+
+def _parse_config(
+    config: Optional[LinkConfig],
+    a_to_b: Optional[Impairment],
+    b_to_a: Optional[Impairment],
+    seed: Optional[int],
+) -> LinkConfig:
+    if config is not None:
+        if a_to_b is not None or b_to_a is not None or seed is not None:
+            raise ValueError("give either config or a_to_b/b_to_a/seed, not both")
+        return config.validate()
+    a = a_to_b if a_to_b is not None else Impairment()
+    b = b_to_a if b_to_a is not None else a
+    return LinkConfig(a_to_b=a, b_to_a=b, seed=seed).validate()
+
+
+class LinkEmulator:
+    """Bridge two interfaces of the current network namespace with impairments.
+
+    >>> with LinkEmulator("veth0", "veth1", a_to_b=Impairment(delay_us=10_000)) as emu:
+    ...     ...                    # traffic flows with 10 ms each way
+    ... stats = emu.final_stats    # counters, as also returned by stop()
+
+    ``b_to_a`` defaults to ``a_to_b`` (a symmetric link).  If ``seed`` is None a
+    random one is drawn and reported in the stats, so any run can be replayed.
+    ``rt_priority`` > 0 runs the workers with SCHED_FIFO (needs CAP_SYS_NICE):
+    useful on a loaded machine; off by default.
+
+    The emulator runs in the caller's process.  To put it in a network
+    namespace, run the ``bwn-link`` command there (see :mod:`bwn.linkem.netns`).
+    """
+
+    def __init__(
+        self,
+        iface_a: str,
+        iface_b: str,
+        a_to_b: Optional[Impairment] = None,
+        b_to_a: Optional[Impairment] = None,
+        *,
+        seed: Optional[int] = None,
+        config: Optional[LinkConfig] = None,
+        promiscuous: bool = True,
+        rt_priority: int = 0,
+        batch: int = DEFAULT_BATCH,
+    ) -> None:
+        if iface_a == iface_b:
+            raise ValueError(f"interface {iface_a!r} given twice: the two ends must differ")
+        self.config = _parse_config(config, a_to_b, b_to_a, seed)
+        if self.config.seed is None:
+            self.config = LinkConfig(
+                a_to_b=self.config.a_to_b,
+                b_to_a=self.config.b_to_a,
+                seed=int.from_bytes(os.urandom(4), "big"),
+            )
+        self.iface_a = iface_a
+        self.iface_b = iface_b
+        self.promiscuous = promiscuous
+        self.rt_priority = rt_priority
+        self.batch = batch
+        self.workers: Dict[str, DirectionWorker] = {}
+        self._threads: List[threading.Thread] = []
+        self._sockets: List[Any] = []
+        self._pipe: Optional[tuple] = None
+        self._started_ns = 0
+        self._stopped_ns = 0
+        self._old_switch_interval: Optional[float] = None
+        self.final_stats: Optional[Dict[str, Any]] = None
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def start(self) -> "LinkEmulator":
+        if self._threads:
+            raise RuntimeError("emulator already started")
+        try:
+            for name in (self.iface_a, self.iface_b):
+                try:
+                    rawsock.interface_index(name)
+                except OSError:
+                    raise ValueError(f"no such network interface: {name!r}") from None
+            rx_a, out_a = rawsock.open_rx_socket(self.iface_a, self.promiscuous)
+            self._sockets.append(rx_a)
+            rx_b, out_b = rawsock.open_rx_socket(self.iface_b, self.promiscuous)
+            self._sockets.append(rx_b)
+            tx_a = rawsock.open_tx_socket(self.iface_a)
+            self._sockets.append(tx_a)
+            tx_b = rawsock.open_tx_socket(self.iface_b)
+            self._sockets.append(tx_b)
+            self._pipe = os.pipe()
+            # Room for any frame, even a GRO/TSO super-frame (which then fails
+            # to transmit and shows up as tx_errors): recv cost does not
+            # depend on the buffer size, a truncated frame would be corrupt.
+            mtu = max(rawsock.interface_mtu(self.iface_a), rawsock.interface_mtu(self.iface_b))
+            bufsize = max(mtu, 65535) + _L2_HEADROOM
+            ends = {"a_to_b": (rx_a, tx_b, out_a), "b_to_a": (rx_b, tx_a, out_b)}
+            for name in DIRECTIONS:
+                rx, tx, ignores = ends[name]
+                sched = DirectionScheduler(self.config.direction(name), self.config.direction_seed(name))
+                self.workers[name] = DirectionWorker(
+                    name, rx, tx, sched, self._pipe[0], bufsize, ignores, self.batch, self.rt_priority
+                )
+            self._old_switch_interval = sys.getswitchinterval()
+            sys.setswitchinterval(min(self._old_switch_interval, SWITCH_INTERVAL_S))
+            self._started_ns = time.monotonic_ns()
+            for name, worker in self.workers.items():
+                t = threading.Thread(target=worker.run, name=f"linkem-{name}", daemon=True)
+                t.start()
+                self._threads.append(t)
+        except BaseException:
+            self._close()
+            raise
+        return self
+
+    def request_stop(self) -> None:
+        """Ask the workers to stop; safe from a signal handler.  See :meth:`stop`."""
+        for worker in self.workers.values():
+            worker.stopping = True
+        if self._pipe is not None:
+            try:
+                os.write(self._pipe[1], b"x")
+            except OSError:
+                pass
+
+    def stop(self, timeout_s: float = 2.0) -> Dict[str, Any]:
+        """Stop, discard frames still delayed, close sockets; return the stats."""
+        if self.final_stats is not None:
+            return self.final_stats
+        self.request_stop()
+        deadline = time.monotonic() + timeout_s
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        self._stopped_ns = time.monotonic_ns()
+        for worker in self.workers.values():
+            if not any(t.is_alive() for t in self._threads):
+                worker.scheduler.discard_pending()
+            worker.scheduler.counters.kernel_drops += rawsock.kernel_drops(worker.rx)
+        self.final_stats = self.stats()
+        self._close()
+        return self.final_stats
+
+    def _close(self) -> None:
+        for s in self._sockets:
+            try:
+                s.close()
+            except OSError:
+                pass
+        self._sockets = []
+        if self._pipe is not None:
+            for fd in self._pipe:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            self._pipe = None
+        if self._old_switch_interval is not None:
+            sys.setswitchinterval(self._old_switch_interval)
+            self._old_switch_interval = None
+
+    def __enter__(self) -> "LinkEmulator":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # -- status ----------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return any(t.is_alive() for t in self._threads)
+
+    @property
+    def failed(self) -> Optional[BaseException]:
+        """The exception that ended a worker, if any."""
+        for worker in self.workers.values():
+            if worker.error is not None:
+                return worker.error
+        return None
+
+    def stats(self) -> Dict[str, Any]:
+        """Counters per direction (live while running), config and duration."""
+        end = self._stopped_ns or time.monotonic_ns()
+        out: Dict[str, Any] = {
+            "iface_a": self.iface_a,
+            "iface_b": self.iface_b,
+            "seed": self.config.seed,
+            "duration_s": round((end - self._started_ns) / 1e9, 6) if self._started_ns else 0.0,
+            "realtime": any(w.rt_active for w in self.workers.values()),
+        }
+        for name in DIRECTIONS:
+            entry: Dict[str, Any] = {"config": self.config.direction(name).to_dict()}
+            worker = self.workers.get(name)
+            if worker is not None:
+                entry.update(worker.scheduler.counters.as_dict())
+                if worker.cpu_s is not None:
+                    entry["cpu_s"] = round(worker.cpu_s, 4)
+                    entry["wakeups"] = worker.wakeups
+                if worker.error is not None:
+                    entry["error"] = repr(worker.error)
+            out[name] = entry
+        return out

@@ -1,0 +1,314 @@
+"""Unit tests of the link emulator's scheduling and impairments (no sockets, no root).
+
+The scheduler is driven by a fake clock (integer nanoseconds).  Random
+impairments are checked against binomial bounds: |count - N p| <= 4 sigma for
+N = 20000 frames, with a fixed seed so the run is deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import List, Sequence, Tuple
+
+import pytest
+
+from bwn.linkem import DirectionScheduler, Impairment, LinkConfig
+
+N = 20_000
+US = 1_000
+MS = 1_000_000
+
+
+def frame(seq: int, size: int = 100) -> bytes:
+    return seq.to_bytes(4, "big") + bytes(size - 4)
+
+
+def seq_of(f: bytes) -> int:
+    return int.from_bytes(f[:4], "big")
+
+
+def simulate(
+    sched: DirectionScheduler, arrivals: Sequence[Tuple[int, bytes]]
+) -> List[Tuple[int, bytes]]:
+    """Event-driven run: release every frame exactly at its release time."""
+    out: List[Tuple[int, bytes]] = []
+    now = [0]
+
+    def send(f: bytes) -> None:
+        out.append((now[0], f))
+
+    for t, f in arrivals:
+        while True:
+            due = sched.next_due_ns()
+            if due is None or due > t:
+                break
+            now[0] = due
+            sched.release_due(due, send)
+        sched.admit(f, t)
+    while True:
+        due = sched.next_due_ns()
+        if due is None:
+            break
+        now[0] = due
+        sched.release_due(due, send)
+    return out
+
+
+def periodic(n: int, gap_ns: int, size: int = 100) -> List[Tuple[int, bytes]]:
+    return [(1_000 * MS + i * gap_ns, frame(i, size)) for i in range(n)]
+
+
+def within_binomial(count: int, n: int, p: float, sigmas: float = 4.0) -> bool:
+    sd = math.sqrt(n * p * (1 - p))
+    return abs(count - n * p) <= sigmas * sd
+
+
+def check_invariant(sched: DirectionScheduler) -> None:
+    c = sched.counters
+    assert c.rx_frames + c.duplicated == (
+        c.forwarded_frames + c.dropped_loss + c.dropped_queue + c.dropped_limit
+        + c.tx_errors + c.pending_at_exit + sched.pending()
+    )
+
+
+# -- constant delay ---------------------------------------------------------------
+
+
+def test_plain_delay_is_exact_and_in_order():
+    sched = DirectionScheduler(Impairment(delay_us=10_000), seed=1)
+    arrivals = periodic(1000, 37 * US)
+    out = simulate(sched, arrivals)
+    assert [f for _, f in out] == [f for _, f in arrivals]
+    assert all(tr - ta == 10 * MS for (ta, _), (tr, _) in zip(arrivals, out))
+    assert sched.counters.forwarded_frames == 1000
+    assert sched.counters.forwarded_bytes == 100_000
+    check_invariant(sched)
+
+
+def test_zero_delay_releases_immediately():
+    sched = DirectionScheduler(Impairment(), seed=1)
+    sched.admit(frame(0), 5)
+    assert sched.next_due_ns() == 5
+    got: List[bytes] = []
+    assert sched.release_due(5, got.append) == 1
+    assert got == [frame(0)]
+
+
+# -- random impairments: binomial bounds ------------------------------------------
+
+
+@pytest.mark.parametrize("p", [0.01, 0.1, 0.5])
+def test_loss_rate_within_binomial_bounds(p):
+    sched = DirectionScheduler(Impairment(delay_us=1000, loss=p), seed=42)
+    out = simulate(sched, periodic(N, 50 * US))
+    lost = sched.counters.dropped_loss
+    assert within_binomial(lost, N, p), (lost, N * p)
+    assert len(out) == N - lost
+    seqs = [seq_of(f) for _, f in out]
+    assert seqs == sorted(seqs)  # loss alone never reorders
+    check_invariant(sched)
+
+
+@pytest.mark.parametrize("p", [0.02, 0.2])
+def test_duplicate_rate_within_binomial_bounds(p):
+    sched = DirectionScheduler(Impairment(delay_us=1000, duplicate=p), seed=7)
+    out = simulate(sched, periodic(N, 50 * US))
+    dup = sched.counters.duplicated
+    assert within_binomial(dup, N, p), (dup, N * p)
+    assert len(out) == N + dup
+    seqs = [seq_of(f) for _, f in out]
+    assert sum(1 for a, b in zip(seqs, seqs[1:]) if a == b) == dup  # copy right behind
+    check_invariant(sched)
+
+
+@pytest.mark.parametrize("p", [0.01, 0.1])
+def test_reorder_rate_and_definition(p):
+    hold_us = 1000
+    gap_us = 100  # 10 frames arrive during one hold: all of them overtake
+    sched = DirectionScheduler(Impairment(delay_us=5000, reorder=p, reorder_hold_us=hold_us), seed=3)
+    arrivals = periodic(N, gap_us * US)
+    out = simulate(sched, arrivals)
+    held = sched.counters.reordered
+    assert within_binomial(held, N, p), (held, N * p)
+    assert len(out) == N
+    arrival_t = {seq_of(f): t for t, f in arrivals}
+    for t, f in out:
+        extra = t - arrival_t[seq_of(f)] - 5 * MS
+        assert extra in (0, hold_us * US)  # either on time or held exactly hold_us
+    # Every held frame is overtaken by the frames arriving in its hold time,
+    # i.e. it is released after a frame with a higher sequence number.
+    max_seen = -1
+    late = 0
+    for _, f in out:
+        s = seq_of(f)
+        if s < max_seen:
+            late += 1
+        max_seen = max(max_seen, s)
+    assert held - 1 <= late <= held  # all overtaken (except the last frame, if held)
+    check_invariant(sched)
+
+
+def test_reorder_hold_defaults_to_delay_at_least_1ms():
+    assert Impairment(delay_us=20_000).effective_reorder_hold_us == 20_000
+    assert Impairment(delay_us=200).effective_reorder_hold_us == 1000
+    assert Impairment(delay_us=200, reorder_hold_us=300).effective_reorder_hold_us == 300
+
+
+# -- jitter --------------------------------------------------------------------------
+
+
+def test_jitter_never_reorders_without_reordering():
+    d, j = 10_000, 8_000
+    sched = DirectionScheduler(Impairment(delay_us=d, jitter_us=j), seed=11)
+    arrivals = periodic(N, 100 * US)  # much denser than the jitter: many would overtake
+    out = simulate(sched, arrivals)
+    assert [seq_of(f) for _, f in out] == list(range(N))
+    times = [t for t, _ in out]
+    assert times == sorted(times)
+    delays = [tr - ta for (ta, _), (tr, _) in zip(arrivals, out)]
+    assert min(delays) >= (d - j) * US
+    assert max(delays) > (d + j // 2) * US  # jitter does act
+    assert len(set(delays)) > N // 2
+
+
+def test_jitter_reorders_when_asked():
+    sched = DirectionScheduler(Impairment(delay_us=10_000, jitter_us=8_000, jitter_reorders=True), seed=11)
+    arrivals = periodic(2000, 100 * US)
+    out = simulate(sched, arrivals)
+    seqs = [seq_of(f) for _, f in out]
+    assert sorted(seqs) == list(range(2000)) and seqs != sorted(seqs)
+    delays = {seq_of(f): tr for tr, f in out}
+    for ta, f in arrivals:  # each frame's own delay stays in [D-J, D+J]
+        assert 2 * MS <= delays[seq_of(f)] - ta <= 18 * MS
+
+
+def test_jitter_larger_than_delay_clamps_at_zero():
+    sched = DirectionScheduler(Impairment(delay_us=1000, jitter_us=5000), seed=5)
+    arrivals = periodic(5000, 1 * MS)
+    out = simulate(sched, arrivals)
+    assert all(tr >= ta for (ta, _), (tr, _) in zip(arrivals, out))
+
+
+# -- rate limit and queue ------------------------------------------------------------
+
+
+def test_rate_limit_spacing():
+    rate_bps = 10_000_000  # 1000-byte frames: 800 us each
+    sched = DirectionScheduler(Impairment(delay_us=5000, rate_bps=rate_bps, queue_packets=100), seed=1)
+    burst = [(0, frame(i, 1000)) for i in range(50)]  # all at once
+    out = simulate(sched, burst)
+    assert len(out) == 50
+    times = [t for t, _ in out]
+    assert times[0] == 800 * US + 5 * MS  # serialization of the first frame + delay
+    assert all(b - a == 800 * US for a, b in zip(times, times[1:]))
+
+
+def test_rate_limit_mixed_sizes_and_idle_link():
+    sched = DirectionScheduler(Impairment(rate_bps=8_000_000, queue_packets=10), seed=1)  # 1 us/byte
+    out = simulate(sched, [(0, frame(0, 100)), (0, frame(1, 500)), (10 * MS, frame(2, 64))])
+    assert [t for t, _ in out] == [100 * US, 600 * US, 10 * MS + 64 * US]
+
+
+def test_queue_overflow_is_drop_tail():
+    q = 10
+    sched = DirectionScheduler(Impairment(rate_bps=8_000_000, queue_packets=q), seed=1)
+    burst = [(0, frame(i, 1000)) for i in range(30)]
+    out = simulate(sched, burst)
+    # One frame on the wire plus q waiting are accepted, the rest dropped.
+    assert [seq_of(f) for _, f in out] == list(range(q + 1))
+    assert sched.counters.dropped_queue == 30 - (q + 1)
+    assert sched.counters.dropped_loss == 0
+    check_invariant(sched)
+
+
+def test_queue_drains_at_the_rate():
+    # Offered 2x the rate for 2000 frames: about half are dropped, and the
+    # accepted ones leave exactly one serialization time apart.
+    sched = DirectionScheduler(Impairment(rate_bps=8_000_000, queue_packets=20), seed=1)
+    arrivals = [(i * 500 * US, frame(i, 1000)) for i in range(2000)]  # 1000 B / 500 us = 16 Mbit/s
+    out = simulate(sched, arrivals)
+    assert abs(len(out) - 1000) <= 25
+    times = [t for t, _ in out]
+    assert min(b - a for a, b in zip(times, times[1:])) == 1 * MS
+    assert sched.counters.dropped_queue == 2000 - len(out)
+
+
+def test_rate_with_loss_dup_reorder_keeps_invariant():
+    imp = Impairment(delay_us=2000, jitter_us=500, loss=0.05, duplicate=0.05, reorder=0.05,
+                     rate_bps=50_000_000, queue_packets=30)
+    sched = DirectionScheduler(imp, seed=9)
+    out = simulate(sched, periodic(N, 20 * US, size=200))
+    c = sched.counters
+    assert c.dropped_queue > 0 and c.dropped_loss > 0 and c.duplicated > 0 and c.reordered > 0
+    assert len(out) == c.forwarded_frames
+    check_invariant(sched)
+
+
+# -- determinism, limits, errors -----------------------------------------------------
+
+
+def test_same_seed_same_result_different_seed_differs():
+    imp = Impairment(delay_us=1000, jitter_us=300, loss=0.1, duplicate=0.05, reorder=0.05)
+    arrivals = periodic(3000, 50 * US)
+    r1 = simulate(DirectionScheduler(imp, seed=123), arrivals)
+    r2 = simulate(DirectionScheduler(imp, seed=123), arrivals)
+    r3 = simulate(DirectionScheduler(imp, seed=124), arrivals)
+    assert r1 == r2
+    assert r1 != r3
+
+
+def test_link_config_seeds_directions_independently():
+    cfg = LinkConfig.symmetric(Impairment(loss=0.5), seed=10)
+    assert cfg.direction_seed("a_to_b") != cfg.direction_seed("b_to_a")
+    assert LinkConfig().direction_seed("a_to_b") is None
+
+
+def test_limit_packets_bounds_the_delay_line():
+    sched = DirectionScheduler(Impairment(delay_us=100_000, limit_packets=100), seed=1)
+    for i in range(150):
+        sched.admit(frame(i), i)
+    assert sched.pending() == 100
+    assert sched.counters.dropped_limit == 50
+    assert sched.discard_pending() == 100
+    assert sched.counters.pending_at_exit == 100
+    check_invariant(sched)
+
+
+def test_send_errors_are_counted_not_raised():
+    sched = DirectionScheduler(Impairment(), seed=1)
+    for i in range(3):
+        sched.admit(frame(i), 0)
+    calls = []
+
+    def send(f: bytes) -> int:
+        calls.append(f)
+        if len(calls) == 2:
+            raise OSError(105, "No buffer space available")
+        return len(f)
+
+    assert sched.release_due(0, send) == 3
+    assert sched.counters.tx_errors == 1 and sched.counters.forwarded_frames == 2
+    check_invariant(sched)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"loss": 1.5}, "loss must be a fraction in [0, 1]"),
+        ({"loss": -0.1}, "loss must be a fraction in [0, 1]"),
+        ({"reorder": float("nan")}, "reorder must be a fraction in [0, 1]"),
+        ({"duplicate": float("inf")}, "duplicate must be a fraction in [0, 1]"),
+        ({"delay_us": -1}, "delay_us must not be negative"),
+        ({"jitter_us": -5}, "jitter_us must not be negative"),
+        ({"rate_bps": 1_000_000}, "a rate limit needs a queue size"),
+        ({"queue_packets": 10}, "queue_packets only makes sense with a rate limit"),
+        ({"rate_bps": 0, "queue_packets": 10}, "rate_bps must be positive"),
+        ({"rate_bps": 10, "queue_packets": 0}, "queue_packets must be at least 1"),
+        ({"limit_packets": 0}, "limit_packets must be at least 1"),
+    ],
+)
+def test_impairment_validation(kwargs, message):
+    with pytest.raises(ValueError) as exc:
+        Impairment(**kwargs).validate()
+    assert message in str(exc.value)
+    assert "\n" not in str(exc.value)
