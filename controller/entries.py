@@ -22,15 +22,10 @@ from bwn.controller import dataplane_math as dm
 INGRESS = "BwnIngress"
 EGRESS = "BwnEgress"
 
-# Telemetry registers (p4src/v1model/bwn.p4, marked [T]).
-REG_LAST_RATE = f"{EGRESS}.last_rate_qkbps"
-REG_QUEUE_QKBPS = f"{EGRESS}.queue_qkbps"
-REG_QUEUE_PKTS = f"{EGRESS}.queue_pkts"
-REG_AVAIL = f"{EGRESS}.avail_qkbps"
-REG_CAPACITY = f"{EGRESS}.capacity_qkbps"
-REG_FLOWS_CUR = f"{EGRESS}.flows_current"
-REG_FLOWS_LAST = f"{EGRESS}.flows_last"
-REG_SHARE_EBN = f"{EGRESS}.share_ebn"
+# Telemetry: one digest per egress port and closed measurement window
+# (p4src/v1model/bwn.p4, `port_telemetry_t`); BMv2's P4Runtime server cannot
+# read registers, so the switch pushes them.
+TELEMETRY_DIGEST = "port_telemetry_t"
 DROP_COUNTER = f"{INGRESS}.drop_counter"
 DROP_REASONS = {0: "no_route", 1: "ttl", 2: "ipv4_malformed", 3: "bwn_malformed",
                 4: "random_loss", 5: "not_ipv4"}
@@ -181,6 +176,37 @@ def reservation(res: Reservation) -> tuple[fy.P4TableEntry, fy.P4DirectMeterEntr
                                 pir=rates.pir_bytes_per_s, pburst=rates.pburst_bytes),
     )
     return entry, meter
+
+
+def telemetry_digest(max_timeout_ns: int = 0) -> fy.P4DigestEntry:
+    """Enable the telemetry digest: one report per list, sent at once."""
+    return fy.P4DigestEntry(TELEMETRY_DIGEST, max_list_size=1, max_timeout_ns=max_timeout_ns,
+                            ack_timeout_ns=10_000_000)
+
+
+@dataclass(frozen=True)
+class PortTelemetry:
+    """One port's measurements over one closed window, in wire units (kb/s)."""
+
+    port: int
+    window_start_us: int      # switch clock
+    capacity_kbps: float
+    rate_kbps: float
+    avail_kbps: float         # OBP AB, negative under overload
+    queue_pkts: int
+    flows: int
+    ebn_code: int
+
+    @classmethod
+    def from_digest(cls, data: dict) -> "PortTelemetry":
+        avail = int(data["avail_qkbps"])
+        if avail >= 1 << 31:
+            avail -= 1 << 32
+        return cls(port=int(data["port"]), window_start_us=int(data["window_id"]) & ~1,
+                   capacity_kbps=int(data["capacity_qkbps"]) / dm.QKBPS_PER_KBPS,
+                   rate_kbps=int(data["rate_qkbps"]) / dm.QKBPS_PER_KBPS,
+                   avail_kbps=avail / dm.QKBPS_PER_KBPS, queue_pkts=int(data["queue_pkts"]),
+                   flows=int(data["flows"]), ebn_code=int(data["share_ebn"]))
 
 
 def chunks(entities: Iterable, size: int = 200) -> Iterable[list]:

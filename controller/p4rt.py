@@ -82,6 +82,10 @@ class SyncSwitch:
             return [e async for e in self.switch.read(entity)]
         return self._call(collect())
 
+    def start_digests(self, digest_id: str) -> "DigestCollector":
+        """Collect every `digest_id` digest from now until `.stop()` (each list acked)."""
+        return DigestCollector(self, digest_id)
+
     # -- lifetime ----------------------------------------------------------------
     def close(self) -> None:
         try:
@@ -99,3 +103,22 @@ class SyncSwitch:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class DigestCollector:
+    """Digest items received in the background on a SyncSwitch's session."""
+
+    def __init__(self, sw: SyncSwitch, digest_id: str) -> None:
+        self.items: list = []
+        self._sw = sw
+
+        async def reader() -> None:
+            async for digest_list in sw.switch.read_digests(digest_id):
+                self.items.extend(digest_list)
+                await sw.switch.write([digest_list.ack()])
+
+        self._future = asyncio.run_coroutine_threadsafe(reader(), sw._loop)
+
+    def stop(self) -> list:
+        self._future.cancel()
+        return self.items

@@ -12,7 +12,8 @@ Outputs (CSV, appended while running):
 * `capacity.csv`: t_s, link, switch, port, rate_bps, queue_pps: every rate the
   controller applied, to the dataplane's capacity and to BMv2's queue;
 * `telemetry.csv`: t_s, switch, port, capacity_kbps, rate_kbps, avail_kbps,
-  queue_pkts, flows, ebn_code: the registers read every telemetry interval.
+  queue_pkts, flows, ebn_code, window_start_us: the switches' telemetry digests
+  (one per port and closed window; at most one row per port per interval).
 """
 from __future__ import annotations
 
@@ -94,7 +95,7 @@ class BwnController:
         self._tel_file = open(out_dir / "telemetry.csv", "w", newline="")
         self._tel_csv = csv.writer(self._tel_file)
         self._tel_csv.writerow(["t_s", "switch", "port", "capacity_kbps", "rate_kbps", "avail_kbps",
-                                "queue_pkts", "flows", "ebn_code"])
+                                "queue_pkts", "flows", "ebn_code", "window_start_us"])
 
     def now_s(self) -> float:
         return self.clock() - self.t0
@@ -103,13 +104,16 @@ class BwnController:
     async def _on_ready(self, sw: fy.Switch) -> None:
         """Install the switch's whole state (first connection and every reconnect)."""
         plan = self.plans[sw.name]
-        self.ready_count[sw.name] += 1
-        LOG.info("%s ready (session %d): installing state", sw.name, self.ready_count[sw.name])
+        LOG.info("%s ready (session %d): installing state", sw.name, self.ready_count[sw.name] + 1)
         await sw.delete_all()
         await sw.modify([ent.window_config(self.window)])
         for batch in ent.chunks(ent.static_tables(self.window)):
             await sw.insert(batch)
         await sw.insert([ent.route(*r) for r in plan.routes])
+        try:
+            await sw.insert([ent.telemetry_digest()])
+        except fy.P4ClientError:  # same switch, new session: the digest is still configured
+            await sw.modify([ent.telemetry_digest()])
         for pp in plan.ports:
             if pp.loss > 0:
                 await sw.insert([ent.port_loss(pp.port, pp.loss)])
@@ -126,6 +130,7 @@ class BwnController:
                                            first=True)
         finally:
             queues.close()
+        self.ready_count[sw.name] += 1  # counts sessions whose state is fully installed
 
     async def _apply_rate(self, sw: fy.Switch, plan: SwitchPlan, pp: PortPlan, rate_bps: float,
                           queues: QueueControl, first: bool = False) -> None:
@@ -169,34 +174,30 @@ class BwnController:
             for q in queues.values():
                 q.close()
 
-    async def read_port(self, sw: fy.Switch, port: int) -> dict[str, int]:
-        values: dict[str, int] = {}
-        for key, reg in (("capacity", ent.REG_CAPACITY), ("rate", ent.REG_LAST_RATE),
-                         ("avail", ent.REG_AVAIL), ("queue_pkts", ent.REG_QUEUE_PKTS),
-                         ("flows_cur", ent.REG_FLOWS_CUR), ("flows_last", ent.REG_FLOWS_LAST),
-                         ("ebn", ent.REG_SHARE_EBN)):
-            async for e in sw.read(fy.P4RegisterEntry(reg, index=port)):
-                values[key] = int(e.data)
-        return values
-
-    async def _telemetry(self) -> None:
+    async def _telemetry(self, sw: fy.Switch) -> None:
+        """Write the switch's telemetry digests (one per port and closed window) to
+        telemetry.csv, at most one row per port per telemetry interval."""
+        last_row_s: dict[int, float] = {}
+        ports = {pp.port for pp in self.plans[sw.name].ports}
         while True:
-            await asyncio.sleep(self.telemetry_interval_s)
-            t = self.now_s()
-            for sw in self.switches:
-                if not sw.is_up or self.ready_count[sw.name] == 0:
-                    continue
-                for pp in self.plans[sw.name].ports:
-                    try:
-                        v = await self.read_port(sw, pp.port)
-                    except Exception as exc:
-                        LOG.warning("%s: telemetry read failed: %s", sw.name, exc)
-                        break
-                    avail = v["avail"] - (1 << 32) if v["avail"] >= 1 << 31 else v["avail"]
-                    self._tel_csv.writerow([f"{t:.3f}", sw.name, pp.port, v["capacity"] / 4, v["rate"] / 4,
-                                            avail / 4, v["queue_pkts"], max(v["flows_cur"], v["flows_last"]),
-                                            v["ebn"]])
-            self._tel_file.flush()
+            try:
+                async for digest_list in sw.read_digests(ent.TELEMETRY_DIGEST):
+                    await sw.write([digest_list.ack()])
+                    t = self.now_s()
+                    for item in digest_list:
+                        r = ent.PortTelemetry.from_digest(item)
+                        if r.port not in ports or t - last_row_s.get(r.port, -1e9) < self.telemetry_interval_s:
+                            continue
+                        last_row_s[r.port] = t
+                        self._tel_csv.writerow([f"{t:.3f}", sw.name, r.port, r.capacity_kbps, r.rate_kbps,
+                                                r.avail_kbps, r.queue_pkts, r.flows, r.ebn_code,
+                                                r.window_start_us])
+                    self._tel_file.flush()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # session lost: the queue survives reconnects
+                LOG.warning("%s: telemetry digest: %s", sw.name, exc)
+                await asyncio.sleep(0.5)
 
     # -- lifetime ----------------------------------------------------------------------
     async def run(self, duration_s: Optional[float] = None, ready: Optional[asyncio.Event] = None) -> None:
@@ -213,7 +214,8 @@ class BwnController:
             if ready is not None:
                 ready.set()
             tasks += [asyncio.create_task(self._schedules(), name="schedules"),
-                      asyncio.create_task(self._telemetry(), name="telemetry")]
+                      *[asyncio.create_task(self._telemetry(sw), name=f"telemetry-{sw.name}")
+                        for sw in self.switches]]
             if duration_s is None:
                 await asyncio.gather(*tasks)
             else:

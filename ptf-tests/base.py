@@ -105,10 +105,6 @@ class BwnTest(BaseTest):
         """Let stale measurement windows from earlier tests expire."""
         time.sleep(windows * self.window_cfg.flow_window_us / 1e6)
 
-    def read_register(self, name: str, index: int, sw: SyncSwitch | None = None) -> int:
-        [entry] = (sw or self.sw1).read(fy.P4RegisterEntry(name, index=index))
-        return int(entry.data)
-
     def read_drops(self, reason: int) -> int:
         [entry] = self.sw1.read(fy.P4CounterEntry(ent.DROP_COUNTER, index=reason))
         return int(entry.data.packet_count)

@@ -174,14 +174,26 @@ class AvailableBandwidthTest(BwnTest):
             self.assertLess(abs(tight_kbps - expected_kbps), tolerance_kbps)
             if offered_bps > self.CAPACITY_BPS:
                 self.assertLess(tight_kbps, 0)
-        # Telemetry over P4Runtime: the same AB and the last window's rate.
-        ab_qkbps = self.read_register(ent.REG_AVAIL, 2)
-        ab_kbps = (ab_qkbps - (1 << 32) if ab_qkbps >= 1 << 31 else ab_qkbps) / 4
-        rate_kbps = self.read_register(ent.REG_LAST_RATE, 2) / 4
-        cap_reg_kbps = self.read_register(ent.REG_CAPACITY, 2) / 4
-        self.assertEqual(cap_reg_kbps, cap_kbps)
-        self.assertAlmostEqual(ab_kbps, cap_kbps - rate_kbps - self.read_register(ent.REG_QUEUE_QKBPS, 2) / 4,
-                               delta=1)
+        # Telemetry over P4Runtime: the switch reports each closed window in a
+        # digest; its AB is IC - BR - BI of that window and matches the stamps.
+        self.sw1.insert([ent.telemetry_digest()])
+        self.settle()
+        collector = self.sw1.start_digests(ent.TELEMETRY_DIGEST)
+        tight_kbps, achieved_bps = self.measure(1.2e6)
+        reports = [ent.PortTelemetry.from_digest(d) for d in collector.stop()]
+        reports = [r for r in reports if r.port == 2 and r.rate_kbps > 0]
+        self.assertGreater(len(reports), 5, "too few telemetry digests")
+        for r in reports:
+            self.assertEqual(r.capacity_kbps, cap_kbps)
+            self.assertAlmostEqual(r.avail_kbps, r.capacity_kbps - r.rate_kbps - r.queue_pkts * 1514 * 8
+                                   / (self.window_cfg.window_us / 1e3), delta=2)
+            self.assertEqual(r.flows, 1)
+        steady = reports[len(reports) // 3:]
+        median_rate_kbps = self.median([r.rate_kbps for r in steady])
+        print(f"  telemetry: {len(reports)} reports, median rate {median_rate_kbps:.0f} kb/s, "
+              f"median AB {self.median([r.avail_kbps for r in steady]):.0f} kb/s")
+        self.assertLess(abs(median_rate_kbps - achieved_bps / 1000), 0.1 * cap_kbps)
+        self.assertLess(abs(self.median([r.avail_kbps for r in steady]) - tight_kbps), 0.1 * cap_kbps)
 
 
 class EbnShareHalvesTest(BwnTest):

@@ -53,6 +53,33 @@ struct metadata_t {
 }
 
 /*************************************************************************
+ *  Per-port measurements shared by egress (which writes them when a window
+ *  closes) and ingress (which reports them to the controller in a digest:
+ *  BMv2's P4Runtime server cannot read registers, and v1model digests can only
+ *  be sent from ingress). Indexed by egress port.
+ *************************************************************************/
+register<bit<32>>(MAX_PORTS)  window_id;        /* (now & window_mask) | 1 of the current window */
+register<qkbps_t>(MAX_PORTS)  last_rate_qkbps;  /* rate of the last complete window (BR) */
+register<bit<32>>(MAX_PORTS)  queue_pkts;       /* queue at the start of the current window, packets */
+register<bit<32>>(MAX_PORTS)  avail_qkbps;      /* AB = IC - BR - BI (int32 as bits) */
+register<qkbps_t>(MAX_PORTS)  capacity_qkbps;   /* IC used for the last AB */
+register<bit<32>>(MAX_PORTS)  flows_current;    /* distinct hash slots seen this flow window */
+register<bit<32>>(MAX_PORTS)  flows_last;       /* ... in the last complete flow window */
+register<bit<32>>(MAX_PORTS)  share_ebn;        /* EBN code of the port's per-flow share */
+
+/* One telemetry report per port and measurement window (P4Runtime digest). */
+struct port_telemetry_t {
+    bit<16> port;
+    bit<32> window_id;        /* switch time of the window start, us (| 1) */
+    bit<32> capacity_qkbps;
+    bit<32> rate_qkbps;
+    bit<32> avail_qkbps;      /* two's complement */
+    bit<32> queue_pkts;
+    bit<32> flows;
+    bit<32> share_ebn;
+}
+
+/*************************************************************************
  *  Parser
  *************************************************************************/
 parser BwnParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
@@ -102,7 +129,7 @@ control BwnVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
 }
 
 /* RFC 1624 eq. 3: HC' = ~(~HC + ~m + m'), one's complement, end-around carry. */
-function bit<16> csum16_replace(in bit<16> hc, in bit<16> old_word, in bit<16> new_word) {
+bit<16> csum16_replace(in bit<16> hc, in bit<16> old_word, in bit<16> new_word) {
     bit<32> sum = (bit<32>)(~hc) + (bit<32>)(~old_word) + (bit<32>)new_word;
     sum = (sum & 0xffff) + (sum >> 16);
     sum = (sum & 0xffff) + (sum >> 16);
@@ -117,6 +144,7 @@ control BwnIngress(inout headers_t hdr, inout metadata_t meta,
 
     counter(DROP_REASONS, CounterType.packets) drop_counter;
     direct_meter<bit<2>>(MeterType.bytes) reservation_meter;
+    register<bit<32>>(MAX_PORTS) reported_window;  /* last window reported per port */
 
     action drop_with(bit<32> reason) {
         drop_counter.count(reason);
@@ -214,6 +242,31 @@ control BwnIngress(inout headers_t hdr, inout metadata_t meta,
             }
         }
 
+        /* Telemetry: the first packet towards a port after its window closed
+         * reports the closed window's measurements. */
+        bit<32> tport = (bit<32>)(standard_metadata.egress_spec & PORT_INDEX_MASK);
+        bit<32> closed_window;
+        bit<32> reported;
+        window_id.read(closed_window, tport);
+        reported_window.read(reported, tport);
+        if (closed_window != reported) {
+            reported_window.write(tport, closed_window);
+            port_telemetry_t t;
+            t.port = (bit<16>)tport;
+            t.window_id = closed_window;
+            capacity_qkbps.read(t.capacity_qkbps, tport);
+            last_rate_qkbps.read(t.rate_qkbps, tport);
+            avail_qkbps.read(t.avail_qkbps, tport);
+            queue_pkts.read(t.queue_pkts, tport);
+            bit<32> n_cur;
+            bit<32> n_last;
+            flows_current.read(n_cur, tport);
+            flows_last.read(n_last, tport);
+            t.flows = (n_cur > n_last) ? n_cur : n_last;
+            share_ebn.read(t.share_ebn, tport);
+            digest<port_telemetry_t>(1, t);
+        }
+
         if (hdr.udp.isValid()) {
             meta.l4_src_port = hdr.udp.src_port;
             meta.l4_dst_port = hdr.udp.dst_port;
@@ -248,19 +301,10 @@ control BwnIngress(inout headers_t hdr, inout metadata_t meta,
 control BwnEgress(inout headers_t hdr, inout metadata_t meta,
                   inout standard_metadata_t standard_metadata) {
 
-    /* Per-port state, indexed by egress port. Telemetry (controller/telemetry.py)
-     * reads the ones marked [T] over P4Runtime. */
-    register<bit<32>>(MAX_PORTS)  window_id;       /* (now & window_mask) | 1 of the current window */
+    /* Per-port state of the egress only, indexed by egress port. */
     register<qkbps_t>(MAX_PORTS)  window_qkbps;    /* bytes of the current window, as a rate */
-    register<qkbps_t>(MAX_PORTS)  last_rate_qkbps; /* [T] rate of the last complete window (BR) */
-    register<qkbps_t>(MAX_PORTS)  queue_qkbps;     /* [T] queue at the start of the current window (BI) */
-    register<bit<32>>(MAX_PORTS)  queue_pkts;      /* [T] same queue, in packets (BMv2's unit) */
-    register<bit<32>>(MAX_PORTS)  avail_qkbps;     /* [T] AB = IC - BR - BI (int32 as bits) */
-    register<qkbps_t>(MAX_PORTS)  capacity_qkbps;  /* [T] IC used for the last AB */
+    register<qkbps_t>(MAX_PORTS)  queue_qkbps;     /* queue at the start of the current window (BI) */
     register<bit<32>>(MAX_PORTS)  flow_epoch;      /* (now & flow_window_mask) | 1 */
-    register<bit<32>>(MAX_PORTS)  flows_current;   /* [T] distinct hash slots seen this flow window */
-    register<bit<32>>(MAX_PORTS)  flows_last;      /* [T] ... in the last complete flow window */
-    register<bit<32>>(MAX_PORTS)  share_ebn;       /* [T] EBN code stamped last */
     register<bit<32>>(MAX_PORTS * FLOW_SLOTS) flow_slot;  /* epoch in which a slot was last seen */
 
     /* ---- configuration set by the controller ---------------------------- */
@@ -411,17 +455,18 @@ control BwnEgress(inout headers_t hdr, inout metadata_t meta,
         }
         flows_current.write(meta.port_idx, n_cur);
 
+        /* ---- EBN share = C / N  ->  log7(C) - log7(N), rounded to 1/8 octave */
+        bit<32> n = (n_cur > n_last) ? n_cur : n_last;
+        meta.flows_n = (n > FLOW_SLOTS) ? (bit<16>)FLOW_SLOTS : n[15:0];
+        flows_log.apply();
+        bit<16> share_log7 = (meta.cap_log7 > meta.flows_log7) ? meta.cap_log7 - meta.flows_log7 : 0;
+        bit<16> code = (share_log7 + 8) >> LOG7_TO_EBN_SHIFT;
+        bit<8> ebn = (code > EBN_CODE_MAX) ? (bit<8>)EBN_CODE_MAX : code[7:0];
+        share_ebn.write(meta.port_idx, (bit<32>)ebn);
+
         /* ---- stamp DATA packets ------------------------------------------ */
         if (hdr.bwn.isValid() && hdr.bwn.version == BWN_VERSION
                 && hdr.bwn.kind == BWN_KIND_DATA && meta.port_configured == 1) {
-            /* EBN share = C / N  ->  log7(C) - log7(N), rounded to 1/8 octave. */
-            bit<32> n = (n_cur > n_last) ? n_cur : n_last;
-            meta.flows_n = (n > FLOW_SLOTS) ? (bit<16>)FLOW_SLOTS : n[15:0];
-            flows_log.apply();
-            bit<16> share_log7 = (meta.cap_log7 > meta.flows_log7) ? meta.cap_log7 - meta.flows_log7 : 0;
-            bit<16> code = (share_log7 + 8) >> LOG7_TO_EBN_SHIFT;
-            bit<8> ebn = (code > EBN_CODE_MAX) ? (bit<8>)EBN_CODE_MAX : code[7:0];
-            share_ebn.write(meta.port_idx, (bit<32>)ebn);
             if (ebn < hdr.bwn.ebn_code) {
                 hdr.bwn.ebn_code = ebn;
             }
