@@ -51,7 +51,9 @@ def resolve_scenario(name: str) -> Path:
     path = Path(name)
     if path.suffix == ".toml" and path.exists():
         return path
-    raise SystemExit(f"bwn run: unknown scenario {name!r}; known: {', '.join(files)} (or a path to a .toml)")
+    print(f"bwn run: unknown scenario {name!r}; known: {', '.join(files)} (or a path to a .toml)",
+          file=sys.stderr)
+    raise SystemExit(2)
 
 
 def preflight() -> Optional[str]:
@@ -88,7 +90,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("bwn run: no schemes given (--schemes) and none in the scenario", file=sys.stderr)
         return 2
     known = set(scheme_names())
-    unknown = [s for s in schemes if s not in known]
+    from bwn.experiment import parse_scheme
+    from bwn.hosts.cc.registry import RegistryError, create
+    try:
+        unknown = [s for s in schemes if parse_scheme(s)[0] not in known]
+        for s in schemes:
+            algo, params = parse_scheme(s)
+            if algo in known:
+                create(algo, params)  # rejects unknown or ill-typed parameters now, not mid-run
+    except (ValueError, RegistryError) as exc:
+        print(f"bwn run: {exc}", file=sys.stderr)
+        return 2
     if unknown:
         print(f"bwn run: unknown scheme(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}",
               file=sys.stderr)
@@ -106,6 +118,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from mininet.log import setLogLevel
 
     setLogLevel("warning")
+    import logging
+    logging.getLogger("finsy").setLevel(logging.ERROR)  # e.g. "gNMI is not implemented" on BMv2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     shutil.copy(path, out / "scenario.toml")
@@ -152,8 +166,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.set_defaults(func=cmd_list)
     p = sub.add_parser("run", help="run a scenario once per scheme and write the report")
     p.add_argument("scenario", help="scenario name (bwn list) or path to a TOML config")
-    p.add_argument("--schemes", help="comma-separated sender algorithms for the flows under test "
-                                     "(default: the scenario's)")
+    p.add_argument("--schemes", help="comma-separated sender algorithms for the flows under test, "
+                                     "each optionally with parameters: ebn,newreno,'ebn:variant=relative' "
+                                     "(several parameters: algo:k=v;k=v) (default: the scenario's)")
     p.add_argument("--duration", type=float, help="seconds per scheme (default: the scenario's)")
     p.add_argument("--out", required=True, help="output folder (summary.md, summary.csv, plots, logs)")
     p.set_defaults(func=cmd_run)

@@ -168,6 +168,17 @@ class Agent:
     log: Path
 
 
+def parse_scheme(spec: str) -> tuple[str, list[str]]:
+    """`algo` or `algo:key=value;key=value` (e.g. `ebn:variant=relative`) ->
+    (algorithm, ["key=value", ...]) for bwn-send --param."""
+    algo, _, params = spec.partition(":")
+    items = [p for p in params.split(";") if p]
+    for item in items:
+        if "=" not in item:
+            raise ValueError(f"scheme {spec!r}: parameter {item!r} is not key=value")
+    return algo, items
+
+
 def start_agents(cfg: ExperimentConfig, net: Any, scheme: str, out_dir: Path,
                  duration_s: float) -> tuple[list[Agent], list[Agent]]:
     flows_dir = out_dir / "flows"
@@ -177,13 +188,15 @@ def start_agents(cfg: ExperimentConfig, net: Any, scheme: str, out_dir: Path,
         node = net.get(dst)
         log = out_dir / f"recv-{dst}.log"
         with open(log, "wb") as fh:
-            proc = node.popen([str(VENV_BIN / "bwn-recv"), "--listen", f"{cfg.host(dst).ip.ip}:{BWN_UDP_PORT}"],
-                              stdout=fh, stderr=subprocess.STDOUT)
+            cmd = [str(VENV_BIN / "bwn-recv"), "--listen", f"{cfg.host(dst).ip.ip}:{BWN_UDP_PORT}"]
+            if cfg.receive_window_bytes:
+                cmd += ["--window-bytes", str(cfg.receive_window_bytes)]
+            proc = node.popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
         receivers.append(Agent(dst, proc, log))
     time.sleep(0.5)
     senders: list[Agent] = []
     for i, f in enumerate(cfg.flows):
-        algo = f.algorithm(scheme)
+        algo, scheme_params = parse_scheme(f.algorithm(scheme))
         cmd = [str(VENV_BIN / "bwn-send"), "--algo", algo, "--dst", f"{cfg.host(f.dst).ip.ip}:{BWN_UDP_PORT}",
                "--mss", str(AGENT_MSS_BYTES), "--flow-id", str(i + 1),
                "--log", str(flows_dir / f"{f.name}.jsonl"),
@@ -200,6 +213,8 @@ def start_agents(cfg: ExperimentConfig, net: Any, scheme: str, out_dir: Path,
             cmd += ["--app-rate-mbit", str(f.app_rate_mbit)]
         for k, v in f.params.items():
             cmd += ["--param", f"{k}={v}"]
+        for item in scheme_params if f.scheme == "under-test" else []:
+            cmd += ["--param", item]
         if f.start_s > 0:
             cmd = ["bash", "-c", f'sleep {f.start_s:.3f} && exec "$@"', "delayed-start"] + cmd
         log = out_dir / f"send-{f.name}.log"
@@ -207,6 +222,19 @@ def start_agents(cfg: ExperimentConfig, net: Any, scheme: str, out_dir: Path,
             proc = net.get(f.src).popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
         senders.append(Agent(f.name, proc, log))
     return senders, receivers
+
+
+def end_sender(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
+    """SIGINT (end the stream), then SIGINT again (abort), then SIGKILL."""
+    for _ in range(2):
+        if proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+    stop_process(proc, signal.SIGKILL)
 
 
 def stop_process(proc: subprocess.Popen, sig: int = signal.SIGINT, timeout_s: float = 5.0) -> None:
@@ -302,18 +330,28 @@ def run_scheme(cfg: ExperimentConfig, scheme: str, out_dir: Path, duration_s: fl
         # Flow logs count time from each flow's start; the report aligns them with
         # the controller's clock (telemetry.csv, capacity.csv) through these.
         meta["flow_starts_s"] = {f.name: round(launched_s + 0.5 + f.start_s, 3) for f in cfg.flows}
-        deadline = time.monotonic() + duration_s + 10
-        last_report = 0.0
+        started = time.monotonic()
+        deadline = started + duration_s + 3.0
+        next_report_s = 10.0
         while any(s.proc.poll() is None for s in senders) and time.monotonic() < deadline:
-            time.sleep(0.5)
-            elapsed = duration_s - (deadline - 10 - time.monotonic())
-            if elapsed - last_report >= 10:
-                last_report = elapsed
-                progress(f"[{scheme}] {min(elapsed, duration_s):.0f}/{duration_s:.0f} s")
+            time.sleep(0.25)
+            elapsed_s = time.monotonic() - started
+            if elapsed_s >= next_report_s and elapsed_s < duration_s:
+                progress(f"[{scheme}] {elapsed_s:.0f}/{duration_s:.0f} s")
+                next_report_s += 10.0
             if controller_thread.error is not None:
                 raise RuntimeError(f"controller failed: {controller_thread.error}")
+        # Flows still running at the end of the experiment (e.g. still repairing
+        # losses) are ended: first a graceful end of stream, then an abort; both
+        # make bwn-send write its summary.
+        for agent in senders:
+            end_sender(agent.proc)
         meta["sender_exit_codes"] = {s.name: s.proc.poll() for s in senders}
-        ok = all(code == 0 for code in meta["sender_exit_codes"].values())
+        # A flow ended at the experiment's end is a result, not a failure; a
+        # sender that could not run at all (no summary) is.
+        missing = [f.name for f in cfg.flows if not (out_dir / "flows" / f"{f.name}.summary.json").exists()]
+        meta["flows_without_summary"] = missing
+        ok = not missing
         return meta
     finally:
         for agent in senders + receivers:

@@ -167,6 +167,7 @@ class ExperimentConfig:
     schemes: tuple[str, ...] = ()
     seed: Optional[int] = None
     source: Optional[Path] = None
+    receive_window_bytes: Optional[int] = None  # every receiver's advertised window (bwn-recv --window-bytes)
 
     def node_names(self) -> list[str]:
         return [s.name for s in self.switches] + [h.name for h in self.hosts]
@@ -347,7 +348,7 @@ class _Checker:
                              "links", "reservations", "flows"),
                   required=("switches", "hosts", "links"))
         meta = self.table("experiment", root.get("experiment", {})) or {}
-        self.keys("experiment", meta, ("name", "duration_s", "schemes", "seed"))
+        self.keys("experiment", meta, ("name", "duration_s", "schemes", "seed", "receive_window_bytes"))
         name = self.optional(meta, "name", "experiment", self.string,
                              source.stem if source is not None else "experiment")
         duration_s = self.optional(meta, "duration_s", "experiment",
@@ -355,6 +356,8 @@ class _Checker:
                                    DEFAULT_DURATION_S)
         schemes = self.optional(meta, "schemes", "experiment", self.scheme_list, ())
         seed = self.optional(meta, "seed", "experiment", lambda loc, v: self.integer(loc, v, 0))
+        rwnd = self.optional(meta, "receive_window_bytes", "experiment",
+                             lambda loc, v: self.integer(loc, v, 2000))
 
         dataplane = self.dataplane(root.get("dataplane", {}))
         telemetry = self.telemetry(root.get("telemetry", {}))
@@ -375,7 +378,7 @@ class _Checker:
             hosts=tuple(hosts), links=tuple(links), flows=tuple(flows),
             reservations=tuple(reservations), dataplane=dataplane or DataplaneConfig(),
             telemetry=telemetry or TelemetryConfig(), schemes=tuple(schemes or ()),
-            seed=seed, source=source)
+            seed=seed, source=source, receive_window_bytes=rwnd)
 
     def scheme_list(self, loc: str, value: Any) -> Optional[tuple[str, ...]]:
         if not isinstance(value, list):
