@@ -94,6 +94,16 @@ class SyncSwitch:
             self._stop_loop()
 
     def _stop_loop(self) -> None:
+        async def cancel_pending() -> None:  # e.g. gRPC call bookkeeping: end it quietly
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        try:
+            asyncio.run_coroutine_threadsafe(cancel_pending(), self._loop).result(5)
+        except Exception:
+            pass
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
         self._loop.close()
