@@ -53,6 +53,22 @@ def wait_for_tcp(host: str, port: int, timeout_s: float, netns: str | None = Non
     raise TimeoutError(f"nothing listens on {host}:{port} after {timeout_s:.0f} s")
 
 
+def stop_process_group(proc: subprocess.Popen | None, timeout_s: float = 5.0) -> None:
+    """SIGTERM the process group that `proc` leads (started with start_new_session),
+    SIGKILL if it does not end within `timeout_s`."""
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout_s)
+
+
 def switch_command(ports: dict[int, str], grpc_port: int, thrift_port: int, device_id: int = 0,
                    log_level: str = "warn", priority_queues: int = 8) -> list[str]:
     """The simple_switch_grpc command line: no program (the controller pushes it),
@@ -121,17 +137,7 @@ class Bmv2Switch:
     def stop(self, timeout_s: float = 5.0) -> None:
         """End this switch (its own pid and process group only)."""
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout_s)
+        stop_process_group(proc, timeout_s)
 
     def cli(self, commands: str, timeout_s: float = 20.0) -> str:
         """Run simple_switch_CLI commands (Thrift) and return its output."""

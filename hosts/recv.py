@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
-from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from bwn.wire import BWN_UDP_PORT
 
 from .flowlog import DEFAULT_LOG_INTERVAL_US, RECEIVER_FIELDS, TimeSeriesLog, log_format_for
+from .send import OneLineErrorParser, nonneg_float, parse_size
 from .transport_loop import (
     SignalWakeup,
     now_us,
@@ -38,23 +38,7 @@ PROG = "bwn-recv"
 MAX_DELACK_MS = 200.0
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-
-def _nonneg_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}")
-    return value
-
-
 def _window(text: str) -> int:
-    from .send import parse_size
     value = parse_size(text)
     if not 1 <= value <= 0xFFFFFFFF:
         raise argparse.ArgumentTypeError(f"must be 1..4294967295 bytes, got {text!r}")
@@ -62,7 +46,7 @@ def _window(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = OneLineErrorParser(
         prog=PROG,
         description=(
             "Receive reliable flows sent by bwn-send (UDP + BWN header + transport header, "
@@ -81,18 +65,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--delayed-ack", action="store_true",
                    help="delayed ACKs (RFC 1122/5681): ACK every 2nd in-order segment or after "
                         "--delack-ms; out-of-order data is still ACKed at once")
-    p.add_argument("--delack-ms", type=_nonneg_float, default=DEFAULT_DELACK_US / 1000,
+    p.add_argument("--delack-ms", type=nonneg_float, default=DEFAULT_DELACK_US / 1000,
                    metavar="MS", help=f"delayed-ACK timeout (default 40, at most {MAX_DELACK_MS:g})")
     p.add_argument("--window-bytes", type=_window, default=DEFAULT_WINDOW_BYTES, metavar="N",
                    help="receive window advertised to senders (default 4Mi)")
     p.add_argument("--log", metavar="FILE",
                    help="per-flow receive time series, .csv or .jsonl")
-    p.add_argument("--log-interval-ms", type=_nonneg_float,
+    p.add_argument("--log-interval-ms", type=nonneg_float,
                    default=DEFAULT_LOG_INTERVAL_US / 1000, metavar="MS",
                    help="at most one log row per flow per this many ms (default 10)")
     p.add_argument("--once", action="store_true",
                    help="exit after the first flow has ended (after --linger)")
-    p.add_argument("--linger", type=_nonneg_float, default=1.0, metavar="SECONDS",
+    p.add_argument("--linger", type=nonneg_float, default=1.0, metavar="SECONDS",
                    help="with --once: keep answering retransmitted FINs this long (default 1)")
     p.add_argument("--summary-json", metavar="FILE",
                    help="write the summaries of all flows as a JSON list on exit")

@@ -31,7 +31,7 @@ _SUFFIXES = {"k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4,
              "ki": 1024, "mi": 1024**2, "gi": 1024**3, "ti": 1024**4}
 
 
-class _Parser(argparse.ArgumentParser):
+class OneLineErrorParser(argparse.ArgumentParser):
     """argparse with one-line errors: ``bwn-send: error: ...`` and exit status 2."""
 
     def error(self, message: str) -> NoReturn:
@@ -70,7 +70,7 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _nonneg_float(text: str) -> float:
+def nonneg_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -101,7 +101,7 @@ def _flow_id(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = OneLineErrorParser(
         prog=PROG,
         description=(
             "Send one reliable TCP-like byte stream over UDP carrying the BWN header "
@@ -134,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="algorithm parameter, repeatable, typed by the algorithm's constructor "
                         "(e.g. --param beta2=1.5 --param variant=gentle); see --list-algos")
-    p.add_argument("--reserved-rate-mbit", type=_nonneg_float, metavar="R",
+    p.add_argument("--reserved-rate-mbit", type=nonneg_float, metavar="R",
                    help="reserved (guaranteed) rate in Mb/s, for gtcp (its rate_g_bps)")
     p.add_argument("--app-rate-mbit", type=_positive_float, metavar="R",
                    help="application-limited source: data becomes available at R Mb/s "
@@ -145,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log", metavar="FILE",
                    help="per-flow time series: .csv or .jsonl (cwnd, ssthresh, pacing rate, "
                         "RTT, in flight, delivered, retransmits, estimate, BWN echo)")
-    p.add_argument("--log-interval-ms", type=_nonneg_float,
+    p.add_argument("--log-interval-ms", type=nonneg_float,
                    default=DEFAULT_LOG_INTERVAL_US / 1000, metavar="MS",
                    help="at most one log row per this many ms (default 10; 0: every ACK)")
     p.add_argument("--summary-json", metavar="FILE", help="also write the summary as JSON")

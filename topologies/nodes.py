@@ -10,7 +10,6 @@
 """
 from __future__ import annotations
 
-import os
 import shlex
 import signal
 import subprocess
@@ -20,7 +19,7 @@ from typing import Any
 
 from mininet.node import Host, Switch
 
-from bwn.bmv2 import switch_command, wait_for_tcp
+from bwn.bmv2 import stop_process_group, switch_command, wait_for_tcp
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -123,14 +122,7 @@ class Bmv2MininetSwitch(Switch):
 
     def stop_process(self) -> None:
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(5)
+        stop_process_group(proc)
 
     def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 (Mininet's signature)
         self.stop_process()
