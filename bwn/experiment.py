@@ -47,7 +47,8 @@ class BuiltNetwork:
     net: Any
     plans: list[SwitchPlan]
     linkem_nodes: list[Any] = field(default_factory=list)
-    delay_emulator: str = "bwn-link"
+    # Per link name: the interfaces at its a and b ends (through a bwn-link node if delayed).
+    ends: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
 
 def _frame_bytes(mss_bytes: int) -> int:
@@ -73,8 +74,7 @@ def build_network(cfg: ExperimentConfig, log_dir: Path) -> BuiltNetwork:
     for h in cfg.hosts:
         net.addHost(h.name, cls=BwnHost, ip=str(h.ip))
     built = BuiltNetwork(net=net, plans=[])
-    # Per link: the interface at each end (through a link-emulator node if delayed).
-    ends: dict[str, tuple[Any, Any]] = {}
+    ends = built.ends
     for i, link in enumerate(cfg.links):
         a, b = net.get(link.a), net.get(link.b)
         if link.delay_ms > 0:
@@ -88,7 +88,6 @@ def build_network(cfg: ExperimentConfig, log_dir: Path) -> BuiltNetwork:
             l = net.addLink(a, b, port1=link.a_port, port2=link.b_port)
             ends[link.name] = (l.intf1, l.intf2)
     built.plans = _switch_plans(cfg, net, ends)
-    built.ends = ends  # type: ignore[attr-defined]
     return built
 
 

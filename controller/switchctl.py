@@ -29,6 +29,7 @@ import finsy as fy
 
 from bwn.bmv2 import QueueControl
 from bwn.controller import entries as ent
+from bwn.controller.schedule import bmv2_queue_rate_pps
 
 LOG = logging.getLogger("bwn.controller")
 
@@ -59,13 +60,6 @@ class SwitchPlan:
     routes: list[tuple[str, int, str, str]] = field(default_factory=list)  # prefix, port, dst_mac, src_mac
     ports: list[PortPlan] = field(default_factory=list)
     reservations: list[ent.Reservation] = field(default_factory=list)
-
-
-def queue_pps(rate_bps: float, frame_bytes: int) -> float:
-    """BMv2 rates queues in packets per second: the link rate divided by the
-    mean frame size of the traffic (documented approximation: a link carrying
-    smaller frames, e.g. ACKs, passes more packets than its bit rate allows)."""
-    return rate_bps / (8.0 * frame_bytes)
 
 
 class BwnController:
@@ -137,9 +131,9 @@ class BwnController:
         entity = ent.port_capacity(pp.port, rate_bps)
         await (sw.insert([entity]) if first else sw.modify([entity]))
         best_effort_bps = max(rate_bps - pp.reserved_bps, 1000.0)
-        pps = queue_pps(best_effort_bps, pp.frame_bytes)
+        pps = bmv2_queue_rate_pps(best_effort_bps, pp.frame_bytes)
         if pp.reserved_bps > 0:
-            queues.set_rate(pp.port, pp.reserved_bps / (8.0 * pp.frame_bytes), priority=7)
+            queues.set_rate(pp.port, bmv2_queue_rate_pps(pp.reserved_bps, pp.frame_bytes), priority=7)
             queues.set_rate(pp.port, pps, priority=0)
         else:
             queues.set_rate(pp.port, pps)
