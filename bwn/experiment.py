@@ -306,6 +306,7 @@ def run_scheme(cfg: ExperimentConfig, scheme: str, out_dir: Path, duration_s: fl
     senders: list[Agent] = []
     receivers: list[Agent] = []
     ok = False
+    interrupted = False
     meta: dict[str, Any] = {"scheme": scheme, "duration_s": duration_s,
                             "delay_emulator": "bwn-link" if built.linkem_nodes else "none",
                             "netem_available": netem_available()}
@@ -352,6 +353,9 @@ def run_scheme(cfg: ExperimentConfig, scheme: str, out_dir: Path, duration_s: fl
         meta["flows_without_summary"] = missing
         ok = not missing
         return meta
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
     finally:
         for agent in senders + receivers:
             stop_process(agent.proc)
@@ -365,5 +369,7 @@ def run_scheme(cfg: ExperimentConfig, scheme: str, out_dir: Path, duration_s: fl
         if ok:
             import shutil
             shutil.rmtree(log_dir, ignore_errors=True)
+        elif interrupted:
+            progress(f"[{scheme}] interrupted: switch logs kept in {log_dir}")
         else:
             progress(f"[{scheme}] something failed: switch logs kept in {log_dir}")

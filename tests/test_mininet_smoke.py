@@ -59,3 +59,28 @@ def test_smoke_experiment(tmp_path):
     assert _links() - before == set()
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert "--grpc-server-addr 127.0.0.1:501" not in ps
+
+
+def test_sigterm_mid_run_tears_everything_down(tmp_path):
+    """SIGTERM (as from Ctrl-C or a job runner) in the middle of a run: exit 130,
+    no switch, agent or emulator process and no interface left, logs kept."""
+    import signal
+    import time
+
+    before = _links()
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "bwn.cli", "run", "smoke", "--schemes", "newreno",
+                             "--duration", "30", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+    deadline = time.monotonic() + 60
+    while not (out / "newreno" / "flows").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(2)
+    proc.send_signal(signal.SIGTERM)
+    output, _ = proc.communicate(timeout=60)
+    print(output)
+    assert proc.returncode == 130
+    assert _links() - before == set()
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert str(out) not in ps, "a process of the interrupted run is still alive"
+    assert (out / "newreno" / "switch-logs").exists()
