@@ -319,7 +319,7 @@ def run_scheme(cfg: ExperimentConfig, scheme: str, out_dir: Path, duration_s: fl
             em.start_linkem(["--delay-ms", f"{link.delay_ms:g}"], out_dir / f"{em.name}-linkem.log",
                             out_dir / f"{em.name}-linkem.json")
         window = ent.WindowConfig(cfg.dataplane.window_us, cfg.dataplane.flow_window_us,
-                                  cfg.dataplane.queue_unit_bytes)
+                                  cfg.dataplane.queue_unit_bytes or _frame_bytes(AGENT_MSS_BYTES))
         controller = BwnController(built.plans, p4info, p4blob, out_dir, window,
                                    telemetry_interval_s=cfg.telemetry.interval_s)
         controller_thread = ControllerThread(controller)

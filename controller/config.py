@@ -127,7 +127,7 @@ class ReservationConfig:
 class DataplaneConfig:
     window_us: int = 16_384
     flow_window_us: int = 131_072
-    queue_unit_bytes: int = 1514
+    queue_unit_bytes: Optional[int] = None  # None: the runner uses its agents' frame size
 
 
 @dataclass(frozen=True)
@@ -405,7 +405,7 @@ class _Checker:
         unit = self.optional(table, "queue_unit_bytes", "dataplane",
                              lambda loc, v: self.integer(loc, v, 1, 65535),
                              default.queue_unit_bytes)
-        if len(values) < 2 or unit is None:
+        if len(values) < 2 or ("queue_unit_bytes" in table and unit is None):
             return None
         return DataplaneConfig(values["window_us"], values["flow_window_us"], unit)
 
