@@ -92,7 +92,8 @@ def build_network(cfg: ExperimentConfig, log_dir: Path) -> BuiltNetwork:
 
 
 def _switch_plans(cfg: ExperimentConfig, net: Any, ends: dict[str, tuple[Any, Any]]) -> list[SwitchPlan]:
-    frame_bytes = _frame_bytes(AGENT_MSS_BYTES)
+    data_frame_bytes = _frame_bytes(AGENT_MSS_BYTES)
+    ack_frame_bytes = _frame_bytes(0)
     plans = []
     for sw_cfg in cfg.switches:
         sw = net.get(sw_cfg.name)
@@ -114,9 +115,15 @@ def _switch_plans(cfg: ExperimentConfig, net: Any, ends: dict[str, tuple[Any, An
             applies = not link.apply_at or sw.name in link.apply_at
             reserved_bps = sum(r.rate_mbit * 1e6 for r in cfg.reservations
                                if sw.name in (link.a, link.b) and _on_path(cfg, r.src, r.dst, link, sw.name))
+            # BMv2 rate-limits queues in packets/s. A port that no flow's data
+            # leaves by carries only ACKs (102-byte frames): converting its rate
+            # with the data frame size would let ACKs fill the packet budget
+            # at a tenth of the link's bit rate (seen in the parking lot).
+            carries_data = any(_on_path(cfg, f.src, f.dst, link, sw.name) for f in cfg.flows)
             plan.ports.append(PortPlan(port=sw.port_of(mine.name), link=link.name,
                                        schedule=link.capacity.schedule if applies else None,
-                                       queue_packets=link.queue_packets, frame_bytes=frame_bytes,
+                                       queue_packets=link.queue_packets,
+                                       frame_bytes=data_frame_bytes if carries_data else ack_frame_bytes,
                                        loss=link.loss, reserved_bps=reserved_bps))
         for r in cfg.reservations:
             first_switch = _first_switch(cfg, r.src, r.dst)
