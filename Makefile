@@ -18,7 +18,8 @@ APT_PACKAGES := python3 python3-venv python3-pip python3-scapy python3-thrift ip
 deps:
 	@if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
 	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get update -q && apt-get install -y -q --no-install-recommends $(APT_PACKAGES); \
+	  (apt-get update -q && apt-get install -y -q --no-install-recommends $(APT_PACKAGES)) \
+	    || echo "deps: WARNING: apt-get failed; continuing with what is installed (tests skip what is missing)"; \
 	else echo "deps: not root or no apt-get: install these yourself: $(APT_PACKAGES)"; fi
 	@. /etc/os-release 2>/dev/null; \
 	if command -v p4c >/dev/null && command -v simple_switch_grpc >/dev/null; then \
