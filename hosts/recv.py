@@ -16,7 +16,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from bwn.wire import BWN_UDP_PORT
 
 from .flowlog import DEFAULT_LOG_INTERVAL_US, RECEIVER_FIELDS, TimeSeriesLog, log_format_for
-from .send import OneLineErrorParser, nonneg_float, parse_size
+from bwn.cliargs import OneLineErrorParser
+
+from .send import nonneg_float, parse_size
 from .transport_loop import (
     SignalWakeup,
     now_us,

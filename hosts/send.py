@@ -13,8 +13,9 @@ import os
 import random
 import sys
 import time
-from typing import Any, Dict, NoReturn, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
+from bwn.cliargs import OneLineErrorParser, number
 from bwn.wire import BWN_UDP_PORT
 
 from .cc import registry
@@ -29,13 +30,6 @@ PROG = "bwn-send"
 
 _SUFFIXES = {"k": 1000, "m": 1000**2, "g": 1000**3, "t": 1000**4,
              "ki": 1024, "mi": 1024**2, "gi": 1024**3, "ti": 1024**4}
-
-
-class OneLineErrorParser(argparse.ArgumentParser):
-    """argparse with one-line errors: ``bwn-send: error: ...`` and exit status 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def parse_size(text: str) -> int:
@@ -60,44 +54,10 @@ def parse_size(text: str) -> int:
     return int(total)
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
-
-
-def nonneg_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}")
-    return value
-
-
-def _mss(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if not 1 <= value <= MAX_MSS_BYTES:
-        raise argparse.ArgumentTypeError(f"must be 1..{MAX_MSS_BYTES}, got {value}")
-    return value
-
-
-def _flow_id(text: str) -> int:
-    try:
-        value = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if not 0 <= value <= 0xFFFFFFFF:
-        raise argparse.ArgumentTypeError(f"must be 0..4294967295, got {value}")
-    return value
+_positive_float = number(float, 0, low_open=True)
+nonneg_float = number(float, 0)
+_mss = number(int, 1, MAX_MSS_BYTES)
+_flow_id = number(int, 0, 0xFFFFFFFF, base=0)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,6 +17,8 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from bwn.cliargs import number
+
 from .config import DIRECTIONS, Impairment, LinkConfig
 from .engine import LinkEmulator
 
@@ -70,24 +72,8 @@ def _mbit(text: str) -> float:
     return value
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
-    return value
-
-
-def _nonneg_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
-    return value
+_positive_int = number(int, 1)
+_nonneg_int = number(int, 0)
 
 
 # (option name, type, metavar, help).  The option name is also the suffix of
