@@ -1,5 +1,6 @@
 # bwn: bandwidth notification on programmable switches.
-#   make deps   install what this platform offers (Debian/Ubuntu packages, Python venv)
+#   make deps   Debian/Ubuntu packages, the P4 toolchain (scripts/p4-toolchain.sh), the Python venv
+#   make toolchain  only the P4 toolchain (prebuilt, packages or source; see its help)
 #   make build  compile the P4 program with p4c into build/
 #   make test   all tests (unit, namespace end-to-end, PTF on BMv2, Mininet smoke)
 #   make ptf    only the PTF suite, with its live output
@@ -13,7 +14,7 @@ P4_SRCS := $(wildcard p4src/shared/*.p4 p4src/v1model/*.p4)
 APT_PACKAGES := python3 python3-venv python3-pip python3-scapy python3-thrift iproute2 iputils-ping \
 	ethtool tcpdump tshark iperf3 mininet make
 
-.PHONY: deps build test ptf clean p4-toolchain-status
+.PHONY: deps toolchain toolchain-tofino toolchain-pack build test ptf clean
 
 deps:
 	@if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
@@ -21,22 +22,30 @@ deps:
 	  (apt-get update -q && apt-get install -y -q --no-install-recommends $(APT_PACKAGES)) \
 	    || echo "deps: WARNING: apt-get failed; continuing with what is installed (tests skip what is missing)"; \
 	else echo "deps: not root or no apt-get: install these yourself: $(APT_PACKAGES)"; fi
-	@. /etc/os-release 2>/dev/null; \
-	if command -v p4c >/dev/null && command -v simple_switch_grpc >/dev/null; then \
-	  echo "deps: p4c and simple_switch_grpc found: $$(command -v p4c) $$(command -v simple_switch_grpc)"; \
-	elif [ "$$ID" = ubuntu ] && [ "$$(id -u)" = 0 ]; then \
-	  echo "deps: installing the p4lang packages (p4c, BMv2, PI) for Ubuntu $$VERSION_ID"; \
-	  echo "deb http://download.opensuse.org/repositories/home:/p4lang/xUbuntu_$$VERSION_ID/ /" > /etc/apt/sources.list.d/home:p4lang.list; \
-	  curl -fsSL "https://download.opensuse.org/repositories/home:p4lang/xUbuntu_$$VERSION_ID/Release.key" | gpg --dearmor > /etc/apt/trusted.gpg.d/home_p4lang.gpg; \
-	  apt-get update -q && apt-get install -y -q p4lang-p4c p4lang-bmv2 p4lang-pi; \
-	else \
-	  echo "deps: p4c/simple_switch_grpc are not installed and this platform ($$ID) has no package for them."; \
-	  echo "deps: build p4lang/PI, p4lang/behavioral-model (--with-pi, Thrift on) and p4lang/p4c (bmv2 backend)"; \
-	  echo "deps: from source following their READMEs (see README.md, 'The P4 toolchain'); tests that need them are skipped."; \
-	fi
+	@# The P4 toolchain: a prebuilt tree (P4_TOOLCHAIN=...tar.zst), the p4lang
+	@# packages, or a build from source (P4_SRC=DIR offline); see scripts/p4-toolchain.sh.
+	@if [ "$$(id -u)" = 0 ]; then \
+	  scripts/p4-toolchain.sh install || { \
+	    if [ "$${BWN_REQUIRE_P4:-0}" = 1 ]; then echo "deps: BWN_REQUIRE_P4=1 and the P4 toolchain could not be installed"; exit 1; fi; \
+	    echo "deps: WARNING: no P4 toolchain; tests that need p4c, BMv2 or PTF will be skipped (see the lines above)"; }; \
+	else echo "deps: not root: the P4 toolchain is not installed (run 'sudo make toolchain')"; fi
 	@if [ ! -x $(PY) ]; then /usr/bin/python3 -m venv --system-site-packages $(VENV); fi
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,p4rt,plots]'
+
+# The P4 toolchain alone (p4c, BMv2 with PI and Thrift, PI; and a BMv2 built for
+# speed in /opt/bmv2-perf). P4_TOOLCHAIN=FILE.tar.zst, P4_SRC=DIR, P4_FORCE=1: see
+# `scripts/p4-toolchain.sh help`.
+toolchain:
+	scripts/p4-toolchain.sh install
+
+# The same from source with p4c's Tofino back end (bf-p4c) as well.
+toolchain-tofino:
+	P4_WITH_TOFINO=1 scripts/p4-toolchain.sh build
+
+# Pack the last source build for other machines: make toolchain-pack OUT=/path/x.tar.zst
+toolchain-pack:
+	scripts/p4-toolchain.sh pack $(OUT)
 
 $(BUILD)/bwn.json $(BUILD)/bwn.p4info.txtpb: $(P4_SRCS)
 	@mkdir -p $(BUILD)

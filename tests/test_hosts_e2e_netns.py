@@ -19,16 +19,12 @@ from typing import Any, Iterator, List
 
 import pytest
 
-try:
-    from bwn.linkem import Impairment
-    from bwn.linkem.netns import Topology, missing_requirements
-except ImportError as exc:  # the emulator of issue 5 has not landed
-    pytest.skip(f"NAMESPACE E2E TESTS SKIPPED: bwn.linkem is missing ({exc})",
-                allow_module_level=True)
+from needs import missing, no_tool
 
-_reason = missing_requirements()
-if _reason is not None:
-    pytest.skip(f"NAMESPACE E2E TESTS SKIPPED: {_reason}", allow_module_level=True)
+from bwn.linkem import Impairment
+from bwn.linkem.netns import Topology, missing_requirements
+
+missing(missing_requirements(), "namespace end-to-end tests", module_level=True)
 
 from bwn.hosts.cc.registry import ALGORITHMS  # noqa: E402
 from bwn.hosts.transport_source import pattern_bytes  # noqa: E402
@@ -104,7 +100,7 @@ XCHECK_BAND = (0.5, 1.2)
 
 def test_newreno_goodput_close_to_linux_tcp_reno(topo: Topology, tmp_path: Path) -> None:
     if shutil.which("iperf3") is None:
-        pytest.skip("iperf3 is not installed")
+        missing(no_tool("iperf3"), "goodput against Linux TCP")
     imp = Impairment(delay_us=10_000, rate_bps=10_000_000, queue_packets=50)
     emu = topo.start_emulator(imp, seed=1)
     try:

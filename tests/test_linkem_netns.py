@@ -23,11 +23,11 @@ from typing import Any, Dict, List
 
 import pytest
 
+from needs import missing, no_tool
+
 from bwn.linkem.netns import Topology, missing_requirements
 
-_MISSING = missing_requirements()
-if _MISSING:
-    pytest.skip(f"!!! SKIPPING ALL linkem namespace tests: {_MISSING} !!!", allow_module_level=True)
+missing(missing_requirements(), "bwn-link namespace tests", module_level=True)
 
 from bwn.linkem import Impairment, netem_available  # noqa: E402
 
@@ -238,9 +238,9 @@ def test_netem_available_is_a_bool():
 # -- kernel TCP (last: TCP teardown must not leak frames into other tests) -----------
 
 
-@pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 is not installed")
 @pytest.mark.parametrize("rate_mbit", [None, 20])
 def test_iperf3_tcp(topo, rate_mbit):
+    missing(no_tool("iperf3"), "bwn-link against iperf3")
     imp = Impairment(delay_us=5000)
     if rate_mbit:
         imp = imp.replace(rate_bps=rate_mbit * 1_000_000, queue_packets=100)
@@ -271,16 +271,6 @@ def test_iperf3_tcp(topo, rate_mbit):
 # assertions stay on the agents' stable surface (exit status, summary JSON).
 
 
-def _agents_importable() -> bool:
-    try:
-        import bwn.hosts.recv  # noqa: F401
-        import bwn.hosts.send  # noqa: F401
-    except Exception:
-        return False
-    return True
-
-
-@pytest.mark.skipif(not _agents_importable(), reason="bwn.hosts.send/recv (issue 3) not importable")
 def test_bwn_agents_across_emulator(topo):
     from bwn.linkem.netns import _python_env
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from needs import missing, stale_build
+
 from bwn.bmv2 import bmv2_missing
 
 REPO = Path(__file__).resolve().parents[1]
@@ -20,16 +22,16 @@ def _missing() -> str | None:
         return "needs root"
     if bmv2_missing():
         return f"BMv2 not installed ({', '.join(bmv2_missing())} not on PATH)"
-    if not (REPO / "build" / "bwn.json").exists():
-        return "build/bwn.json missing (p4c not installed or `make build` not run)"
     try:
         import mininet.net  # noqa: F401
     except ImportError:
         return "Mininet not importable"
-    return None
+    return stale_build()
 
 
-pytestmark = pytest.mark.skipif(_missing() is not None, reason=f"SKIPPED Mininet smoke test: {_missing()}")
+@pytest.fixture(autouse=True)
+def _needs_mininet_and_bmv2():
+    missing(_missing(), "Mininet smoke test")
 
 
 def _links() -> set[str]:

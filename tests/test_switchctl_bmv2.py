@@ -10,20 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from needs import missing, not_root, stale_build
+
 from bwn.bmv2 import Bmv2Switch, bmv2_missing
 
 REPO = Path(__file__).resolve().parents[1]
 BUILD = REPO / "build"
 
-_why = None
-if bmv2_missing():
-    _why = f"BMv2 not installed ({', '.join(bmv2_missing())} not on PATH)"
-elif not (BUILD / "bwn.json").exists():
-    _why = "build/bwn.json missing (p4c not installed or `make build` not run)"
-elif os.geteuid() != 0:
-    _why = "needs root"
-if _why:
-    pytest.skip(f"SKIPPED controller-on-BMv2 tests: {_why}", allow_module_level=True)
+missing(not_root() or (bmv2_missing() and f"BMv2 not installed ({', '.join(bmv2_missing())} not on PATH)")
+        or stale_build(), "controller-on-BMv2 tests", module_level=True)
 
 import finsy as fy  # noqa: E402
 

@@ -1,0 +1,94 @@
+"""scripts/p4-toolchain.sh: the safety checks and messages a user relies on.
+
+The full install paths (prebuilt, source) are exercised by CI itself (.ci/run
+installs the prebuilt tree) and measured in README; these tests cover what
+must never happen: unpacking a tarball that writes outside usr/local at /,
+and failing without saying what to do."""
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from needs import missing, no_tool, not_root
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "scripts" / "p4-toolchain.sh"
+
+
+def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {})})
+
+
+def _tarball(path: Path, members: dict[str, bytes], apt_list: str | None) -> Path:
+    raw = path.with_suffix("")  # .tar
+    with tarfile.open(raw, "w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    subprocess.run(["zstd", "-q", "-f", str(raw), "-o", str(path)], check=True)
+    if apt_list is not None:
+        path.with_name(path.name.replace(".tar.zst", ".apt.txt")).write_text(apt_list)
+    return path
+
+
+def test_help_names_every_source_and_the_pins():
+    res = run("help")
+    assert res.returncode == 0
+    for word in ("P4_TOOLCHAIN", "P4_SRC", "packages", "f96af95", "9674187", "v1.2.5.16",
+                 "20240722.1", "25.3"):
+        assert word in res.stdout, word
+
+
+def test_unknown_command_is_refused_with_the_list():
+    res = run("frobnicate")
+    assert res.returncode != 0
+    assert "unknown command 'frobnicate'" in res.stderr and "install" in res.stderr
+
+
+def test_pack_refuses_a_name_without_tar_zst():
+    res = run("pack", "/tmp/x.tgz")
+    assert res.returncode != 0 and ".tar.zst" in res.stderr
+
+
+def test_verify_says_what_is_missing():
+    res = run("verify", env={"PATH": "/usr/bin:/bin"})
+    if shutil.which("p4c", path="/usr/bin:/bin"):
+        pytest.skip("p4c is in /usr/bin: cannot hide it")
+    assert res.returncode != 0
+    assert "p4c is not on PATH" in res.stdout
+
+
+@pytest.fixture
+def root_with_zstd():
+    missing(not_root() or no_tool("zstd", "apt-get"), "toolchain installer checks")
+
+
+def test_prebuilt_writing_outside_usr_local_is_refused(tmp_path, root_with_zstd):
+    evil = _tarball(tmp_path / "evil.tar.zst",
+                    {"usr/local/bin/ok": b"#!/bin/sh\n", "etc/bwn-evil": b"x"}, apt_list="zstd\n")
+    res = run("install", env={"P4_TOOLCHAIN": str(evil), "P4_FORCE": "1"})
+    assert res.returncode != 0
+    assert "outside usr/local" in res.stderr
+    assert not Path("/etc/bwn-evil").exists()
+
+
+def test_prebuilt_without_package_list_is_refused(tmp_path, root_with_zstd):
+    bare = _tarball(tmp_path / "bare.tar.zst", {"usr/local/bin/ok": b"#!/bin/sh\n"}, apt_list=None)
+    res = run("install", env={"P4_TOOLCHAIN": str(bare), "P4_FORCE": "1"})
+    assert res.returncode != 0
+    assert "no package list" in res.stderr
+
+
+def test_missing_prebuilt_file_is_named():
+    missing(not_root(), "toolchain installer checks")
+    res = run("install", env={"P4_TOOLCHAIN": "/nonexistent/t.tar.zst"})
+    assert res.returncode != 0
+    assert "/nonexistent/t.tar.zst: no such file" in res.stderr
