@@ -304,6 +304,16 @@ def run_scheme(cfg: ExperimentConfig, scheme: str, out_dir: Path, duration_s: fl
     """One run of the scenario with `scheme` for the flows under test."""
     from bwn.linkem import netem_available
 
+    from bwn.runlock import experiment_lock
+
+    with experiment_lock(progress):
+        return _run_scheme_locked(cfg, scheme, out_dir, duration_s, progress)
+
+
+def _run_scheme_locked(cfg: ExperimentConfig, scheme: str, out_dir: Path, duration_s: float,
+                       progress: Callable[[str], None]) -> dict[str, Any]:
+    from bwn.linkem import netem_available
+
     out_dir.mkdir(parents=True, exist_ok=True)
     log_dir = out_dir / "switch-logs"
     p4info, p4blob = pipeline_files()
