@@ -14,7 +14,7 @@ P4_SRCS := $(wildcard p4src/shared/*.p4 p4src/v1model/*.p4)
 APT_PACKAGES := python3 python3-venv python3-pip python3-scapy python3-thrift iproute2 iputils-ping \
 	ethtool tcpdump tshark iperf3 mininet make
 
-.PHONY: deps toolchain toolchain-tofino toolchain-pack build test ptf clean
+.PHONY: deps toolchain toolchain-tofino toolchain-pack build build-bench bench-switch test ptf clean
 
 deps:
 	@if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
@@ -53,6 +53,18 @@ $(BUILD)/bwn.json $(BUILD)/bwn.p4info.txtpb: $(P4_SRCS)
 	  --p4runtime-files $(BUILD)/bwn.p4info.txtpb -o $(BUILD) $(P4_MAIN)
 
 build: $(BUILD)/bwn.json
+
+# The yardstick of benchmarks/switch_pps.py: a plain IPv4 router.
+$(BUILD)/plain/plain_ipv4.json: benchmarks/p4/plain_ipv4.p4
+	@mkdir -p $(BUILD)/plain
+	p4c --target bmv2 --arch v1model --std p4-16 \
+	  --p4runtime-files $(BUILD)/plain/plain_ipv4.p4info.txtpb -o $(BUILD)/plain $<
+
+build-bench: build $(BUILD)/plain/plain_ipv4.json
+
+# Forwarding rate of bwn.p4 against plain_ipv4.p4 on both BMv2 builds (root).
+bench-switch: build-bench
+	$(PY) benchmarks/switch_pps.py
 
 # Compile when p4c is here (so the PTF tests run); otherwise the tests that need
 # it skip with one line saying so.

@@ -20,6 +20,25 @@ from pathlib import Path
 
 SWITCH_BINARY = "simple_switch_grpc"
 CLI_BINARY = "simple_switch_CLI"
+# BMv2 built for speed (logging macros and the event logger compiled out, -O3;
+# BMv2's docs/performance.md), installed beside the default build by
+# scripts/p4-toolchain.sh. Experiments use it when it is there.
+FAST_SWITCH_BINARY = os.environ.get("BWN_BMV2_FAST", "/opt/bmv2-perf/bin/simple_switch_grpc")
+
+
+def fast_switch_binary() -> str | None:
+    """The BMv2 built for speed, if installed (None otherwise)."""
+    return FAST_SWITCH_BINARY if os.access(FAST_SWITCH_BINARY, os.X_OK) else None
+
+
+def experiment_switch_binary() -> str:
+    """What experiments run: the fast BMv2 when installed, unless BWN_BMV2=default|PATH says otherwise."""
+    choice = os.environ.get("BWN_BMV2", "fast")
+    if choice == "default":
+        return SWITCH_BINARY
+    if choice == "fast":
+        return fast_switch_binary() or SWITCH_BINARY
+    return choice
 
 
 def missing_tools(*names: str) -> list[str]:
@@ -70,10 +89,12 @@ def stop_process_group(proc: subprocess.Popen | None, timeout_s: float = 5.0) ->
 
 
 def switch_command(ports: dict[int, str], grpc_port: int, thrift_port: int, device_id: int = 0,
-                   log_level: str = "warn", priority_queues: int = 8) -> list[str]:
+                   log_level: str = "warn", priority_queues: int = 1,
+                   binary: str = SWITCH_BINARY) -> list[str]:
     """The simple_switch_grpc command line: no program (the controller pushes it),
-    gRPC and Thrift on loopback, `priority_queues` strict-priority queues per port."""
-    cmd = [SWITCH_BINARY, "--device-id", str(device_id), "--thrift-port", str(thrift_port),
+    gRPC and Thrift on loopback, one FIFO per port (`priority_queues` > 1: that many
+    strict-priority queues; the program uses none: reservations share the FIFO, RFC 2597)."""
+    cmd = [binary, "--device-id", str(device_id), "--thrift-port", str(thrift_port),
            "--log-console", "--log-level", log_level, "--no-p4"]
     for port, iface in sorted(ports.items()):
         cmd += ["-i", f"{port}@{iface}"]
@@ -99,7 +120,9 @@ class Bmv2Switch:
     netns: str | None = None
     log_dir: Path = Path("build/logs")
     log_level: str = "warn"
-    priority_queues: int = 8
+    priority_queues: int = 1
+    binary: str = SWITCH_BINARY
+    wrapper: list[str] = field(default_factory=list)  # e.g. valgrind's command line
     proc: subprocess.Popen | None = field(default=None, init=False)
 
     @property
@@ -111,8 +134,8 @@ class Bmv2Switch:
         return self.log_dir / f"{self.name}.log"
 
     def command(self) -> list[str]:
-        cmd = switch_command(self.ports, self.grpc_port, self.thrift_port, self.device_id,
-                             self.log_level, self.priority_queues)
+        cmd = self.wrapper + switch_command(self.ports, self.grpc_port, self.thrift_port, self.device_id,
+                                            self.log_level, self.priority_queues, self.binary)
         if self.netns:
             cmd = ["ip", "netns", "exec", self.netns] + cmd
         return cmd

@@ -19,7 +19,7 @@ from typing import Any
 
 from mininet.node import Host, Switch
 
-from bwn.bmv2 import stop_process_group, switch_command, wait_for_tcp
+from bwn.bmv2 import experiment_switch_binary, stop_process_group, switch_command, wait_for_tcp
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -79,8 +79,10 @@ class Bmv2MininetSwitch(Switch):
 
     def __init__(self, name: str, grpc_port: int = 50051, thrift_port: int = 9090,
                  device_id: int = 0, log_dir: str = "build/logs", log_level: str = "warn",
-                 priority_queues: int = 8, **params: Any) -> None:
+                 priority_queues: int = 1, binary: str | None = None, **params: Any) -> None:
         super().__init__(name, **params)
+        # Experiments run the BMv2 built for speed when it is installed (BWN_BMV2=default|PATH).
+        self.binary = binary or experiment_switch_binary()
         self.grpc_port = grpc_port
         self.thrift_port = thrift_port
         self.device_id = device_id
@@ -108,7 +110,7 @@ class Bmv2MininetSwitch(Switch):
         quiet_interfaces(self)
         ports = {port: intf.name for port, intf in self.intfs.items() if intf.name != "lo"}
         cmd = switch_command(ports, self.grpc_port, self.thrift_port, self.device_id,
-                             self.log_level, self.priority_queues)
+                             self.log_level, self.priority_queues, self.binary)
         with open(self.log_path, "ab") as log:
             log.write(f"$ {shlex.join(cmd)}\n".encode())
             log.flush()

@@ -1,0 +1,349 @@
+#!/usr/bin/env python3
+"""Forwarding rate and CPU per packet of bwn.p4 against a plain IPv4 router on BMv2.
+
+    sudo .venv/bin/python benchmarks/switch_pps.py [--seconds 10] [--rounds 3]
+        [--builds default,fast] [--classes data,plain,window-first] [--callgrind 2000]
+
+Method. One `simple_switch_grpc` in a private network namespace, two veth ports.
+A closed-loop generator (this process, AF_PACKET) keeps `--inflight` 1000-byte
+frames inside the switch: it sends into port 1 whenever fewer than that many have
+come out of port 2, so the switch always has work and its queues never overflow
+(a top-speed sender would burn a core that the switch needs, on 2 cores). The
+rate is frames out of port 2 per second; CPU per packet is the switch process's
+user+system time (all its threads, /proc/PID/stat) over those frames. Programs
+and builds are interleaved round by round so that drift of the machine hits
+all of them alike; the table gives the median and the min..max of the rounds.
+
+Traffic classes (bwn.p4 only; the plain program forwards them all alike):
+  data          BWN DATA packets (UDP 16983) that every switch stamps, 8 flows;
+  plain         UDP packets of 8 flows that are not BWN (forwarded, counted, not stamped);
+  window-first  BWN DATA with 1 us measurement and flow windows, so that every
+                packet is the first of its window (the window-close path).
+
+--callgrind N runs each (program, class) once more under valgrind's callgrind
+on the fast build and counts the instructions the switch executes per packet
+over N packets: a figure that does not depend on the machine's load (valgrind
+counts instructions, not time), and a profile (`--profile-dir`) that shows which
+BMv2 functions the cost goes to.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bwn.bmv2 import SWITCH_BINARY, Bmv2Switch, fast_switch_binary  # noqa: E402
+from bwn.netns import NetnsSet, netns_missing  # noqa: E402
+
+FRAME_BYTES = 1000
+N_FLOWS = 8
+CLONE_NEWNET = 0x40000000
+ETH_P_ALL = 0x0003
+SW_MAC = "00:00:00:00:01:01"
+H2_MAC = "00:00:00:00:00:02"
+DST_IP = "10.0.2.2"
+PROGRAMS = ("plain", "bwn")
+
+
+# ----------------------------------------------------------------------------- netns
+class InNetns:
+    """Run the enclosed code (socket creation) in network namespace `name`."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._libc = ctypes.CDLL("libc.so.6", use_errno=True)
+
+    def __enter__(self) -> "InNetns":
+        self._home = os.open("/proc/self/ns/net", os.O_RDONLY)
+        fd = os.open(f"/run/netns/{self.name}", os.O_RDONLY)
+        try:
+            if self._libc.setns(fd, CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), f"setns into {self.name} failed")
+        finally:
+            os.close(fd)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self._libc.setns(self._home, CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "setns back to the original namespace failed")
+        finally:
+            os.close(self._home)
+
+
+# ----------------------------------------------------------------------------- frames
+def frames(traffic: str) -> list[bytes]:
+    """One frame per flow (distinct UDP source ports), FRAME_BYTES long each."""
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+
+    from bwn.scapy_bwn import BWN
+    from bwn.wire import BWN_UDP_PORT
+
+    out = []
+    for i in range(N_FLOWS):
+        l2l3 = Ether(src="00:00:00:00:00:01", dst=SW_MAC) / IP(src="10.0.1.1", dst=DST_IP, ttl=64)
+        if traffic == "plain":
+            pkt = l2l3 / UDP(sport=40000 + i, dport=5001)
+        else:
+            pkt = l2l3 / UDP(sport=40000 + i, dport=BWN_UDP_PORT) / BWN(kind=0)
+        pad = FRAME_BYTES - len(pkt)
+        out.append(bytes(pkt / (b"\x00" * pad)))
+    return out
+
+
+# ----------------------------------------------------------------------------- programming
+def program_switch(sw: Bmv2Switch, program: str, window_us: int | None) -> object:
+    """Push the pipeline and the state a one-route experiment has; returns the session."""
+    from bwn.controller import entries as ent
+    from bwn.controller.p4rt import SyncSwitch, pipeline_files
+
+    if program == "plain":
+        p4info, blob = pipeline_files(REPO / "build" / "plain", "plain_ipv4")
+        s = SyncSwitch(sw.name, sw.grpc_addr, p4info=p4info, p4blob=blob)
+        import finsy as fy
+        s.insert([fy.P4TableEntry("PlainIngress.ipv4_lpm",
+                                  match=fy.P4TableMatch(dst_addr=(0x0A000200, 24)),
+                                  action=fy.P4TableAction("PlainIngress.route", port=2,
+                                                          dst_mac=ent.mac_to_int(H2_MAC),
+                                                          src_mac=ent.mac_to_int(SW_MAC)))])
+        return s
+    p4info, blob = pipeline_files()
+    s = SyncSwitch(sw.name, sw.grpc_addr, p4info=p4info, p4blob=blob)
+    window = ent.WindowConfig()
+    # What the controller installs (controller/switchctl.py, _on_ready).
+    s.modify(ent.window_config(window))
+    s.insert(ent.static_tables(window))
+    s.insert(ent.route("10.0.2.0/24", 2, H2_MAC, SW_MAC) + [ent.port_capacity(2, 1e9, window)])
+    s.insert([ent.telemetry_digest()])
+    s.digests = s.start_digests(ent.TELEMETRY_DIGEST)
+    if window_us == 1:
+        # Every packet closes a window (1 us windows; the controller allows >= 64 us).
+        import finsy as fy
+        s.modify([fy.P4TableEntry(f"{ent.INGRESS}.window_config", is_default_action=True,
+                                  action=fy.P4TableAction(f"{ent.INGRESS}.roll_window", mask=(1 << 48) - 1,
+                                                          window_us=1, flow_mask=(1 << 32) - 1,
+                                                          flow_window_us=1))])
+    return s
+
+
+def switch_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# ----------------------------------------------------------------------------- measurement
+@dataclass
+class Sample:
+    pps: float
+    cpu_us_per_pkt: float
+    lost: int
+
+
+def closed_loop(tx: socket.socket, rx: socket.socket, pkts: list[bytes], seconds: float,
+                inflight: int, count: int | None = None) -> tuple[int, int, float]:
+    """Keep `inflight` frames in the switch for `seconds` (or until `count` came out).
+    Returns (frames out, frames lost, elapsed s)."""
+    rx.settimeout(0.2)
+    buf = bytearray(2048)
+    sent = got = lost = 0
+    t0 = time.monotonic()
+    end = t0 + seconds
+    while time.monotonic() < end and (count is None or got < count):
+        while sent - got - lost < inflight:
+            tx.send(pkts[sent % len(pkts)])
+            sent += 1
+        try:
+            n = rx.recv_into(buf)
+        except socket.timeout:
+            lost = sent - got  # nothing came out for 0.2 s: whatever is in flight is gone
+            continue
+        if n >= 34 and buf[12:14] == b"\x08\x00":
+            got += 1
+    return got, lost, time.monotonic() - t0
+
+
+def drain(rx: socket.socket) -> None:
+    rx.settimeout(0.3)
+    try:
+        while True:
+            rx.recv(2048)
+    except socket.timeout:
+        pass
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.nets = NetnsSet()
+        self.ns = self.nets.add_netns("bwnpps")
+        # The switch runs in the root namespace (as in Mininet), so that its gRPC and
+        # Thrift servers are on this process's loopback; the generator's ends are in ns.
+        tag = self.nets.tag
+        self.sw_ports = {1: f"pps{tag}s1", 2: f"pps{tag}s2"}
+        self.nets.veth(self.sw_ports[1], "hp1", None, self.ns, mtu=9000)
+        self.nets.veth(self.sw_ports[2], "hp2", None, self.ns, mtu=9000)
+        with InNetns(self.ns):
+            self.tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+            self.tx.bind(("hp1", 0))
+            self.rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+            self.rx.bind(("hp2", 0))
+            self.rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        self.log_dir = Path(args.log_dir)
+        self.port = 50300 + (os.getpid() % 500) * 4
+
+    def switch(self, binary: str, wrapper: list[str] | None = None) -> Bmv2Switch:
+        self.port += 2
+        sw = Bmv2Switch("pps", dict(self.sw_ports), grpc_port=self.port, thrift_port=self.port + 1,
+                        log_dir=self.log_dir, binary=binary, wrapper=wrapper or [])
+        return sw.start(timeout_s=600 if wrapper else 30)
+
+    def measure(self, binary: str, program: str, traffic: str) -> Sample:
+        sw = self.switch(binary)
+        try:
+            session = program_switch(sw, program, 1 if traffic == "window-first" else None)
+            try:
+                sw.cli("set_queue_depth 1000\n")
+                pkts = frames("data" if traffic == "window-first" else traffic)
+                closed_loop(self.tx, self.rx, pkts, 1.0, self.args.inflight)  # warm up
+                drain(self.rx)
+                cpu0 = switch_cpu_s(sw.proc.pid)
+                got, lost, elapsed = closed_loop(self.tx, self.rx, pkts, self.args.seconds, self.args.inflight)
+                cpu1 = switch_cpu_s(sw.proc.pid)
+                drain(self.rx)
+            finally:
+                session.close()
+        finally:
+            sw.stop()
+        if got == 0:
+            raise RuntimeError(f"{program}/{traffic}: no frame came out of port 2 (see {sw.log_path})")
+        return Sample(got / elapsed, (cpu1 - cpu0) / got * 1e6, lost)
+
+    def callgrind(self, binary: str, program: str, traffic: str, n: int, out: Path) -> float:
+        """Instructions per packet over `n` packets (after warm-up), profile in `out`."""
+        wrapper = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
+        sw = self.switch(binary, wrapper)
+        try:
+            session = program_switch(sw, program, 1 if traffic == "window-first" else None)
+            try:
+                sw.cli("set_queue_depth 1000\n")
+                pkts = frames("data" if traffic == "window-first" else traffic)
+                closed_loop(self.tx, self.rx, pkts, 60.0, 8, count=50)
+                drain(self.rx)
+                pid = sw.proc.pid
+                subprocess.run(["callgrind_control", "-i", "on", str(pid)], check=True, capture_output=True)
+                got, _, _ = closed_loop(self.tx, self.rx, pkts, 600.0, 8, count=n)
+                subprocess.run(["callgrind_control", "-i", "off", str(pid)], check=True, capture_output=True)
+                drain(self.rx)
+            finally:
+                session.close()
+        finally:
+            sw.stop(timeout_s=60)
+        total = 0
+        for f in out.parent.glob(out.name + "*"):
+            for line in f.read_text().splitlines():
+                if line.startswith("summary:") or line.startswith("totals:"):
+                    total = max(total, int(line.split()[1]))
+        return total / got
+
+    def close(self) -> None:
+        self.tx.close()
+        self.rx.close()
+        self.nets.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=10.0, help="measurement per (build, program, class, round)")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved repetitions (median and range reported)")
+    ap.add_argument("--builds", default="default,fast", help="BMv2 builds: default (on PATH), fast (/opt/bmv2-perf)")
+    ap.add_argument("--classes", default="data,plain,window-first", help="traffic classes (see above)")
+    ap.add_argument("--inflight", type=int, default=32, help="frames kept inside the switch")
+    ap.add_argument("--callgrind", type=int, default=0, metavar="N",
+                    help="also count instructions per packet over N packets under callgrind (fast build)")
+    ap.add_argument("--profile-dir", default="build/switch-pps", help="callgrind profiles and switch logs")
+    ap.add_argument("--log-dir", default="build/switch-pps")
+    args = ap.parse_args(argv)
+    why = netns_missing()
+    if why:
+        print(f"switch_pps: {why}", file=sys.stderr)
+        return 2
+    builds = {}
+    for b in args.builds.split(","):
+        if b == "default":
+            builds[b] = shutil.which(SWITCH_BINARY)
+        elif b == "fast":
+            builds[b] = fast_switch_binary()
+        else:
+            ap.error(f"unknown build {b!r} (default, fast)")
+        if not builds[b]:
+            ap.error(f"BMv2 build {b!r} is not installed (scripts/p4-toolchain.sh installs both)")
+    classes = [c for c in args.classes.split(",") if c]
+    for c in classes:
+        if c not in ("data", "plain", "window-first"):
+            ap.error(f"unknown traffic class {c!r}")
+    for prog, path in (("plain", REPO / "build/plain/plain_ipv4.json"), ("bwn", REPO / "build/bwn.json")):
+        if not path.exists():
+            ap.error(f"{path} missing: run `make build` (and `make build-bench` for the plain program)")
+    Path(args.profile_dir).mkdir(parents=True, exist_ok=True)
+
+    cases = [(b, p, c) for b in builds for p in PROGRAMS for c in classes
+             if not (p == "plain" and c == "window-first")]
+    results: dict[tuple[str, str, str], list[Sample]] = {k: [] for k in cases}
+    bench = Bench(args)
+    try:
+        for r in range(args.rounds):
+            for case in cases:
+                s = bench.measure(builds[case[0]], case[1], case[2])
+                results[case].append(s)
+                print(f"round {r + 1}: {case[0]:7s} {case[1]:5s} {case[2]:12s} {s.pps:8.0f} pps "
+                      f"{s.cpu_us_per_pkt:6.1f} us CPU/pkt  lost {s.lost}", flush=True)
+        ir: dict[tuple[str, str], float] = {}
+        if args.callgrind:
+            fast = builds.get("fast") or fast_switch_binary()
+            for p in PROGRAMS:
+                for c in classes:
+                    if p == "plain" and c == "window-first":
+                        continue
+                    out = Path(args.profile_dir) / f"callgrind.{p}.{c}.out"
+                    ir[(p, c)] = bench.callgrind(fast, p, c, args.callgrind, out)
+                    print(f"callgrind: {p:5s} {c:12s} {ir[(p, c)]:10.0f} instructions/packet ({out})", flush=True)
+    finally:
+        bench.close()
+
+    def med(xs: list[float]) -> str:
+        return f"{statistics.median(xs):,.0f} ({min(xs):,.0f}..{max(xs):,.0f})".replace(",", " ")
+
+    print(f"\n### switch_pps: {FRAME_BYTES}-byte frames, {args.rounds} interleaved rounds of {args.seconds:g} s, "
+          f"{args.inflight} frames in flight; median (min..max)\n")
+    print("| BMv2 build | program | traffic | pps | us CPU/packet | pps / plain |")
+    print("|---|---|---|---|---|---|")
+    for (b, p, c), ss in results.items():
+        if not ss:
+            continue
+        plain = results.get((b, "plain", "data"))
+        ratio = statistics.median(s.pps for s in ss) / statistics.median(s.pps for s in plain) if plain else float("nan")
+        print(f"| {b} | {p} | {c} | {med([s.pps for s in ss])} | "
+              f"{statistics.median(s.cpu_us_per_pkt for s in ss):.1f} | {ratio:.2f} |")
+    if ir:
+        print("\n| program | traffic | instructions/packet (callgrind, fast build) | / plain |")
+        print("|---|---|---|---|")
+        base = ir.get(("plain", "data"))
+        for (p, c), v in ir.items():
+            print(f"| {p} | {c} | {v:,.0f} | {v / base:.2f} |".replace(",", " "))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
