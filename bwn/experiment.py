@@ -113,8 +113,10 @@ def _switch_plans(cfg: ExperimentConfig, net: Any, ends: dict[str, tuple[Any, An
                 continue
             mine = ends[link.name][0] if link.a == sw.name else ends[link.name][1]
             applies = not link.apply_at or sw.name in link.apply_at
-            reserved_bps = sum(r.rate_mbit * 1e6 for r in cfg.reservations
-                               if sw.name in (link.a, link.b) and _on_path(cfg, r.src, r.dst, link, sw.name))
+            # GTCP reservations as Assured Forwarding (RFC 2597): a port that reserved
+            # flows leave by drops out-of-profile and best-effort packets first, once
+            # its queue is half full (docs/dataplane.md, "Reservations").
+            carries_reserved = any(_on_path(cfg, r.src, r.dst, link, sw.name) for r in cfg.reservations)
             # BMv2 rate-limits queues in packets/s. A port that no flow's data
             # leaves by carries only ACKs (102-byte frames): converting its rate
             # with the data frame size would let ACKs fill the packet budget
@@ -124,7 +126,8 @@ def _switch_plans(cfg: ExperimentConfig, net: Any, ends: dict[str, tuple[Any, An
                                        schedule=link.capacity.schedule if applies else None,
                                        queue_packets=link.queue_packets,
                                        frame_bytes=data_frame_bytes if carries_data else ack_frame_bytes,
-                                       loss=link.loss, reserved_bps=reserved_bps))
+                                       loss=link.loss,
+                                       af_queue_packets=max(1, link.queue_packets // 2) if carries_reserved else 0))
         for r in cfg.reservations:
             first_switch = _first_switch(cfg, r.src, r.dst)
             if first_switch == sw.name:

@@ -1,12 +1,15 @@
-"""The numbers the dataplane's lookup tables hold (p4src/v1model/bwn.p4).
+"""The numbers the dataplane's lookup tables and action parameters hold
+(p4src/v1model/bwn.p4).
 
 The switch never divides or multiplies by a runtime value (Tofino cannot); the
 controller does that arithmetic once, here, and installs the results:
 
 * a power-of-two measurement window ``W = 2**k`` microseconds, aligned by a mask;
-* the conversion of a byte count seen in one window into a rate, in "qkbps"
-  (quarter kb/s): ``rate_qkbps = bytes * 8 / W_us * 1e6 / 250 = bytes * 32000 / W_us``,
-  split as ``f(x) = hi[x >> 5] + lo[x & 31]`` for packet lengths and queue depths;
+* rates as exact byte counts per window: a port's capacity IC is installed as
+  bytes per window, BR is counted in bytes, BI (the queue, which BMv2 reports in
+  packets) is converted to bytes by a split table ``f(x) = hi[x >> 5] + lo[x & 31]``,
+  and AB = IC - BR - BI becomes kb/s once per window with the constant shift of
+  the window's size: ``kbps = (bytes * 125) >> (k - 6)`` (= bytes * 8000 / W);
 * base-2 logarithms in "log7" units (128 per octave) for the EBN share
   ``C / N  ->  log7(C) - log7(N)``, with ``N`` the linear-counting estimate of the
   number of flows from the number of occupied hash slots.
@@ -18,13 +21,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-QKBPS_PER_KBPS = 4              # p4src/shared/define.p4: QKBPS_SHIFT = 2
 LOG7_PER_OCTAVE = 128
 FLOW_SLOTS = 256                # p4src/shared/define.p4
 LUT_LO_BITS = 5
 LUT_LO_SIZE = 1 << LUT_LO_BITS  # 32
 LUT_HI_SIZE = 64
 MAX_PORTS = 64
+QUEUE_TABLE_SIZE = 4096        # p4src/shared/define.p4
 MASK48 = (1 << 48) - 1
 U32_MAX = (1 << 32) - 1
 INT32_MAX = (1 << 31) - 1
@@ -51,14 +54,23 @@ def window_mask(window_us: int) -> int:
     return MASK48 & ~(window_us - 1)
 
 
-def qkbps_per_byte(window_us: int) -> float:
-    """Rate (qkbps) that one byte per window of ``window_us`` stands for."""
-    return 8.0 * 1e6 / window_us / 250.0
+def window_bytes_to_kbps(bytes_per_window: int, window_us: int) -> int:
+    """What the switch computes: floor(bytes * 8000 / W) as (bytes * 125) >> (k - 6),
+    two's-complement int32 in and out (AB may be negative)."""
+    check_power_of_two_us("window_us", window_us)
+    k = window_us.bit_length() - 1
+    value = (bytes_per_window * 125) >> (k - 6)
+    return ((value + 2**31) % 2**32) - 2**31
+
+
+def capacity_bytes_per_window(capacity_bps: float, window_us: int) -> int:
+    """IC as the bytes a port can send in one window, rounded (error < 0.5 byte)."""
+    return round(capacity_bps * window_us / 8e6)
 
 
 @dataclass(frozen=True)
 class SplitLut:
-    """f(x) = hi[x >> 5] + lo[x & 31] for x < 32 * len(hi); values in qkbps."""
+    """f(x) = hi[x >> 5] + lo[x & 31] for x < 32 * len(hi)."""
 
     hi: tuple[int, ...]
     lo: tuple[int, ...]
@@ -69,29 +81,25 @@ class SplitLut:
         return hi + self.lo[x & (LUT_LO_SIZE - 1)]
 
 
-def linear_lut(per_unit_qkbps: float) -> SplitLut:
-    """Split table of ``x * per_unit_qkbps``, each half rounded to the nearest unit
-    (so f(x) is within 1 qkbps = 0.25 kb/s of the exact product)."""
-    hi = tuple(min(U32_MAX, round(h * LUT_LO_SIZE * per_unit_qkbps)) for h in range(LUT_HI_SIZE))
-    lo = tuple(min(U32_MAX, round(lo_ * per_unit_qkbps)) for lo_ in range(LUT_LO_SIZE))
+def linear_lut(per_unit: float, hi_size: int = LUT_HI_SIZE) -> SplitLut:
+    """Split table of ``x * per_unit``, each half rounded to the nearest integer
+    (so f(x) is within 1 of the exact product)."""
+    hi = tuple(min(U32_MAX, round(h * LUT_LO_SIZE * per_unit)) for h in range(hi_size))
+    lo = tuple(min(U32_MAX, round(lo_ * per_unit)) for lo_ in range(LUT_LO_SIZE))
     return SplitLut(hi, lo)
 
 
-def length_lut(window_us: int) -> SplitLut:
-    """Packet length in bytes -> its contribution to the window's rate, qkbps."""
-    return linear_lut(qkbps_per_byte(window_us))
+def queue_lut(queue_unit_bytes: int) -> SplitLut:
+    """Queue depth in the target's unit -> bytes queued (BI of OBP eq. 6).
 
-
-def queue_lut(window_us: int, queue_unit_bytes: int) -> SplitLut:
-    """Queue depth in the target's unit -> the rate that draining it in one window takes.
-
-    BMv2 reports the queue in packets, so ``queue_unit_bytes`` is the packet size
-    assumed for queued packets (the MTU-sized frames of bulk transfers: 1514 by
-    default); Tofino reports 80-byte cells, so there it is 80.
+    BMv2 reports the queue in packets, so ``queue_unit_bytes`` is the frame size
+    assumed for queued packets (the data frames of the experiment's agents);
+    Tofino reports 80-byte cells, so there it is 80 and the conversion exact.
+    Depths beyond the table (>= 32 * LUT_HI_SIZE units) count as 0: size queues below.
     """
     if queue_unit_bytes <= 0:
         raise ConfigError(f"queue_unit_bytes must be positive, got {queue_unit_bytes}")
-    return linear_lut(qkbps_per_byte(window_us) * queue_unit_bytes)
+    return linear_lut(float(queue_unit_bytes))
 
 
 def log7(x: float) -> int:
@@ -118,21 +126,23 @@ def flows_log7_table(slots: int = FLOW_SLOTS) -> dict[int, int]:
 
 @dataclass(frozen=True)
 class PortCapacity:
-    """What `port_config` holds for one egress port."""
+    """What `port_config` holds for one egress port: IC in bytes per window, in
+    kb/s (the narrow-link stamp) and as log7 (the EBN share)."""
 
-    cap_qkbps: int
+    cap_bytes: int
     cap_kbps: int
     cap_log7: int
 
     @classmethod
-    def from_bps(cls, capacity_bps: float) -> "PortCapacity":
+    def from_bps(cls, capacity_bps: float, window_us: int = 16_384) -> "PortCapacity":
         kbps = round(capacity_bps / 1000.0)
         if kbps < 1:
             raise ConfigError(f"link capacity must be at least 1 kb/s, got {capacity_bps} b/s")
-        if kbps * QKBPS_PER_KBPS > INT32_MAX:
-            raise ConfigError(f"link capacity {capacity_bps:.3g} b/s exceeds the dataplane's "
-                              f"{INT32_MAX / QKBPS_PER_KBPS * 1000:.3g} b/s")
-        return cls(cap_qkbps=kbps * QKBPS_PER_KBPS, cap_kbps=kbps, cap_log7=log7(kbps))
+        cap_bytes = capacity_bytes_per_window(capacity_bps, window_us)
+        if cap_bytes > INT32_MAX // 2:
+            raise ConfigError(f"link capacity {capacity_bps:.3g} b/s is too large for a {window_us} us window: "
+                              f"the dataplane holds IC - BR - BI in int32 bytes per window; use a shorter window")
+        return cls(cap_bytes=cap_bytes, cap_kbps=kbps, cap_log7=log7(kbps))
 
 
 def loss_threshold(probability: float) -> int:
@@ -148,6 +158,14 @@ def expected_ebn_code(capacity_kbps: float, flows: int) -> int:
     n_log7 = flows_log7_table()[min(flows, FLOW_SLOTS)] if flows > 0 else 0
     share = max(log7(round(capacity_kbps)) - n_log7, 0)
     return min((share + 8) >> 4, 254)
+
+
+def expected_avail_kbps(capacity_bps: float, window_us: int, received_bytes: int,
+                        queued: int, queue_unit_bytes: int) -> int:
+    """AB = IC - BR - BI of one window, as the switch computes it (reference model)."""
+    cap = PortCapacity.from_bps(capacity_bps, window_us)
+    bi = queue_lut(queue_unit_bytes)(queued)
+    return window_bytes_to_kbps(cap.cap_bytes - received_bytes - bi, window_us)
 
 
 @dataclass(frozen=True)

@@ -22,15 +22,15 @@ from bwn.controller import dataplane_math as dm
 INGRESS = "BwnIngress"
 EGRESS = "BwnEgress"
 
-# Telemetry: one digest per egress port and closed measurement window
-# (p4src/v1model/bwn.p4, `port_telemetry_t`); BMv2's P4Runtime server cannot
-# read registers, so the switch pushes them.
-TELEMETRY_DIGEST = "port_telemetry_t"
 DROP_COUNTER = f"{INGRESS}.drop_counter"
 DROP_REASONS = {0: "no_route", 1: "ttl", 2: "ipv4_malformed", 3: "bwn_malformed",
-                4: "random_loss", 5: "not_ipv4"}
+                4: "random_loss", 5: "not_ipv4", 6: "af_out_of_profile"}
+DROP_REASON_CODES = {name: code for code, name in DROP_REASONS.items()}
 
-DSCP_EF = 46
+# RFC 2597 Assured Forwarding code points (p4src/shared/define.p4): a reservation's
+# in-profile packets are marked AF11, its excess AF13.
+DSCP_AF11 = 10
+DSCP_AF13 = 14
 
 
 def mac_to_int(mac: str) -> int:
@@ -46,41 +46,65 @@ def _check_port(port: int) -> None:
                              f"ports 0..{dm.MAX_PORTS - 1}")
 
 
-def route(prefix: str, port: int, dst_mac: str, src_mac: str) -> fy.P4TableEntry:
-    """IPv4 LPM route: packets to `prefix` leave by `port` with these MACs."""
+def port_index(port: int) -> int:
+    """The per-port register index of `port` on BMv2: the port number itself."""
+    _check_port(port)
+    return port
+
+
+@dataclass(frozen=True)
+class PortOptions:
+    """What a route to a port must check besides forwarding (all off by default)."""
+
+    loss: float = 0.0                 # random loss probability of the port
+    reservations: bool = False        # this switch is the edge of reservations to this destination
+    af_queue_packets: int = 0         # Assured Forwarding threshold of the port (0 = off)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.af_queue_packets < 2**31:
+            raise dm.ConfigError(f"AF queue threshold must be 0..2^31-1 packets, got {self.af_queue_packets}")
+        dm.loss_threshold(self.loss)  # validates
+
+    @property
+    def any(self) -> bool:
+        return self.loss > 0 or self.reservations or self.af_queue_packets > 0
+
+    @property
+    def options_word(self) -> int:
+        """route_checked's `options`: bit 31 reservations, bits 30..0 the AF threshold."""
+        return (int(self.reservations) << 31) | self.af_queue_packets
+
+
+ROUTE_TABLES = (f"{INGRESS}.ipv4_lpm", f"{INGRESS}.ipv4_lpm_other")
+
+
+def route(prefix: str, port: int, dst_mac: str, src_mac: str,
+          options: PortOptions = PortOptions()) -> list[fy.P4TableEntry]:
+    """IPv4 LPM route: packets to `prefix` leave by `port` with these MACs. The
+    switch has two routing tables with the same routes (TCP/UDP without IPv4
+    options, where the flow is counted; everything else), so a route is two
+    entries. A route to a port with options (loss, reservations, AF) uses the
+    `..._checked` actions, every other one the cheaper plain ones
+    (p4src/v1model/bwn.p4)."""
     net = ipaddress.IPv4Network(prefix, strict=False)
-    _check_port(port)
-    return fy.P4TableEntry(
-        f"{INGRESS}.ipv4_lpm",
-        match=fy.P4TableMatch(dst_addr=(int(net.network_address), net.prefixlen)),
-        action=fy.P4TableAction(f"{INGRESS}.route", port=port,
-                                dst_mac=mac_to_int(dst_mac), src_mac=mac_to_int(src_mac)),
-    )
-
-
-def port_capacity(port: int, capacity_bps: float) -> fy.P4TableEntry:
-    _check_port(port)
-    cap = dm.PortCapacity.from_bps(capacity_bps)
-    return fy.P4TableEntry(
-        f"{EGRESS}.port_config",
-        match=fy.P4TableMatch(egress_port=port),
-        action=fy.P4TableAction(f"{EGRESS}.set_port", cap_qkbps=cap.cap_qkbps,
-                                cap_kbps=cap.cap_kbps, cap_log7=cap.cap_log7),
-    )
-
-
-def port_loss(port: int, probability: float) -> fy.P4TableEntry:
-    _check_port(port)
-    return fy.P4TableEntry(
-        f"{INGRESS}.port_loss",
-        match=fy.P4TableMatch(egress_port=port),
-        action=fy.P4TableAction(f"{INGRESS}.set_loss", threshold=dm.loss_threshold(probability)),
-    )
+    pidx = port_index(port)
+    common = dict(port=port, pidx=pidx, macs=(mac_to_int(dst_mac) << 48) | mac_to_int(src_mac))
+    match = fy.P4TableMatch(dst_addr=(int(net.network_address), net.prefixlen))
+    if options.any:
+        extra = dict(loss_threshold=dm.loss_threshold(options.loss), options=options.options_word)
+        flows = fy.P4TableAction(f"{INGRESS}.route_checked", **common, slot_base=pidx * dm.FLOW_SLOTS, **extra)
+        other = fy.P4TableAction(f"{INGRESS}.route_other_checked", **common, **extra)
+    else:
+        flows = fy.P4TableAction(f"{INGRESS}.route", **common, slot_base=pidx * dm.FLOW_SLOTS)
+        other = fy.P4TableAction(f"{INGRESS}.route_other", **common)
+    return [fy.P4TableEntry(ROUTE_TABLES[0], match=match, action=flows),
+            fy.P4TableEntry(ROUTE_TABLES[1], match=match, action=other)]
 
 
 @dataclass(frozen=True)
 class WindowConfig:
-    """Measurement windows, both powers of two in microseconds."""
+    """Measurement windows, both powers of two in microseconds, and the frame
+    size BMv2's queue depth (in packets) is converted with."""
 
     window_us: int = 16_384
     flow_window_us: int = 131_072
@@ -89,49 +113,54 @@ class WindowConfig:
     def __post_init__(self) -> None:
         dm.check_power_of_two_us("window_us", self.window_us)
         dm.check_power_of_two_us("flow_window_us", self.flow_window_us)
+        if self.queue_unit_bytes <= 0:
+            raise dm.ConfigError(f"queue_unit_bytes must be positive, got {self.queue_unit_bytes}")
+
+    @property
+    def window_log2(self) -> int:
+        return self.window_us.bit_length() - 1
 
 
-def window_config(cfg: WindowConfig) -> fy.P4TableEntry:
+def port_capacity(port: int, capacity_bps: float, window: WindowConfig) -> fy.P4TableEntry:
+    """IC of `port` (bytes per window, kb/s, log7) for the window in `window`; the
+    action is the one of the window's size (its bytes -> kb/s shift)."""
+    _check_port(port)
+    cap = dm.PortCapacity.from_bps(capacity_bps, window.window_us)
     return fy.P4TableEntry(
-        f"{EGRESS}.window_config",
-        action=fy.P4TableAction(f"{EGRESS}.set_window",
-                                mask=dm.window_mask(cfg.window_us), window_us=cfg.window_us,
-                                flow_mask=dm.window_mask(cfg.flow_window_us),
-                                flow_window_us=cfg.flow_window_us),
-        is_default_action=True,
+        f"{INGRESS}.port_config",
+        match=fy.P4TableMatch(egress_port=port),
+        action=fy.P4TableAction(f"{INGRESS}.set_port_{window.window_log2}", cap_bytes=cap.cap_bytes,
+                                cap_kbps=cap.cap_kbps, cap_log7=cap.cap_log7),
     )
 
 
-def _split_lut_entries(table_hi: str, action_hi: str, key_hi: str,
-                       table_lo: str, action_lo: str, key_lo: str,
-                       lut: dm.SplitLut) -> list[fy.P4TableEntry]:
-    entries = [fy.P4TableEntry(f"{EGRESS}.{table_hi}", match=fy.P4TableMatch(**{key_hi: i}),
-                               action=fy.P4TableAction(f"{EGRESS}.{action_hi}", qkbps=v))
-               for i, v in enumerate(lut.hi)]
-    entries += [fy.P4TableEntry(f"{EGRESS}.{table_lo}", match=fy.P4TableMatch(**{key_lo: i}),
-                                action=fy.P4TableAction(f"{EGRESS}.{action_lo}", qkbps=v))
-                for i, v in enumerate(lut.lo)]
-    return entries
+def window_config(cfg: WindowConfig) -> list[fy.P4TableEntry]:
+    """The keyless table the controller sets by its default action: the masks and
+    lengths of the rate window and of the flow window."""
+    return [fy.P4TableEntry(f"{INGRESS}.window_config", is_default_action=True,
+                            action=fy.P4TableAction(f"{INGRESS}.roll_window",
+                                                    mask=dm.window_mask(cfg.window_us),
+                                                    window_us=cfg.window_us,
+                                                    flow_mask=dm.window_mask(cfg.flow_window_us) & dm.U32_MAX,
+                                                    flow_window_us=cfg.flow_window_us))]
 
 
-def rate_luts(cfg: WindowConfig) -> list[fy.P4TableEntry]:
-    """Length and queue -> rate tables for the window in `cfg` (insert once, then modify)."""
-    return (_split_lut_entries("len_rate_hi", "set_len_hi", "len_hi",
-                               "len_rate_lo", "set_len_lo", "len_lo", dm.length_lut(cfg.window_us))
-            + _split_lut_entries("queue_rate_hi", "set_q_hi", "q_hi",
-                                 "queue_rate_lo", "set_q_lo", "q_lo",
-                                 dm.queue_lut(cfg.window_us, cfg.queue_unit_bytes)))
+def queue_tables(cfg: WindowConfig) -> list[fy.P4TableEntry]:
+    """Queue depth (packets on BMv2) -> bytes, the BI of OBP eq. 6."""
+    return [fy.P4TableEntry(f"{INGRESS}.queue_bytes", match=fy.P4TableMatch(queue=q),
+                            action=fy.P4TableAction(f"{INGRESS}.set_queue_bytes", bytes=q * cfg.queue_unit_bytes))
+            for q in range(1, dm.QUEUE_TABLE_SIZE)]
 
 
 def flows_log_table() -> list[fy.P4TableEntry]:
-    return [fy.P4TableEntry(f"{EGRESS}.flows_log", match=fy.P4TableMatch(flows=z),
-                            action=fy.P4TableAction(f"{EGRESS}.set_flows_log7", log7=v))
+    return [fy.P4TableEntry(f"{INGRESS}.flows_log", match=fy.P4TableMatch(flows=z),
+                            action=fy.P4TableAction(f"{INGRESS}.set_share", log7=v))
             for z, v in dm.flows_log7_table().items()]
 
 
 def static_tables(cfg: WindowConfig) -> list[fy.P4TableEntry]:
     """Everything that depends only on the window configuration (no topology)."""
-    return rate_luts(cfg) + flows_log_table()
+    return queue_tables(cfg) + flows_log_table()
 
 
 @dataclass(frozen=True)
@@ -144,7 +173,7 @@ class Reservation:
     protocol: int | None = 17
     src_port: int | None = None
     dst_port: int | None = None
-    dscp: int = DSCP_EF
+    dscp: int = DSCP_AF11
     burst_bytes: int = 15_000
     priority: int = 10
 
@@ -178,10 +207,27 @@ def reservation(res: Reservation) -> tuple[fy.P4TableEntry, fy.P4DirectMeterEntr
     return entry, meter
 
 
+# Telemetry: one digest per egress port and closed measurement window
+# (p4src/v1model/bwn.p4, `port_telemetry_t`: the port's stamp register as the
+# window closes). BMv2's P4Runtime server cannot read registers, so the switch
+# pushes them; the digest costs the switch nothing on packets that do not close
+# a window.
+TELEMETRY_DIGEST = "port_telemetry_t"
+
+
 def telemetry_digest(max_timeout_ns: int = 0) -> fy.P4DigestEntry:
     """Enable the telemetry digest: one report per list, sent at once."""
     return fy.P4DigestEntry(TELEMETRY_DIGEST, max_list_size=1, max_timeout_ns=max_timeout_ns,
                             ack_timeout_ns=10_000_000)
+
+
+def _int32(value: int) -> int:
+    value &= dm.U32_MAX
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _bits(value: int, hi: int, lo: int) -> int:
+    return (value >> lo) & ((1 << (hi - lo + 1)) - 1)
 
 
 @dataclass(frozen=True)
@@ -189,24 +235,26 @@ class PortTelemetry:
     """One port's measurements over one closed window, in wire units (kb/s)."""
 
     port: int
-    window_start_us: int      # switch clock
+    window_start_us: int      # switch clock, low 32 bits
     capacity_kbps: float
-    rate_kbps: float
+    rate_kbps: float          # BR: bytes received for the port, as a rate
     avail_kbps: float         # OBP AB, negative under overload
-    queue_pkts: int
-    flows: int
+    queue_pkts: int           # BI's queue, at the window's start
+    flows: int                # EBN's N (occupied hash slots)
     ebn_code: int
 
     @classmethod
+    def from_stamp(cls, stamp: int) -> "PortTelemetry":
+        """Decode the 256-bit stamp register value (layout in p4src/v1model/bwn.p4)."""
+        return cls(port=_bits(stamp, 255, 224), window_start_us=_bits(stamp, 127, 96),
+                   capacity_kbps=float(_bits(stamp, 63, 32)), rate_kbps=float(_bits(stamp, 159, 128)),
+                   avail_kbps=float(_int32(_bits(stamp, 31, 0))), queue_pkts=_bits(stamp, 191, 160),
+                   flows=max(_bits(stamp, 223, 208), _bits(stamp, 207, 192)),
+                   ebn_code=_bits(stamp, 71, 64))
+
+    @classmethod
     def from_digest(cls, data: dict) -> "PortTelemetry":
-        avail = int(data["avail_qkbps"])
-        if avail >= 1 << 31:
-            avail -= 1 << 32
-        return cls(port=int(data["port"]), window_start_us=int(data["window_id"]) & ~1,
-                   capacity_kbps=int(data["capacity_qkbps"]) / dm.QKBPS_PER_KBPS,
-                   rate_kbps=int(data["rate_qkbps"]) / dm.QKBPS_PER_KBPS,
-                   avail_kbps=avail / dm.QKBPS_PER_KBPS, queue_pkts=int(data["queue_pkts"]),
-                   flows=int(data["flows"]), ebn_code=int(data["share_ebn"]))
+        return cls.from_stamp(int(data["stamp"]))
 
 
 def chunks(entities: Iterable, size: int = 200) -> Iterable[list]:

@@ -48,7 +48,9 @@ class PortPlan:
     queue_packets: int = 100
     frame_bytes: int = 1066                   # mean frame size for BMv2's packets/s rate
     loss: float = 0.0
-    reserved_bps: float = 0.0                 # served from priority queue 7 (GTCP)
+    # Assured Forwarding (GTCP reservations leave by this port): out-of-profile and
+    # best-effort packets are dropped while the queue holds this many packets (0 = off).
+    af_queue_packets: int = 0
 
 
 @dataclass
@@ -100,17 +102,15 @@ class BwnController:
         plan = self.plans[sw.name]
         LOG.info("%s ready (session %d): installing state", sw.name, self.ready_count[sw.name] + 1)
         await sw.delete_all()
-        await sw.modify([ent.window_config(self.window)])
+        await sw.modify(ent.window_config(self.window))
         for batch in ent.chunks(ent.static_tables(self.window)):
             await sw.insert(batch)
-        await sw.insert([ent.route(*r) for r in plan.routes])
+        for batch in ent.chunks(route_entries(plan)):
+            await sw.insert(batch)
         try:
             await sw.insert([ent.telemetry_digest()])
         except fy.P4ClientError:  # same switch, new session: the digest is still configured
             await sw.modify([ent.telemetry_digest()])
-        for pp in plan.ports:
-            if pp.loss > 0:
-                await sw.insert([ent.port_loss(pp.port, pp.loss)])
         for res in plan.reservations:
             entry, meter = ent.reservation(res)
             await sw.insert([entry])
@@ -128,15 +128,10 @@ class BwnController:
 
     async def _apply_rate(self, sw: fy.Switch, plan: SwitchPlan, pp: PortPlan, rate_bps: float,
                           queues: QueueControl, first: bool = False) -> None:
-        entity = ent.port_capacity(pp.port, rate_bps)
+        entity = ent.port_capacity(pp.port, rate_bps, self.window)
         await (sw.insert([entity]) if first else sw.modify([entity]))
-        best_effort_bps = max(rate_bps - pp.reserved_bps, 1000.0)
-        pps = bmv2_queue_rate_pps(best_effort_bps, pp.frame_bytes)
-        if pp.reserved_bps > 0:
-            queues.set_rate(pp.port, bmv2_queue_rate_pps(pp.reserved_bps, pp.frame_bytes), priority=7)
-            queues.set_rate(pp.port, pps, priority=0)
-        else:
-            queues.set_rate(pp.port, pps)
+        pps = bmv2_queue_rate_pps(rate_bps, pp.frame_bytes)
+        queues.set_rate(pp.port, pps)
         self.applied_bps[(plan.name, pp.port)] = rate_bps
         self._cap_csv.writerow([f"{self.now_s():.3f}", pp.link, plan.name, pp.port, f"{rate_bps:.0f}", f"{pps:.2f}"])
         self._cap_file.flush()
@@ -222,6 +217,22 @@ class BwnController:
             await asyncio.gather(*tasks, return_exceptions=True)
             self._cap_file.close()
             self._tel_file.close()
+
+
+def route_entries(plan: SwitchPlan) -> list:
+    """The routing entries of `plan`, each with the options of its egress port
+    (loss, Assured Forwarding) and whether this switch is the edge of a
+    reservation to the route's destination."""
+    ports = {pp.port: pp for pp in plan.ports}
+    reserved_dsts = {r.dst for r in plan.reservations}
+    out = []
+    for prefix, port, dst_mac, src_mac in plan.routes:
+        pp = ports.get(port)
+        options = ent.PortOptions(loss=pp.loss if pp else 0.0,
+                                  reservations=prefix.split("/")[0] in reserved_dsts,
+                                  af_queue_packets=pp.af_queue_packets if pp else 0)
+        out += ent.route(prefix, port, dst_mac, src_mac, options)
+    return out
 
 
 def _reconnect_queues(thrift_port: int, old: QueueControl) -> QueueControl:

@@ -75,7 +75,7 @@ class BwnTest(BaseTest):
     def connect(self, name: str, addr: str) -> SyncSwitch:
         sw = SyncSwitch(name, addr, device_id=0, p4info=self.p4info, p4blob=self.p4blob)
         sw.delete_all()
-        sw.modify([ent.window_config(self.window_cfg)])
+        sw.modify(ent.window_config(self.window_cfg))
         sw.insert(ent.static_tables(self.window_cfg))
         return sw
 
@@ -95,11 +95,16 @@ class BwnTest(BaseTest):
         BaseTest.tearDown(self)
 
     # -- configuration helpers ------------------------------------------------------
-    def add_hosts(self, ports: Iterable[int] = (1, 2, 3, 4)) -> None:
-        self.sw1.insert([ent.route(f"{HOST_IP[p]}/32", p, HOST_MAC[p], SWITCH_MAC) for p in ports])
+    def add_hosts(self, ports: Iterable[int] = (1, 2, 3, 4), options: dict[int, ent.PortOptions] | None = None,
+                  modify: bool = False) -> None:
+        """Routes to the hosts behind `ports` (each route with its port's options)."""
+        options = options or {}
+        entries = [e for p in ports
+                   for e in ent.route(f"{HOST_IP[p]}/32", p, HOST_MAC[p], SWITCH_MAC, options.get(p, ent.PortOptions()))]
+        (self.sw1.modify if modify else self.sw1.insert)(entries)
 
     def set_capacity(self, port: int, capacity_bps: float, sw: SyncSwitch | None = None) -> None:
-        (sw or self.sw1).insert([ent.port_capacity(port, capacity_bps)])
+        (sw or self.sw1).insert([ent.port_capacity(port, capacity_bps, self.window_cfg)])
 
     def settle(self, windows: int = 2) -> None:
         """Let stale measurement windows from earlier tests expire."""

@@ -9,12 +9,28 @@ from bwn.controller import dataplane_math as dm
 from bwn.wire import ebn_encode_kbps
 
 
-@pytest.mark.parametrize("window_us", [2**10, 2**14, 2**17, 2**20])
-def test_length_lut_is_rate_of_one_packet_per_window(window_us):
-    lut = dm.length_lut(window_us)
-    for length in (0, 1, 31, 32, 64, 577, 1000, 1514, 2047):
-        exact_qkbps = length * 8 / (window_us / 1e6) / 250  # bits per window -> quarter kb/s
-        assert abs(lut(length) - exact_qkbps) <= 1.0, (length, lut(length), exact_qkbps)
+@pytest.mark.parametrize("window_us", [2**6, 2**10, 2**14, 2**17, 2**20, 2**24])
+def test_bytes_per_window_to_kbps_is_floor_of_exact(window_us):
+    """(x * 125) >> (k - 6) == floor(x * 8000 / W): exact, for AB of either sign."""
+    for x in (0, 1, 7, 125, 1000, 20_480, 1_000_000, -1, -1500, -20_480, -1_000_000):
+        assert dm.window_bytes_to_kbps(x, window_us) == math.floor(x * 8000 / window_us), x
+
+
+def test_capacity_bytes_per_window_rounds_to_the_byte():
+    assert dm.capacity_bytes_per_window(10e6, 16_384) == 20_480
+    assert dm.capacity_bytes_per_window(100e3, 2**18) == 3_277   # 3276.8
+    # Back to kb/s within one window's rounding.
+    for bps, w in ((100e3, 2**18), (2e6, 2**14), (1e9, 2**12)):
+        cap = dm.capacity_bytes_per_window(bps, w)
+        assert abs(dm.window_bytes_to_kbps(cap, w) - bps / 1000) <= 1 + 0.5 * 8000 / w
+
+
+def test_expected_avail_is_ic_minus_br_minus_bi():
+    # 10 Mb/s, 16.384 ms: IC = 20 480 bytes; 12 000 received, 3 packets of 1514 queued.
+    ab = dm.expected_avail_kbps(10e6, 16_384, received_bytes=12_000, queued=3, queue_unit_bytes=1514)
+    assert ab == math.floor((20_480 - 12_000 - 3 * 1514) * 8000 / 16_384)
+    # Overload: negative, as deep as the excess.
+    assert dm.expected_avail_kbps(10e6, 16_384, 40_960, 0, 1514) == -10_000
 
 
 def test_window_must_be_power_of_two():
@@ -24,10 +40,12 @@ def test_window_must_be_power_of_two():
             dm.window_mask(bad)
 
 
-def test_queue_lut_uses_assumed_packet_size():
-    lut = dm.queue_lut(2**14, 1500)
-    # 10 full packets drained in 16.384 ms = 7.32 Mb/s = 29297 qkbps.
-    assert abs(lut(10) - 10 * 1500 * 8 / 0.016384 / 250) <= 1
+def test_queue_lut_is_depth_times_frame_size():
+    lut = dm.queue_lut(1500)
+    for depth in (0, 1, 10, 31, 32, 100, 2047):
+        assert abs(lut(depth) - depth * 1500) <= 1, depth
+    with pytest.raises(dm.ConfigError):
+        dm.queue_lut(0)
 
 
 def test_linear_counting_corrects_collisions():
@@ -50,10 +68,10 @@ def test_ebn_share_code_matches_wire_encoding():
 
 
 def test_capacity_and_loss_ranges():
-    cap = dm.PortCapacity.from_bps(10e6)
-    assert (cap.cap_kbps, cap.cap_qkbps, cap.cap_log7) == (10_000, 40_000, round(128 * math.log2(10_000)))
-    with pytest.raises(dm.ConfigError):
-        dm.PortCapacity.from_bps(600e9)
+    cap = dm.PortCapacity.from_bps(10e6, 16_384)
+    assert (cap.cap_kbps, cap.cap_bytes, cap.cap_log7) == (10_000, 20_480, round(128 * math.log2(10_000)))
+    with pytest.raises(dm.ConfigError, match="shorter window"):
+        dm.PortCapacity.from_bps(600e9, 2**20)
     with pytest.raises(dm.ConfigError):
         dm.PortCapacity.from_bps(10)
     assert dm.loss_threshold(0.5) == 2**31

@@ -62,13 +62,19 @@ def test_push_schedule_telemetry_and_reconnect(switch, tmp_path):
         run = asyncio.create_task(ctl.run(duration_s=None, ready=ready))
         await asyncio.wait_for(ready.wait(), 30)
         sw = ctl.switches[0]
-        routes = await table_entries(sw, f"{ent.INGRESS}.ipv4_lpm")
-        assert len(routes) == 1
-        assert len(await table_entries(sw, f"{ent.INGRESS}.port_loss")) == 1
-        assert len(await table_entries(sw, f"{ent.INGRESS}.reservations")) == 1
-        assert len(await table_entries(sw, f"{ent.EGRESS}.flows_log")) == 256
+        [route] = await table_entries(sw, f"{ent.INGRESS}.ipv4_lpm")
+        # The port is lossy and this switch is the reservation's edge: the route checks both.
+        assert route.action.name == "route_checked"  # finsy reads back the alias
+        assert route.action.args["loss_threshold"] == round(0.01 * 2**32)
+        assert route.action.args["options"] >> 31 == 1
+        assert len(await table_entries(sw, f"{ent.INGRESS}.ipv4_lpm_other")) == 1
+        [res] = await table_entries(sw, f"{ent.INGRESS}.reservations")
+        # The meter is configured with the reservation's rate (read back).
+        [meter] = [m async for m in sw.read(fy.P4DirectMeterEntry(table_entry=res))]
+        assert meter.config.cir == 1e6 / 8 and meter.config.pir == 1e6 / 8
+        assert len(await table_entries(sw, f"{ent.INGRESS}.flows_log")) == 256
         await asyncio.sleep(1.5)  # the step to 2 Mb/s is applied
-        [cap] = await table_entries(sw, f"{ent.EGRESS}.port_config")
+        [cap] = await table_entries(sw, f"{ent.INGRESS}.port_config")
         assert cap.action.args["cap_kbps"] == 2000
         # Kill the switch and start it again: the controller reinstalls everything.
         switch.stop()
@@ -80,7 +86,7 @@ def test_push_schedule_telemetry_and_reconnect(switch, tmp_path):
             await asyncio.sleep(0.2)
         assert ctl.ready_count["s1"] >= 2, "controller did not notice the restart"
         assert len(await table_entries(sw, f"{ent.INGRESS}.ipv4_lpm")) == 1
-        [cap] = await table_entries(sw, f"{ent.EGRESS}.port_config")
+        [cap] = await table_entries(sw, f"{ent.INGRESS}.port_config")
         assert cap.action.args["cap_kbps"] == 2000
         await asyncio.sleep(0.5)
         run.cancel()

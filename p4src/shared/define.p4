@@ -44,6 +44,15 @@
 #define LUT_HI_SIZE 64        /* covers x < 2048 */
 #define LUT_LO_SIZE 32
 
+/* Queue depth (packets on BMv2) -> bytes: one exact table up to this depth. */
+#define QUEUE_TABLE_SIZE 4096
+
+/* v1model digest receiver of the per-port telemetry (one per closed window). */
+#define TELEMETRY_DIGEST_RECEIVER 1
+
+/* v1model's drop port (egress_spec after mark_to_drop). */
+#define DROP_PORT 511
+
 /* Reason codes of the drop counter. */
 #define DROP_NO_ROUTE 0
 #define DROP_TTL 1
@@ -51,14 +60,18 @@
 #define DROP_BWN_MALFORMED 3
 #define DROP_RANDOM_LOSS 4
 #define DROP_NOT_IPV4 5
+#define DROP_AF_OUT_OF_PROFILE 6   /* Assured Forwarding: queue above the threshold */
 #define DROP_REASONS 8
 
-/* Meter colours (v1model / PSA numbering). */
+/* Meter colours (v1model / PSA numbering); METER_NONE: no reservation matched. */
 #define METER_GREEN 0
+#define METER_NONE 0xFF
 
-/* Queue priorities: reserved (conforming) traffic is served first. */
-#define PRIO_BEST_EFFORT 0
-#define PRIO_RESERVED 7
+/* DiffServ code points of GTCP reservations (RFC 2597 Assured Forwarding):
+ * in profile AF11 (low drop precedence), the excess of a reservation AF13. */
+#define DSCP_AF11 10
+#define DSCP_AF13 14
+
 
 typedef bit<9>  PortId_t;       /* TNA-like names, so shared code reads the same */
 typedef bit<48> mac_addr_t;

@@ -32,11 +32,51 @@ header ipv4_t {
     ipv4_addr_t dst_addr;
 }
 
+/* The same IPv4 header in two parts, for targets that hash the flow key
+ * (addresses and ports) as headers: BMv2 copies a list of fields into
+ * temporaries before hashing it, but not a header. */
+header ipv4_head_t {
+    bit<4>      version;
+    bit<4>      ihl;
+    bit<6>      dscp;
+    bit<2>      ecn;
+    bit<16>     total_len;
+    bit<16>     identification;
+    bit<1>      flag_reserved;
+    bit<1>      flag_df;
+    bit<1>      flag_mf;
+    bit<13>     frag_offset;
+    bit<8>      ttl;
+    bit<8>      protocol;
+    bit<16>     hdr_checksum;
+}
+
+header ipv4_addrs_t {
+    ipv4_addr_t src_addr;
+    ipv4_addr_t dst_addr;
+}
+
+/* IPv4 addresses and the TCP/UDP ports that follow them when the IPv4 header
+ * has no options: the 5-tuple but the protocol, in one header, so that a
+ * target can hash it (or match on it) as it stands. */
+header flow_key_t {
+    ipv4_addr_t src_addr;
+    ipv4_addr_t dst_addr;
+    bit<16>     src_port;
+    bit<16>     dst_port;
+}
+
 /* TCP: only the ports are needed (flow hashing, reservations), so only they
  * are extracted; a TCP segment is never modified. */
 header l4_ports_t {
     bit<16> src_port;
     bit<16> dst_port;
+}
+
+/* The UDP header after its ports (targets that parse ports as l4_ports_t). */
+header udp_tail_t {
+    bit<16> length;
+    bit<16> checksum;
 }
 
 header udp_t {
@@ -61,6 +101,13 @@ header bwn_t {
     bit<8>  echo_hop_count;
     bit<8>  flags;
     bit<16> reserved;
+}
+
+/* Parser errors the switch counts as drop reasons (docs/wire-format.md). */
+error {
+    NotIPv4,
+    IPv4HeaderTooShort,
+    TtlExpired
 }
 
 struct headers_t {

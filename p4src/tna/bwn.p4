@@ -47,6 +47,10 @@ const roll_t ROLL_SAME = 0;   /* packet belongs to the open window */
 const roll_t ROLL_NEXT = 1;   /* window rolled over; the closed one was the previous window */
 const roll_t ROLL_GAP  = 2;   /* window rolled over after >= 1 window without packets (idle) */
 
+/* Queues of reserved (conforming) and best-effort traffic. */
+#define PRIO_BEST_EFFORT 0
+#define PRIO_RESERVED 7
+
 /* UDP length of a complete BWN packet: UDP header (8) + BWN header (24). */
 const bit<16> BWN_MIN_UDP_LENGTH = 32;
 

@@ -6,16 +6,31 @@
  *   - EBN (Dutta & Zhang): per-flow fair share of each egress link, stamped as
  *     an 8-bit log code, the minimum along the path;
  *   - OBP (Loureiro & Monteiro): "narrow link" (min capacity) and "tight link"
- *     (min available bandwidth, AB = IC - BR - BI, OBP eq. 6).
+ *     (min available bandwidth, AB = IC - BR - BI, OBP eq. 6),
  * plus what the papers' scenarios need from a switch: IPv4 LPM forwarding,
- * per-port random loss (lossy wireless links: SARBE, DFT) and per-flow meters
- * that serve reserved traffic from a priority queue (GTCP).
+ * per-port random loss (lossy wireless links: SARBE, DFT), and GTCP
+ * reservations as RFC 2597 Assured Forwarding (meter and mark at the edge,
+ * drop out-of-profile traffic first at a congested port, never reorder a flow).
  *
  * Arithmetic is Tofino-friendly: no division, no multiplication or shift by a
- * runtime value. Rates come from power-of-two measurement windows (aligned by
- * a mask); bytes-per-window to rate conversion and log2 are lookup tables the
- * controller fills (controller/dataplane_math.py). docs/dataplane.md derives
- * every approximation and its error.
+ * runtime value. Measurement windows are powers of two (aligned by a mask),
+ * byte counts are exact, and the conversions to kb/s happen once per window,
+ * with constant shifts or controller lookup tables (docs/dataplane.md derives
+ * every approximation and its error).
+ *
+ * Cost on BMv2 (docs/dataplane.md, "Per-packet cost on BMv2"): BMv2 interprets
+ * the program, and what a packet pays for is, above all, every field it writes
+ * (about 700 instructions each, with the fast build: BMv2 keeps values as GMP
+ * integers and re-serialises a field on every write), and every metadata
+ * field, which BMv2 zeroes for every packet. So:
+ *   - a packet's whole common path is the one action of a routing table; per
+ *     port state the packet needs is packed into one register (one read, one
+ *     write) and action parameters carry everything else;
+ *   - metadata is a handful of wide fields, reused by the rare paths;
+ *   - the rare paths (a measurement window closes, a flow is new in its flow
+ *     window, a port has options) are branches taken only when needed;
+ *   - no `return`, no `?:` in apply blocks, no expression handed to an extern:
+ *     p4c turns each of them into more metadata and more tables on BMv2.
  */
 #include <core.p4>
 #include <v1model.p4>
@@ -23,128 +38,185 @@
 #include "../shared/define.p4"
 #include "../shared/headers.p4"
 
-struct metadata_t {
-    bit<32>  port_idx;
-    /* port_config */
-    bit<1>   port_configured;
-    qkbps_t  cap_qkbps;
-    bit<32>  cap_kbps;
-    log7_t   cap_log7;
-    /* length and queue -> rate conversion */
-    qkbps_t  len_hi_qkbps;
-    qkbps_t  len_lo_qkbps;
-    qkbps_t  q_hi_qkbps;
-    qkbps_t  q_lo_qkbps;
-    /* window configuration */
-    bit<48>  window_mask;
-    bit<32>  window_us;
-    bit<48>  flow_window_mask;
-    bit<32>  flow_window_us;
-    /* flow hashing */
-    bit<16>  l4_src_port;
-    bit<16>  l4_dst_port;
-    bit<16>  flows_n;
-    log7_t   flows_log7;
-    /* ingress */
-    bit<32>  loss_threshold;
-    bit<2>   meter_color;
-    bit<6>   reserved_dscp;
-    bit<1>   is_reserved;
+/* Headers as BMv2 handles them cheaply: the same bytes as p4src/shared's
+ * headers (docs/wire-format.md), with fields that are always written together
+ * merged into one, so that one write does (BMv2 pays per field written, per
+ * field extracted and per field emitted):
+ *   - Ethernet: both MAC addresses (rewritten by every route);
+ *   - BWN: hop count ++ EBN code, and narrow ++ tight link (each pair is
+ *     stamped at once), the echo (never touched by a switch) as one field;
+ *   - IPv4 in two parts: the head, then either the flow key (TCP and UDP
+ *     without IPv4 options: addresses and ports, one header that BMv2 hashes
+ *     without copying it) or only the addresses (everything else). */
+header ethernet_v1_t {
+    bit<96> macs;            /* dst_addr ++ src_addr */
+    bit<16> ether_type;
 }
 
-/*************************************************************************
- *  Per-port measurements shared by egress (which writes them when a window
- *  closes) and ingress (which reports them to the controller in a digest:
- *  BMv2's P4Runtime server cannot read registers, and v1model digests can only
- *  be sent from ingress). Indexed by egress port.
- *************************************************************************/
-register<bit<32>>(MAX_PORTS)  window_id;        /* (now & window_mask) | 1 of the current window */
-register<qkbps_t>(MAX_PORTS)  last_rate_qkbps;  /* rate of the last complete window (BR) */
-register<bit<32>>(MAX_PORTS)  queue_pkts;       /* queue at the start of the current window, packets */
-register<bit<32>>(MAX_PORTS)  avail_qkbps;      /* AB = IC - BR - BI (int32 as bits) */
-register<qkbps_t>(MAX_PORTS)  capacity_qkbps;   /* IC used for the last AB */
-register<bit<32>>(MAX_PORTS)  flows_current;    /* distinct hash slots seen this flow window */
-register<bit<32>>(MAX_PORTS)  flows_last;       /* ... in the last complete flow window */
-register<bit<32>>(MAX_PORTS)  share_ebn;        /* EBN code of the port's per-flow share */
+header bwn_v1_t {
+    bit<8>  version_kind;    /* version ++ kind */
+    bit<16> hop_ebn;         /* hop_count ++ ebn_code */
+    bit<8>  echo_ebn_code;
+    bit<64> narrow_tight;    /* narrow_kbps ++ tight_kbps (int32) */
+    bit<96> echo;            /* echo_narrow_kbps, echo_tight_kbps, echo_hop_count, flags, reserved */
+}
 
-/* One telemetry report per port and measurement window (P4Runtime digest). */
+struct v1_headers_t {
+    ethernet_v1_t ethernet;
+    ipv4_head_t   ipv4;
+    flow_key_t    fk;
+    ipv4_addrs_t  addrs;
+    udp_tail_t    udp;
+    bwn_v1_t      bwn;
+}
+
+/* min() without a branch (BMv2 evaluates it as one expression): b ^ ((a ^ b) & mask),
+ * mask all ones when a < b. */
+#define MIN_U8(a, b)  ((b) ^ (((a) ^ (b)) & (8w0 - (bit<8>)(bit<1>)((a) < (b)))))
+#define MIN_U32(a, b) ((b) ^ (((a) ^ (b)) & (32w0 - (bit<32>)(bit<1>)((a) < (b)))))
+#define MIN_S32(a, b) ((b) ^ (((a) ^ (b)) & (32w0 - (bit<32>)(bit<1>)((int<32>)(a) < (int<32>)(b)))))
+
+/* The telemetry digest of a closed window: the port's stamp register as it is
+ * written then (layout below, at `stamp`). */
 struct port_telemetry_t {
-    bit<16> port;
-    bit<32> window_id;        /* switch time of the window start, us (| 1) */
-    bit<32> capacity_qkbps;
-    bit<32> rate_qkbps;
-    bit<32> avail_qkbps;      /* two's complement */
-    bit<32> queue_pkts;
-    bit<32> flows;
-    bit<32> share_ebn;
+    bit<256> stamp;
+}
+
+/* Every field costs every packet a reset: few, wide, reused. */
+struct metadata_t {
+    bit<176> ps;         /* port_state of the egress port, see below */
+    bit<32>  pidx;       /* per-port register index of the egress port */
+    bit<32>  slot_idx;   /* this flow's hash slot (port-major) */
+    bit<32>  slot_seen;  /* flow epoch in which that slot was last seen */
+    bit<32>  a;          /* working values of the rare paths */
+    bit<32>  b;
+    bit<19>  q;          /* a queue depth read back (the width BMv2 reports) */
+    bit<256> t;          /* the port's stamp (with its telemetry) being built or read */
 }
 
 /*************************************************************************
- *  Parser
+ *  Per-port state, indexed by the port index (pidx < MAX_PORTS) the
+ *  controller gives with each route (the port itself on BMv2). The
+ *  controller reads them over Thrift as telemetry.
  *************************************************************************/
-parser BwnParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
+/* port_state = rx_mark[175:144] ++ rx_bytes[143:112] ++ window_end[111:64]
+ *              ++ flow_epoch[63:32] ++ flows_current[31:16] ++ flows_last[15:0]:
+ *   rx_bytes:   bytes received for the port (OBP's BR, eq. 6), cumulative,
+ *               wrapping at 2^32; read and written by every packet;
+ *   rx_mark:    rx_bytes when the last window closed;
+ *   window_end: switch time (us) the current measurement window ends;
+ *   flow_epoch: (now & flow_mask) | 1 of the current flow window;
+ *   flows:      EBN's active flows (linear counting): hash slots seen in the
+ *               current flow window, and in the last complete one. */
+register<bit<176>>(MAX_PORTS) port_state;
+#define PS_MARK(x)    x[175:144]
+#define PS_RX(x)      x[143:112]
+#define PS_END(x)     x[111:64]
+#define PS_EPOCH(x)   x[63:32]
+#define PS_CURRENT(x) x[31:16]
+#define PS_LAST(x)    x[15:0]
+/* stamp: what a DATA packet is stamped with (narrow 0: the port is not
+ * configured and stamps nothing), written when a window closes or the flow
+ * count changes, and the telemetry of the last closed window, which the
+ * switch also sends to the controller as a digest when the window closes
+ * (BMv2's P4Runtime server cannot read registers). Layout (bits):
+ *   [255:224] port          [223:208] flows current  [207:192] flows last
+ *   [191:160] queue (pkts)  [159:128] BR (kb/s)      [127:96]  window start (us)
+ *   [87:72]   log7(IC)      [71:64]   EBN code       [63:32]   IC (kb/s)
+ *   [31:0]    AB (kb/s, int32) */
+register<bit<256>>(MAX_PORTS) stamp;
+#define ST_LOG7(x)   x[87:72]
+#define ST_EBN(x)    x[71:64]
+#define ST_NARROW(x) x[63:32]
+#define ST_AVAIL(x)  x[31:0]
+#define ST_FLOWS(x)  x[223:192]
+#define WINDOW_CLOSED 0x7FFFF   /* meta.q once a window's telemetry is in t */
+register<bit<32>>(MAX_PORTS * FLOW_SLOTS) flow_slot;  /* epoch in which a slot was last seen */
+/* egress: the queue the port's last packet left behind (AF drops, BI) */
+register<bit<19>>(MAX_PORTS)  queue_depth;
+
+/*************************************************************************
+ *  Parser. Malformed input ends with a parser error that the ingress counts
+ *  and drops (docs/wire-format.md, "Packets that are not well formed").
+ *************************************************************************/
+parser BwnParser(packet_in packet, out v1_headers_t hdr, inout metadata_t meta,
                  inout standard_metadata_t standard_metadata) {
     state start {
         packet.extract(hdr.ethernet);
         transition select(hdr.ethernet.ether_type) {
             ETHERTYPE_IPV4: parse_ipv4;
-            default: accept;
+            default: not_ipv4;
         }
+    }
+
+    state not_ipv4 {
+        verify(false, error.NotIPv4);  /* hosts use static ARP; see docs/wire-format.md */
+        transition accept;
     }
 
     /* Only IPv4 without options and not fragmented is parsed beyond IP:
-     * options and fragments are routed but never stamped. */
+     * options and fragments are routed but never stamped nor counted as flows. */
     state parse_ipv4 {
         packet.extract(hdr.ipv4);
-        transition select(hdr.ipv4.ihl, hdr.ipv4.flag_mf, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
-            (5, 0, 0, IP_PROTO_UDP): parse_udp;
-            (5, 0, 0, IP_PROTO_TCP): parse_tcp;
-            default: accept;
+        transition select(hdr.ipv4.ihl, hdr.ipv4.ttl, hdr.ipv4.flag_mf, hdr.ipv4.frag_offset,
+                          hdr.ipv4.protocol) {
+            (0 &&& 0xC, _, _, _, _): ipv4_too_short;          /* IHL 0..3 */
+            (4, _, _, _, _): ipv4_too_short;
+            (_, 0 &&& 0xFE, _, _, _): ttl_expired;            /* TTL 0 or 1 */
+            (5, _, 0, 0, IP_PROTO_UDP): parse_udp;
+            (5, _, 0, 0, IP_PROTO_TCP): parse_tcp;
+            default: parse_addrs;
         }
     }
 
+    state parse_addrs {
+        packet.extract(hdr.addrs);
+        transition accept;
+    }
+
+    state ipv4_too_short {
+        verify(false, error.IPv4HeaderTooShort);
+        transition accept;
+    }
+
+    state ttl_expired {
+        verify(false, error.TtlExpired);
+        transition accept;
+    }
+
     state parse_tcp {
-        packet.extract(hdr.tcp);
+        packet.extract(hdr.fk);
         transition accept;
     }
 
     state parse_udp {
+        packet.extract(hdr.fk);
         packet.extract(hdr.udp);
-        transition select(hdr.udp.dst_port) {
+        transition select(hdr.fk.dst_port) {
             BWN_UDP_PORT: parse_bwn;
             default: accept;
         }
     }
 
-    /* A truncated BWN header ends parsing with error.PacketTooShort; the
-     * ingress drops it (docs/wire-format.md, "Packets that are not well formed"). */
+    /* A truncated BWN header ends parsing with error.PacketTooShort. */
     state parse_bwn {
         packet.extract(hdr.bwn);
         transition accept;
     }
 }
 
-control BwnVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
-    apply { }  /* IPv4 checksums are updated incrementally, not verified */
-}
-
-/* RFC 1624 eq. 3: HC' = ~(~HC + ~m + m'), one's complement, end-around carry. */
-bit<16> csum16_replace(in bit<16> hc, in bit<16> old_word, in bit<16> new_word) {
-    bit<32> sum = (bit<32>)(~hc) + (bit<32>)(~old_word) + (bit<32>)new_word;
-    sum = (sum & 0xffff) + (sum >> 16);
-    sum = (sum & 0xffff) + (sum >> 16);
-    return ~(sum[15:0]);
+control BwnVerifyChecksum(inout v1_headers_t hdr, inout metadata_t meta) {
+    apply { }  /* IPv4 checksums are updated incrementally, never recomputed */
 }
 
 /*************************************************************************
- *  Ingress: forwarding, random loss, reservation meters
+ *  Ingress: forwarding, measurement, random loss, reservations
  *************************************************************************/
-control BwnIngress(inout headers_t hdr, inout metadata_t meta,
+control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
                    inout standard_metadata_t standard_metadata) {
 
     counter(DROP_REASONS, CounterType.packets) drop_counter;
-    direct_meter<bit<2>>(MeterType.bytes) reservation_meter;
-    register<bit<32>>(MAX_PORTS) reported_window;  /* last window reported per port */
+    direct_meter<bit<32>>(MeterType.bytes) reservation_meter;
 
     action drop_with(bit<32> reason) {
         drop_counter.count(reason);
@@ -155,349 +227,385 @@ control BwnIngress(inout headers_t hdr, inout metadata_t meta,
         drop_with(DROP_NO_ROUTE);
     }
 
-    /* Next hop: egress port and the Ethernet addresses of that hop. */
-    action route(PortId_t port, mac_addr_t dst_mac, mac_addr_t src_mac) {
+    /* ---- the common path: one action per packet ------------------------- */
+    /* Next hop (port, MACs), TTL with its checksum (RFC 1624 eq. 3; a TTL
+     * decrement adds the constant ~m + m' = 0xFEFF, so IPv4 options stay
+     * correct), and the port's state: its received bytes grow by this packet
+     * (OBP's BR counts bytes received, before any queue can drop them). */
+    action forward(PortId_t port, bit<32> pidx, bit<96> macs) {
         standard_metadata.egress_spec = port;
-        hdr.ethernet.dst_addr = dst_mac;
-        hdr.ethernet.src_addr = src_mac;
+        hdr.ethernet.macs = macs;
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+        /* ~(~HC + 0xFEFF) in one's complement: the 16-bit sum plus its carry,
+         * which occurs exactly when ~HC > 0x0100. */
+        hdr.ipv4.hdr_checksum = ~(~hdr.ipv4.hdr_checksum + 16w0xFEFF
+                                  + (bit<16>)(bit<1>)(~hdr.ipv4.hdr_checksum > 16w0x0100));
+        meta.pidx = pidx;
+        port_state.read(meta.ps, pidx);
+        meta.ps = meta.ps + ((bit<176>)standard_metadata.packet_length << 112);
+        port_state.write(pidx, meta.ps);
+    }
+
+    /* A TCP or UDP packet also looks up its flow's hash slot (EBN's N). */
+    action look_up_flow(bit<32> slot_base) {
+        hash(meta.slot_idx, HashAlgorithm.crc32, slot_base, hdr.fk, (bit<32>)FLOW_SLOTS);
+        flow_slot.read(meta.slot_seen, meta.slot_idx);
+    }
+
+    action route(PortId_t port, bit<32> pidx, bit<32> slot_base, bit<96> macs) {
+        forward(port, pidx, macs);
+        look_up_flow(slot_base);
+    }
+
+    /* A route whose egress port has options: random loss (threshold =
+     * round(p * 2^32), 0 = none), and `options` = reservations (bit 31: this
+     * switch is the edge of reservations to this destination) | Assured
+     * Forwarding threshold (bits 30..0: out-of-profile and best-effort
+     * packets are dropped while the port's queue holds that many packets;
+     * 0 = off). Options are never 0 on such a route. */
+    action route_checked(PortId_t port, bit<32> pidx, bit<32> slot_base, bit<96> macs,
+                         bit<32> loss_threshold, bit<32> options) {
+        forward(port, pidx, macs);
+        look_up_flow(slot_base);
+        meta.a = loss_threshold;
+        meta.b = options;
+    }
+
+    /* IPv4 packets other than TCP/UDP without options: routed and measured,
+     * not counted as flows. The controller writes the same routes to both
+     * tables (the destination address is in a different header). */
+    action route_other(PortId_t port, bit<32> pidx, bit<96> macs) {
+        forward(port, pidx, macs);
+    }
+
+    action route_other_checked(PortId_t port, bit<32> pidx, bit<96> macs,
+                               bit<32> loss_threshold, bit<32> options) {
+        forward(port, pidx, macs);
+        meta.a = loss_threshold;
+        meta.b = options;
     }
 
     table ipv4_lpm {
-        key = { hdr.ipv4.dst_addr : lpm @name("dst_addr"); }
-        actions = { route; drop_no_route; }
+        key = { hdr.fk.dst_addr : lpm @name("dst_addr"); }
+        actions = { route; route_checked; drop_no_route; }
         default_action = drop_no_route();
         size = 1024;
     }
 
-    /* Random loss on an egress port: drop when a uniform 32-bit number is below
-     * threshold = round(p * 2^32) (resolution 2.3e-10, so 0.001 % is exact enough). */
-    action set_loss(bit<32> threshold) {
-        meta.loss_threshold = threshold;
+    table ipv4_lpm_other {
+        key = { hdr.addrs.dst_addr : lpm @name("dst_addr"); }
+        actions = { route_other; route_other_checked; drop_no_route; }
+        default_action = drop_no_route();
+        size = 1024;
     }
 
-    table port_loss {
-        key = { standard_metadata.egress_spec : exact @name("egress_port"); }
-        actions = { set_loss; NoAction; }
-        default_action = NoAction();
-        size = MAX_PORTS;
+    /* ---- options of a route ---------------------------------------------- */
+    /* Random loss: drop when a uniform 32-bit draw is below the threshold. */
+    action random_loss() {
+        random(meta.slot_seen, 32w0, 32w0xFFFFFFFF);
+        if (meta.slot_seen < meta.a) {
+            drop_with(DROP_RANDOM_LOSS);
+        }
     }
 
-    /* GTCP reservations: conforming (GREEN) packets of a reserved flow are marked
-     * with `dscp` and served from the high-priority queue; the excess is best effort. */
+    /* GTCP reservations (edge switch): in-profile (GREEN) packets of a
+     * reserved flow are marked `dscp` (AF11 by default), the excess AF13; both
+     * stay in the flow's one queue, so a flow is never reordered (RFC 2597).
+     * Checksum: RFC 1624 eq. 3 over the changed word (version, IHL, TOS). */
     action reserved_flow(bit<6> dscp) {
-        reservation_meter.read(meta.meter_color);
-        meta.is_reserved = 1;
-        meta.reserved_dscp = dscp;
-    }
-
-    action best_effort() {
-        meta.is_reserved = 0;
+        reservation_meter.read(meta.a);
+        meta.t = (bit<256>)(~(hdr.ipv4.version ++ hdr.ipv4.ihl ++ hdr.ipv4.dscp ++ hdr.ipv4.ecn));
+        hdr.ipv4.dscp = DSCP_AF13;
+        if (meta.a == METER_GREEN) {
+            hdr.ipv4.dscp = dscp;
+        }
+        meta.t = (bit<256>)(~hdr.ipv4.hdr_checksum) + meta.t
+                 + (bit<256>)(hdr.ipv4.version ++ hdr.ipv4.ihl ++ hdr.ipv4.dscp ++ hdr.ipv4.ecn);
+        meta.t = (meta.t & 0xffff) + (meta.t >> 16);
+        meta.t = (meta.t & 0xffff) + (meta.t >> 16);
+        hdr.ipv4.hdr_checksum = ~(meta.t[15:0]);
     }
 
     table reservations {
         key = {
-            hdr.ipv4.src_addr : ternary @name("src_addr");
-            hdr.ipv4.dst_addr : ternary @name("dst_addr");
+            hdr.fk.src_addr   : ternary @name("src_addr");
+            hdr.fk.dst_addr   : ternary @name("dst_addr");
             hdr.ipv4.protocol : ternary @name("protocol");
-            meta.l4_src_port  : ternary @name("src_port");
-            meta.l4_dst_port  : ternary @name("dst_port");
+            hdr.fk.src_port   : ternary @name("src_port");
+            hdr.fk.dst_port   : ternary @name("dst_port");
         }
-        actions = { reserved_flow; best_effort; }
-        const default_action = best_effort();
+        actions = { reserved_flow; NoAction; }
+        const default_action = NoAction();
         meters = reservation_meter;
         size = 256;
     }
 
-    apply {
-        if (!hdr.ipv4.isValid()) {
-            drop_with(DROP_NOT_IPV4);  /* hosts use static ARP; see docs/wire-format.md */
-            return;
+    /* Assured Forwarding: only in-profile packets may use the queue above
+     * the threshold; the tail drop of a full queue is the only drop they see. */
+    action assured_forwarding() {
+        queue_depth.read(meta.q, meta.pidx);
+        if ((bit<32>)meta.q >= (meta.b & 0x7FFFFFFF)) {
+            drop_with(DROP_AF_OUT_OF_PROFILE);
         }
-        if (hdr.ipv4.ihl < 5) {
-            drop_with(DROP_IPV4_MALFORMED);
-            return;
-        }
-        if (standard_metadata.parser_error == error.PacketTooShort
-                && hdr.udp.isValid() && !hdr.bwn.isValid()) {
-            /* The parser only reaches parse_bwn for UDP to BWN_UDP_PORT. */
-            drop_with(DROP_BWN_MALFORMED);
-            return;
-        }
-        if (hdr.ipv4.ttl <= 1) {
-            drop_with(DROP_TTL);
-            return;
-        }
-        if (ipv4_lpm.apply().miss) {
-            return;  /* counted by drop_no_route */
-        }
-
-        meta.loss_threshold = 0;
-        port_loss.apply();
-        if (meta.loss_threshold != 0) {
-            bit<32> draw;
-            random(draw, 32w0, 32w0xFFFFFFFF);
-            if (draw < meta.loss_threshold) {
-                drop_with(DROP_RANDOM_LOSS);
-                return;
-            }
-        }
-
-        /* Telemetry: the first packet towards a port after its window closed
-         * reports the closed window's measurements. */
-        bit<32> tport = (bit<32>)(standard_metadata.egress_spec & PORT_INDEX_MASK);
-        bit<32> closed_window;
-        bit<32> reported;
-        window_id.read(closed_window, tport);
-        reported_window.read(reported, tport);
-        if (closed_window != reported) {
-            reported_window.write(tport, closed_window);
-            port_telemetry_t t;
-            t.port = (bit<16>)tport;
-            t.window_id = closed_window;
-            capacity_qkbps.read(t.capacity_qkbps, tport);
-            last_rate_qkbps.read(t.rate_qkbps, tport);
-            avail_qkbps.read(t.avail_qkbps, tport);
-            queue_pkts.read(t.queue_pkts, tport);
-            bit<32> n_cur;
-            bit<32> n_last;
-            flows_current.read(n_cur, tport);
-            flows_last.read(n_last, tport);
-            t.flows = (n_cur > n_last) ? n_cur : n_last;
-            share_ebn.read(t.share_ebn, tport);
-            digest<port_telemetry_t>(1, t);
-        }
-
-        if (hdr.udp.isValid()) {
-            meta.l4_src_port = hdr.udp.src_port;
-            meta.l4_dst_port = hdr.udp.dst_port;
-        } else if (hdr.tcp.isValid()) {
-            meta.l4_src_port = hdr.tcp.src_port;
-            meta.l4_dst_port = hdr.tcp.dst_port;
-        }
-        reservations.apply();
-
-        bit<16> old_tos_word = hdr.ipv4.version ++ hdr.ipv4.ihl ++ hdr.ipv4.dscp ++ hdr.ipv4.ecn;
-        bit<16> old_ttl_word = hdr.ipv4.ttl ++ hdr.ipv4.protocol;
-        if (meta.is_reserved == 1) {
-            if (meta.meter_color == METER_GREEN) {
-                hdr.ipv4.dscp = meta.reserved_dscp;
-                standard_metadata.priority = PRIO_RESERVED;
-            } else {
-                hdr.ipv4.dscp = 0;  /* excess of a reservation: best effort */
-                standard_metadata.priority = PRIO_BEST_EFFORT;
-            }
-        }
-        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
-        bit<16> new_tos_word = hdr.ipv4.version ++ hdr.ipv4.ihl ++ hdr.ipv4.dscp ++ hdr.ipv4.ecn;
-        bit<16> new_ttl_word = hdr.ipv4.ttl ++ hdr.ipv4.protocol;
-        hdr.ipv4.hdr_checksum = csum16_replace(hdr.ipv4.hdr_checksum, old_ttl_word, new_ttl_word);
-        hdr.ipv4.hdr_checksum = csum16_replace(hdr.ipv4.hdr_checksum, old_tos_word, new_tos_word);
-    }
-}
-
-/*************************************************************************
- *  Egress: per-port measurement (every packet) and BWN stamping (DATA)
- *************************************************************************/
-control BwnEgress(inout headers_t hdr, inout metadata_t meta,
-                  inout standard_metadata_t standard_metadata) {
-
-    /* Per-port state of the egress only, indexed by egress port. */
-    register<qkbps_t>(MAX_PORTS)  window_qkbps;    /* bytes of the current window, as a rate */
-    register<qkbps_t>(MAX_PORTS)  queue_qkbps;     /* queue at the start of the current window (BI) */
-    register<bit<32>>(MAX_PORTS)  flow_epoch;      /* (now & flow_window_mask) | 1 */
-    register<bit<32>>(MAX_PORTS * FLOW_SLOTS) flow_slot;  /* epoch in which a slot was last seen */
-
-    /* ---- configuration set by the controller ---------------------------- */
-    action set_window(bit<48> mask, bit<32> window_us,
-                      bit<48> flow_mask, bit<32> flow_window_us) {
-        meta.window_mask = mask;
-        meta.window_us = window_us;
-        meta.flow_window_mask = flow_mask;
-        meta.flow_window_us = flow_window_us;
     }
 
-    /* Keyless: the controller modifies the default action. Defaults: 16.384 ms
-     * rate window, 131.072 ms flow window. */
+    /* ---- a window closes: OBP's AB (eq. 6), the telemetry of the window ---- */
+    /* Keyless: the controller sets the default action (masks and lengths of
+     * the rate window W and of the flow window). The window that ended at
+     * window_end closes and the next one starts at this packet's window
+     * (aligned). BR is what rx_bytes grew by since the last close, or 0 when
+     * whole windows passed without a packet (the latest one was idle). A new
+     * flow window starts when the flow epoch changed: its count moves to
+     * `last`, or 0 if a whole flow window passed without packets. Leaves
+     * a = BR bytes, q = queued packets (BI, the queue the port's last packet
+     * left behind), and the window's start in t (for the telemetry). */
+    action roll_window(bit<48> mask, bit<48> window_us, bit<32> flow_mask, bit<32> flow_window_us) {
+        meta.b = PS_RX(meta.ps) - standard_metadata.packet_length;   /* before this packet */
+        meta.a = meta.b - PS_MARK(meta.ps);
+        PS_MARK(meta.ps) = meta.b;
+        meta.t = (bit<256>)(standard_metadata.ingress_global_timestamp & mask);
+        if (meta.t[47:0] != PS_END(meta.ps)) {
+            meta.a = 0;
+        }
+        PS_END(meta.ps) = meta.t[47:0] + window_us;
+        meta.b = (standard_metadata.ingress_global_timestamp[31:0] & flow_mask) | 1;
+        if (meta.b != PS_EPOCH(meta.ps)) {
+            PS_LAST(meta.ps) = 0;
+            if (meta.b - PS_EPOCH(meta.ps) == flow_window_us) {
+                PS_LAST(meta.ps) = PS_CURRENT(meta.ps);
+            }
+            PS_CURRENT(meta.ps) = 0;
+            PS_EPOCH(meta.ps) = meta.b;
+        }
+        port_state.write(meta.pidx, meta.ps);
+        queue_depth.read(meta.q, meta.pidx);
+    }
+
     table window_config {
-        actions = { set_window; }
-        default_action = set_window(48w0xFFFFFFFFC000, 16384, 48w0xFFFFFFFE0000, 131072);
+        actions = { roll_window; }
+        /* the controller sets the default: these are 16.384 ms and 131.072 ms */
+        default_action = roll_window(48w0xFFFFFFFFC000, 16384, 32w0xFFFE0000, 131072);
     }
 
-    action set_port(qkbps_t cap_qkbps, bit<32> cap_kbps, log7_t cap_log7) {
-        meta.port_configured = 1;
-        meta.cap_qkbps = cap_qkbps;
-        meta.cap_kbps = cap_kbps;
-        meta.cap_log7 = cap_log7;
+    /* BI: queued packets -> bytes (BMv2 counts packets: the controller's table
+     * holds depth * the frame size it assumes). Leaves b = BI bytes. */
+    action set_queue_bytes(bit<32> bytes) {
+        meta.b = bytes;
+    }
+
+    table queue_bytes {
+        key = { meta.q : exact @name("queue"); }
+        actions = { set_queue_bytes; }
+        default_action = set_queue_bytes(0);
+        size = QUEUE_TABLE_SIZE;
+    }
+
+    /* The port's capacity IC, as bytes per window of 2^K us, as kb/s and as
+     * log7: AB = IC - BR - BI in bytes per window (int32), then bytes per
+     * window -> kb/s: x * 8000 / 2^K = (x * 125) >> (K - 6), a constant shift:
+     * the controller installs the action of its window's K. AB may be negative
+     * (arithmetic shift: rounds toward -infinity by less than 1 kb/s). Builds
+     * the port's new stamp in t (EBN code: set_share) with the window's
+     * telemetry; t holds the window's start on entry. */
+#define SET_PORT(K) \
+    action set_port_##K(bit<32> cap_bytes, bit<32> cap_kbps, bit<16> cap_log7) { \
+        meta.b = cap_bytes - meta.a - meta.b; \
+        meta.t = (bit<32>)(bit<9>)standard_metadata.egress_spec ++ 32w0 \
+                 ++ (bit<32>)meta.q \
+                 ++ (bit<32>)(((bit<64>)meta.a * 125) >> (K - 6)) \
+                 ++ meta.t[31:0] ++ 8w0 ++ cap_log7 ++ 8w0 ++ cap_kbps \
+                 ++ (bit<32>)(int<32>)(((int<64>)(int<32>)meta.b * 125) >> (K - 6)); \
+        meta.q = WINDOW_CLOSED; \
+    }
+    SET_PORT(6)  SET_PORT(7)  SET_PORT(8)  SET_PORT(9)  SET_PORT(10)
+    SET_PORT(11) SET_PORT(12) SET_PORT(13) SET_PORT(14) SET_PORT(15)
+    SET_PORT(16) SET_PORT(17) SET_PORT(18) SET_PORT(19) SET_PORT(20)
+    SET_PORT(21) SET_PORT(22) SET_PORT(23) SET_PORT(24)
+
+    /* A port without capacity is not stamped (narrow 0). */
+    action port_unconfigured() {
+        meta.t = 0;
     }
 
     table port_config {
-        key = { standard_metadata.egress_port : exact @name("egress_port"); }
-        actions = { set_port; NoAction; }
-        default_action = NoAction();
+        key = { standard_metadata.egress_spec : exact @name("egress_port"); }
+        actions = {
+            set_port_6;  set_port_7;  set_port_8;  set_port_9;  set_port_10;
+            set_port_11; set_port_12; set_port_13; set_port_14; set_port_15;
+            set_port_16; set_port_17; set_port_18; set_port_19; set_port_20;
+            set_port_21; set_port_22; set_port_23; set_port_24;
+            port_unconfigured;
+        }
+        default_action = port_unconfigured();
         size = MAX_PORTS;
     }
 
-    /* rate(x) = hi[x >> 5] + lo[x & 31], with the window's bytes->qkbps factor
-     * folded in by the controller. */
-    action set_len_hi(qkbps_t qkbps) { meta.len_hi_qkbps = qkbps; }
-    action set_len_lo(qkbps_t qkbps) { meta.len_lo_qkbps = qkbps; }
-    action set_q_hi(qkbps_t qkbps) { meta.q_hi_qkbps = qkbps; }
-    action set_q_lo(qkbps_t qkbps) { meta.q_lo_qkbps = qkbps; }
-
-    table len_rate_hi {
-        key = { standard_metadata.packet_length[15:5] : exact @name("len_hi"); }
-        actions = { set_len_hi; }
-        default_action = set_len_hi(0);
-        size = LUT_HI_SIZE;
-    }
-    table len_rate_lo {
-        key = { standard_metadata.packet_length[4:0] : exact @name("len_lo"); }
-        actions = { set_len_lo; }
-        default_action = set_len_lo(0);
-        size = LUT_LO_SIZE;
-    }
-    table queue_rate_hi {
-        key = { standard_metadata.deq_qdepth[18:5] : exact @name("q_hi"); }
-        actions = { set_q_hi; }
-        default_action = set_q_hi(0);
-        size = LUT_HI_SIZE;
-    }
-    table queue_rate_lo {
-        key = { standard_metadata.deq_qdepth[4:0] : exact @name("q_lo"); }
-        actions = { set_q_lo; }
-        default_action = set_q_lo(0);
-        size = LUT_LO_SIZE;
+    action read_stamp() {
+        stamp.read(meta.t, meta.pidx);
     }
 
-    /* log7 of the linear-counting estimate of the number of flows, from the
-     * number of occupied hash slots (docs/dataplane.md, "Active flows"). */
-    action set_flows_log7(log7_t log7) { meta.flows_log7 = log7; }
+    /* ---- EBN's N and the share ------------------------------------------ */
+    /* Count the packet's flow (hash slot), new in this flow window; then
+     * b = N = max(flows this flow window, flows in the last), at most
+     * FLOW_SLOTS. */
+    action count_flow() {
+        meta.slot_seen = PS_EPOCH(meta.ps);
+        PS_CURRENT(meta.ps) = PS_CURRENT(meta.ps) + 1;
+        port_state.write(meta.pidx, meta.ps);
+    }
+
+    /* (A separate action, so that p4c hands the register the field as it is.) */
+    action mark_slot() {
+        flow_slot.write(meta.slot_idx, meta.slot_seen);
+    }
+
+    action flows_now() {
+        meta.b = (bit<32>)PS_LAST(meta.ps);
+        if ((bit<32>)PS_CURRENT(meta.ps) > meta.b) {
+            meta.b = (bit<32>)PS_CURRENT(meta.ps);
+        }
+        if (meta.b > FLOW_SLOTS) {
+            meta.b = FLOW_SLOTS;
+        }
+    }
+
+    /* log7 of the linear-counting estimate of N, from the number of occupied
+     * hash slots (docs/dataplane.md, "Active flows"); then the EBN share
+     * C / N  ->  log7(C) - log7(N), rounded to 1/8 octave and clamped to 254,
+     * goes into the port's stamp. */
+    action set_share(bit<16> log7) {
+        meta.a = (bit<32>)ST_LOG7(meta.t) - (bit<32>)log7 + 8;
+        if ((int<32>)meta.a < 8) {
+            meta.a = 8;                          /* share below 1 kb/s: code 0 */
+        }
+        meta.a = meta.a >> LOG7_TO_EBN_SHIFT;
+        if (meta.a > EBN_CODE_MAX) {
+            meta.a = EBN_CODE_MAX;
+        }
+        ST_EBN(meta.t) = meta.a[7:0];
+        ST_FLOWS(meta.t) = PS_CURRENT(meta.ps) ++ PS_LAST(meta.ps);
+        stamp.write(meta.pidx, meta.t);
+        if (meta.q == WINDOW_CLOSED && ST_NARROW(meta.t) != 0) {
+            digest<port_telemetry_t>(TELEMETRY_DIGEST_RECEIVER, { meta.t });
+        }
+    }
 
     table flows_log {
-        key = { meta.flows_n : exact @name("flows"); }
-        actions = { set_flows_log7; }
-        default_action = set_flows_log7(0);
+        key = { meta.b : exact @name("flows"); }
+        actions = { set_share; }
+        default_action = set_share(0);
         size = FLOW_SLOTS + 1;
     }
 
     apply {
-        meta.port_idx = (bit<32>)(standard_metadata.egress_port & PORT_INDEX_MASK);
-        bit<48> now = standard_metadata.egress_global_timestamp;
-        window_config.apply();
-        port_config.apply();
-
-        /* ---- OBP: bytes per window, queue at window start, AB (eq. 6) ---- */
-        len_rate_hi.apply();
-        len_rate_lo.apply();
-        qkbps_t pkt_qkbps = meta.len_hi_qkbps + meta.len_lo_qkbps;
-
-        bit<32> win = (bit<32>)(now & meta.window_mask) | 1;
-        bit<32> win_prev;
-        window_id.read(win_prev, meta.port_idx);
-        if (win != win_prev) {
-            /* First packet of a new window: close the previous one. A window
-             * with no packets at all in between means the link was idle. */
-            qkbps_t closed;
-            window_qkbps.read(closed, meta.port_idx);
-            qkbps_t br = (win - win_prev == meta.window_us) ? closed : 32w0;
-            queue_rate_hi.apply();
-            queue_rate_lo.apply();
-            qkbps_t bi = meta.q_hi_qkbps + meta.q_lo_qkbps;
-            sqkbps_t ab = (sqkbps_t)meta.cap_qkbps - (sqkbps_t)br - (sqkbps_t)bi;
-            last_rate_qkbps.write(meta.port_idx, br);
-            queue_qkbps.write(meta.port_idx, bi);
-            queue_pkts.write(meta.port_idx, (bit<32>)standard_metadata.deq_qdepth);
-            avail_qkbps.write(meta.port_idx, (bit<32>)ab);
-            capacity_qkbps.write(meta.port_idx, meta.cap_qkbps);
-            window_qkbps.write(meta.port_idx, pkt_qkbps);
-            window_id.write(meta.port_idx, win);
+        if (standard_metadata.parser_error != error.NoError) {
+            /* ---- malformed input: count the reason, drop ------------------- */
+            if (standard_metadata.parser_error == error.NotIPv4) {
+                drop_with(DROP_NOT_IPV4);
+            } else if (standard_metadata.parser_error == error.TtlExpired) {
+                drop_with(DROP_TTL);
+            } else if (hdr.fk.isValid() && hdr.fk.dst_port == BWN_UDP_PORT) {
+                drop_with(DROP_BWN_MALFORMED);    /* PacketTooShort inside the BWN header */
+            } else if (hdr.ethernet.ether_type == ETHERTYPE_IPV4) {
+                drop_with(DROP_IPV4_MALFORMED);   /* IHL < 5, truncated IPv4/TCP/UDP */
+            } else {
+                drop_with(DROP_NOT_IPV4);         /* truncated Ethernet */
+            }
         } else {
-            qkbps_t acc;
-            window_qkbps.read(acc, meta.port_idx);
-            window_qkbps.write(meta.port_idx, acc + pkt_qkbps);
-        }
-
-        /* ---- EBN: distinct active flows per port (linear counting) ------- */
-        bit<32> epoch = (bit<32>)(now & meta.flow_window_mask) | 1;
-        bit<32> epoch_prev;
-        bit<32> n_cur;
-        bit<32> n_last;
-        flow_epoch.read(epoch_prev, meta.port_idx);
-        flows_current.read(n_cur, meta.port_idx);
-        flows_last.read(n_last, meta.port_idx);
-        if (epoch != epoch_prev) {
-            n_last = (epoch - epoch_prev == meta.flow_window_us) ? n_cur : 32w0;
-            n_cur = 0;
-            flows_last.write(meta.port_idx, n_last);
-            flow_epoch.write(meta.port_idx, epoch);
-        }
-        if (hdr.ipv4.isValid()) {
-            bit<32> slot;
-            bit<16> sport = 0;
-            bit<16> dport = 0;
-            if (hdr.udp.isValid()) {
-                sport = hdr.udp.src_port;
-                dport = hdr.udp.dst_port;
-            } else if (hdr.tcp.isValid()) {
-                sport = hdr.tcp.src_port;
-                dport = hdr.tcp.dst_port;
+            /* ---- route: the common path is one of these two tables; a route
+             * with options (loss, reservations, AF: rare) takes its branch ---- */
+            if (hdr.fk.isValid()) {
+                switch (ipv4_lpm.apply().action_run) {
+                    route_checked: {
+                        if (meta.a != 0) {
+                            random_loss();
+                        }
+                        if (meta.b[31:31] == 1) {
+                            reservations.apply();     /* meter and mark (edge) */
+                        }
+                        if (meta.b[30:0] != 0 && hdr.ipv4.dscp != DSCP_AF11) {
+                            assured_forwarding();
+                        }
+                    }
+                }
+            } else {
+                switch (ipv4_lpm_other.apply().action_run) {
+                    route_other_checked: {
+                        if (meta.a != 0) {
+                            random_loss();
+                        }
+                        if (meta.b[30:0] != 0 && hdr.ipv4.dscp != DSCP_AF11) {
+                            assured_forwarding();
+                        }
+                    }
+                }
             }
-            hash(slot, HashAlgorithm.crc32, 32w0,
-                 { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol, sport, dport },
-                 (bit<32>)FLOW_SLOTS);
-            bit<32> slot_idx = (meta.port_idx << FLOW_SLOTS_LOG2) | slot;
-            bit<32> seen_in;
-            flow_slot.read(seen_in, slot_idx);
-            if (seen_in != epoch) {
-                flow_slot.write(slot_idx, epoch);
-                n_cur = n_cur + 1;
+            /* ---- rare: a window closes, or a flow is new in its flow window -- */
+            if (standard_metadata.egress_spec != DROP_PORT
+                    && (standard_metadata.ingress_global_timestamp >= PS_END(meta.ps)
+                        || (hdr.fk.isValid() && meta.slot_seen != PS_EPOCH(meta.ps)))) {
+                if (standard_metadata.ingress_global_timestamp >= PS_END(meta.ps)) {
+                    window_config.apply();
+                    queue_bytes.apply();
+                    port_config.apply();
+                } else {
+                    read_stamp();
+                }
+                if (hdr.fk.isValid() && meta.slot_seen != PS_EPOCH(meta.ps)) {
+                    count_flow();
+                    mark_slot();
+                }
+                flows_now();
+                flows_log.apply();                /* and the EBN share into the stamp */
             }
-        }
-        flows_current.write(meta.port_idx, n_cur);
-
-        /* ---- EBN share = C / N  ->  log7(C) - log7(N), rounded to 1/8 octave */
-        bit<32> n = (n_cur > n_last) ? n_cur : n_last;
-        meta.flows_n = (n > FLOW_SLOTS) ? (bit<16>)FLOW_SLOTS : n[15:0];
-        flows_log.apply();
-        bit<16> share_log7 = (meta.cap_log7 > meta.flows_log7) ? meta.cap_log7 - meta.flows_log7 : 0;
-        bit<16> code = (share_log7 + 8) >> LOG7_TO_EBN_SHIFT;
-        bit<8> ebn = (code > EBN_CODE_MAX) ? (bit<8>)EBN_CODE_MAX : code[7:0];
-        share_ebn.write(meta.port_idx, (bit<32>)ebn);
-
-        /* ---- stamp DATA packets ------------------------------------------ */
-        if (hdr.bwn.isValid() && hdr.bwn.version == BWN_VERSION
-                && hdr.bwn.kind == BWN_KIND_DATA && meta.port_configured == 1) {
-            if (ebn < hdr.bwn.ebn_code) {
-                hdr.bwn.ebn_code = ebn;
-            }
-            /* OBP narrow link: min capacity. */
-            if (meta.cap_kbps < hdr.bwn.narrow_kbps) {
-                hdr.bwn.narrow_kbps = meta.cap_kbps;
-            }
-            /* OBP tight link: min available bandwidth (signed). */
-            bit<32> ab_bits;
-            avail_qkbps.read(ab_bits, meta.port_idx);
-            int<32> ab_kbps = ((int<32>)ab_bits) >> QKBPS_SHIFT;
-            if (ab_kbps < (int<32>)hdr.bwn.tight_kbps) {
-                hdr.bwn.tight_kbps = (bit<32>)ab_kbps;
-            }
-            if (hdr.bwn.hop_count != 255) {
-                hdr.bwn.hop_count = hdr.bwn.hop_count + 1;
-            }
-            hdr.udp.checksum = 0;  /* the UDP checksum rule, docs/wire-format.md */
         }
     }
 }
 
-control BwnComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
+/*************************************************************************
+ *  Egress: the queue the packet leaves behind, and BWN stamping (DATA)
+ *************************************************************************/
+control BwnEgress(inout v1_headers_t hdr, inout metadata_t meta,
+                  inout standard_metadata_t standard_metadata) {
+
+    action queue_left() {
+        queue_depth.write(meta.pidx, standard_metadata.deq_qdepth);
+    }
+
+    /* Each field becomes the minimum of what the packet carries and this
+     * port's value (tight link is signed), and the hop count grows (saturating
+     * at 255); a port without capacity (narrow 0) leaves the header as it is. */
+    action stamp_packet() {
+        stamp.read(meta.t, meta.pidx);
+        if (ST_NARROW(meta.t) != 0) {
+            hdr.bwn.hop_ebn = (hdr.bwn.hop_ebn[15:8] + (bit<8>)(bit<1>)(hdr.bwn.hop_ebn[15:8] != 255))
+                              ++ MIN_U8(ST_EBN(meta.t), hdr.bwn.hop_ebn[7:0]);
+            hdr.bwn.narrow_tight = MIN_U32(ST_NARROW(meta.t), hdr.bwn.narrow_tight[63:32])
+                                   ++ MIN_S32(ST_AVAIL(meta.t), hdr.bwn.narrow_tight[31:0]);
+            if (hdr.udp.checksum != 0) {
+                hdr.udp.checksum = 0;  /* the UDP checksum rule, docs/wire-format.md */
+            }
+        }
+    }
+
+    apply {
+        queue_left();
+        if (hdr.bwn.isValid() && hdr.bwn.version_kind == (BWN_VERSION << 4 | BWN_KIND_DATA)) {
+            stamp_packet();
+        }
+    }
+}
+
+control BwnComputeChecksum(inout v1_headers_t hdr, inout metadata_t meta) {
     apply { }  /* done incrementally in ingress (RFC 1624), options included */
 }
 
-control BwnDeparser(packet_out packet, in headers_t hdr) {
+control BwnDeparser(packet_out packet, in v1_headers_t hdr) {
     apply {
         packet.emit(hdr.ethernet);
         packet.emit(hdr.ipv4);
-        packet.emit(hdr.tcp);
+        packet.emit(hdr.fk);
+        packet.emit(hdr.addrs);
         packet.emit(hdr.udp);
         packet.emit(hdr.bwn);
     }
