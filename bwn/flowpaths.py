@@ -87,3 +87,13 @@ def bottleneck_links(cfg: ExperimentConfig, duration_s: float,
 def flow_links_json(cfg: ExperimentConfig) -> dict[str, list[dict[str, str]]]:
     """``run.json``'s ``flow_links``: each flow's rate-limited hops."""
     return {f.name: [h.as_json() for h in limited_hops(cfg, f)] for f in cfg.flows}
+
+
+def run_meta(cfg: ExperimentConfig, mss_bytes: int, frame_bytes: int) -> dict[str, object]:
+    """What the report needs in ``run.json`` to compute fair shares in payload bits:
+    each flow's links, the application rate of application-limited flows (payload
+    bit/s), and the agents' MSS and DATA frame size."""
+    return {"flow_links": flow_links_json(cfg),
+            "flow_demand_bps": {f.name: f.app_rate_mbit * 1e6 for f in cfg.flows
+                                if f.app_rate_mbit is not None},
+            "mss_bytes": mss_bytes, "frame_bytes": frame_bytes}

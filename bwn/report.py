@@ -206,7 +206,7 @@ class SchemeRun:
     flow_demand_bps: dict[str, float] = field(default_factory=dict)   # payload, app-limited flows
     mss_bytes: int = DEFAULT_MSS_BYTES
     frame_bytes: int = DEFAULT_FRAME_BYTES
-    captures: dict[str, str] = field(default_factory=dict)   # link -> pcap path in the run dir
+    captures: dict[str, str] = field(default_factory=dict)   # link -> pcap file (bwn run --pcap)
     flow_ids: dict[str, int] = field(default_factory=dict)   # flow name -> transport flow id
     clock_offset_s: Optional[float] = None   # capture time (epoch) - experiment time
 
@@ -402,7 +402,8 @@ def _apply_meta(run: SchemeRun, meta: Mapping[str, Any], path: Path) -> None:
         run.flow_demand_bps = {k: float(v) for k, v in meta.get("flow_demand_bps", {}).items()}
         run.mss_bytes = int(meta.get("mss_bytes", DEFAULT_MSS_BYTES))
         run.frame_bytes = int(meta.get("frame_bytes", DEFAULT_FRAME_BYTES))
-        run.captures = {str(k): str(v) for k, v in meta.get("captures", {}).items()}
+        run.captures = {str(link): str(path.parent / c["file"])
+                        for link, c in meta.get("captures", {}).items()}
         run.flow_ids = {str(k): int(v) for k, v in meta.get("flow_ids", {}).items()}
         if meta.get("clock_offset_s") is not None:
             run.clock_offset_s = float(meta["clock_offset_s"])
@@ -950,7 +951,8 @@ def plot_goodput(path: Path, runs: Sequence[SchemeRun]) -> None:
 
 
 def write_plots(out_dir: Path, runs: Sequence[SchemeRun], bin_s: float) -> list[Path]:
-    """The PNGs; [] when matplotlib is missing."""
+    """The PNGs; [] when matplotlib is missing. Runs with captures (bwn run --pcap)
+    also get their time-sequence figure, ``seq-<scheme>.png`` (needs dpkt)."""
     try:
         import matplotlib
     except ModuleNotFoundError:
@@ -963,7 +965,21 @@ def write_plots(out_dir: Path, runs: Sequence[SchemeRun], bin_s: float) -> list[
         path = out_dir / f"cc-{_safe(run.scheme)}.png"
         plot_congestion(path, run, bin_s)
         paths.append(path)
+    for run in runs:
+        if run.captures and _have_dpkt():
+            from bwn.report_capture import plot_time_sequence
+            written = plot_time_sequence(out_dir / f"seq-{_safe(run.scheme)}.png", run)
+            if written is not None:
+                paths.append(written)
     return paths
+
+
+def _have_dpkt() -> bool:
+    try:
+        import dpkt  # noqa: F401
+    except ModuleNotFoundError:
+        return False
+    return True
 
 
 def _safe(name: str) -> str:
