@@ -33,10 +33,12 @@ from bwn.controller.config import ExperimentConfig, LinkConfig
 from bwn.flowpaths import bottleneck_links
 
 # Ethernet 14 + IPv4 20 + UDP 8 + BWN 24 + transport 36 = 102 bytes of headers in
-# every packet of the agents; 64 more keep transport header extensions (hdr_words
-# > 9, e.g. SACK blocks on ACKs) and at most 64 bytes of a DATA segment's payload.
+# every packet of the agents; 96 more keep the transport's options (hdr_words > 9:
+# 4 SACK blocks take 68 bytes, RCV_STATS 20) and at most 96 bytes of a DATA
+# segment's payload.
 HEADERS_BYTES = 14 + 20 + 8 + 24 + 36
-SNAP_BYTES = HEADERS_BYTES + 64
+OPTIONS_ROOM_BYTES = 96
+SNAP_BYTES = HEADERS_BYTES + OPTIONS_ROOM_BYTES
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 5.0
 CAPTURE_DIR = "capture"

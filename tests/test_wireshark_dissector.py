@@ -5,12 +5,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from bwn.hosts.transport_wire import F_ACK, F_DATA, F_RETX, TransportHeader
+from bwn.hosts import transport_wire
+from bwn.hosts.transport_wire import F_ACK, F_DATA, F_FIN, F_RETX, F_SYN, TransportHeader
 from bwn.wire import BWN_UDP_PORT, FLAG_ECHO_VALID, BwnHeader, ebn_decode_kbps
 from needs import missing, no_tool
 
@@ -18,7 +20,9 @@ REPO = Path(__file__).resolve().parents[1]
 DISSECTOR = REPO / "tools" / "wireshark" / "bwn.lua"
 VECTORS = json.loads((REPO / "docs" / "wire-format-vectors.json").read_text())
 BWN_KEYS = [f.name for f in dataclasses.fields(BwnHeader)]
-TRANSPORT_KEYS = [f.name for f in dataclasses.fields(TransportHeader)]
+# Every field of the codec's header but its option bytes, which are checked option
+# by option (test_transport_options).
+TRANSPORT_KEYS = [f.name for f in dataclasses.fields(TransportHeader) if f.name != "options_raw"]
 PAYLOAD_BYTES = 100
 OTHER_PORT = 40123          # "Decode As" test: not the BWN port
 
@@ -136,14 +140,65 @@ def test_malformed_and_other_versions_are_flagged(tmp_path):
     assert rows[1]["bwnt.version"] == ""       # nothing after an unknown version is parsed
 
 
-def test_header_extension_words_are_skipped_to_the_payload(tmp_path):
-    # hdr_words = 11: 8 bytes of extension the dissector shows (undecoded) before the payload.
-    header = dataclasses.replace(transport_of(0, False), hdr_words=11).pack() + bytes(range(8))
-    pcap = tmp_path / "extension.pcap"
-    write_pcap(pcap, [udp_packet(BwnHeader().pack() + header + b"p" * 30, ack=False)])
-    rows = tshark(pcap, ["bwnt.hdr_words", "bwnt.extension", "bwnt.payload_len"])
-    assert rows == [{"bwnt.hdr_words": "11", "bwnt.extension": "0001020304050607",
-                     "bwnt.payload_len": "30"}]
+def options_bytes(sack_permitted: bool = False, blocks: tuple = (), stats: tuple | None = None
+                  ) -> bytes:
+    """Transport options as the codec writes them (hosts/transport_wire.py
+    encode_options where this tree has it; else the same layout: NOP, NOP, kind,
+    length, data; SACK_PERMITTED 2, SACK 3 with [left, right) uint64 pairs,
+    RCV_STATS 4 with four uint32)."""
+    encode = getattr(transport_wire, "encode_options", None)
+    if encode is not None:
+        return encode(sack_permitted=sack_permitted, sack_blocks=blocks, rcv_stats=stats)
+    out = b""
+    if sack_permitted:
+        out += bytes((1, 1, 2, 2))
+    if blocks:
+        out += bytes((1, 1, 3, 2 + 16 * len(blocks))) + b"".join(
+            struct.pack("!QQ", a, b) for a, b in blocks)
+    if stats is not None:
+        out += bytes((1, 1, 4, 18)) + struct.pack("!IIII", *stats)
+    return out
+
+
+def with_options(options: bytes, **fields) -> bytes:
+    base = TransportHeader(**fields, hdr_words=9 + len(options) // 4)
+    return base.pack()[:36] + options
+
+
+def test_transport_options(tmp_path):
+    blocks = ((3000, 5000), (2**40, 2**40 + 1000), (9000, 10000), (12000, 13000))
+    packets = [
+        (False, with_options(options_bytes(sack_permitted=True), flags=F_SYN, flow_id=5)),
+        (True, with_options(options_bytes(blocks=blocks), flags=F_ACK, flow_id=5, ack=1000)),
+        (True, with_options(options_bytes(stats=(100, 2, 7, 1)), flags=F_FIN | F_ACK, flow_id=5,
+                            ack=20001)),
+        (True, with_options(bytes((9, 8, 1, 2, 3, 4, 5, 6)), flags=F_ACK, flow_id=5)),
+    ]
+    pcap = tmp_path / "options.pcap"
+    write_pcap(pcap, [udp_packet(BwnHeader(kind=1 if ack else 0).pack() + tr, ack)
+                      for ack, tr in packets])
+    fields = ["bwnt.hdr_words", "bwnt.option.kind", "bwnt.sack.left", "bwnt.sack.right",
+              "bwnt.rcv_stats.segments", "bwnt.rcv_stats.duplicates",
+              "bwnt.rcv_stats.out_of_order", "bwnt.rcv_stats.spurious", "bwnt.option.data",
+              "bwnt.payload_len", "_ws.expert.message"]
+    syn, sack, stats, unknown = tshark(pcap, fields)
+    assert syn["bwnt.option.kind"] == "1,1,2"
+    assert sack["bwnt.hdr_words"] == "26"            # 36 + 4 + 4 * 16 bytes: the largest ACK
+    assert sack["bwnt.sack.left"] == ",".join(str(a) for a, _ in blocks)
+    assert sack["bwnt.sack.right"] == ",".join(str(b) for _, b in blocks)
+    assert [stats[f"bwnt.rcv_stats.{k}"] for k in ("segments", "duplicates", "out_of_order",
+                                                   "spurious")] == ["100", "2", "7", "1"]
+    assert unknown["bwnt.option.kind"] == "9" and unknown["bwnt.option.data"] == "010203040506"
+    assert all(p["bwnt.payload_len"] == "0" and p["_ws.expert.message"] == ""
+               for p in (syn, sack, stats, unknown))
+
+
+def test_malformed_option_is_flagged(tmp_path):
+    bad = with_options(bytes((1, 1, 3, 30)) + bytes(4), flags=F_ACK, flow_id=5)  # runs past
+    pcap = tmp_path / "bad-option.pcap"
+    write_pcap(pcap, [udp_packet(BwnHeader(kind=1).pack() + bad, ack=True)])
+    [row] = tshark(pcap, ["bwnt.flow_id", "_ws.expert.message"])
+    assert row["bwnt.flow_id"] == "5" and "Malformed option" in row["_ws.expert.message"]
 
 
 def test_headers_only_capture_still_decodes(tmp_path):

@@ -9,9 +9,10 @@
 -- Every field is one entry of BWN_FIELDS or TRANSPORT_FIELDS below; the dissector
 -- walks those tables, so adding a field to the format is adding one entry (and
 -- the test tests/test_wireshark_dissector.py checks each entry against the codec).
--- Transport header words beyond the fixed 36 bytes (hdr_words > 9) are decoded
--- by the entries of TRANSPORT_EXTENSIONS, in order, as far as they reach; what
--- is left shows as undecoded extension bytes.
+-- Transport header words beyond the fixed 36 bytes (hdr_words > 9) are options,
+-- (kind, length, data) as in TCP with NOP (1) padding and EOL (0); each kind is
+-- one entry of TRANSPORT_OPTIONS (SACK_PERMITTED, SACK blocks, RCV_STATS, as
+-- hosts/transport_wire.py writes them); unknown kinds show as raw bytes.
 
 local BWN_UDP_PORT = 16983
 local BWN_LEN = 24
@@ -103,11 +104,23 @@ local TRANSPORT_FIELDS = {
   { "ts_ecr_us", "Timestamp echo reply", ProtoField.uint32, 32, 4, base.UNIT_STRING, { " us" } },
 }
 
--- Header extensions (hdr_words > 9), decoded in this order from byte 36 on. An
--- entry: { key, label, length in bytes, fields = { field entries, offsets
--- relative to the extension } } or { ..., length = function(tvb) -> bytes }.
--- Empty: docs/transport.md defines none yet.
-local TRANSPORT_EXTENSIONS = {}
+-- Options (hdr_words > 9), by kind: { key, label, fields = { field entries, offsets
+-- relative to the option's data (after kind and length) }, repeat = bytes per
+-- repeated block (SACK), length = the only valid total length }.
+local OPT_EOL, OPT_NOP = 0, 1
+local TRANSPORT_OPTIONS = {
+  [2] = { "sack_permitted", "SACK permitted", length = 2, fields = {} },
+  [3] = { "sack", "SACK", ["repeat"] = 16, fields = {
+    { "left", "Left edge (first byte)", ProtoField.uint64, 0, 8, base.DEC },
+    { "right", "Right edge (one past the last byte)", ProtoField.uint64, 8, 8, base.DEC } } },
+  [4] = { "rcv_stats", "Receiver statistics", length = 18, fields = {
+    { "segments", "Segments received", ProtoField.uint32, 0, 4, base.DEC },
+    { "duplicates", "Duplicate segments", ProtoField.uint32, 4, 4, base.DEC },
+    { "out_of_order", "Out-of-order segments", ProtoField.uint32, 8, 4, base.DEC },
+    { "spurious", "Spurious retransmissions", ProtoField.uint32, 12, 4, base.DEC } } },
+}
+local OPTION_NAMES = { [OPT_EOL] = "EOL", [OPT_NOP] = "NOP" }
+for kind, opt in pairs(TRANSPORT_OPTIONS) do OPTION_NAMES[kind] = opt[2] end
 
 -- Build the ProtoFields of a table; entries get their ProtoField in `.pf`.
 local function make_fields(proto, prefix, entries)
@@ -130,15 +143,19 @@ end
 
 local bwn_list = make_fields(bwn, "bwn.", BWN_FIELDS)
 local transport_list = make_fields(bwnt, "bwnt.", TRANSPORT_FIELDS)
-for _, ext in ipairs(TRANSPORT_EXTENSIONS) do
-  for _, pf in ipairs(make_fields(bwnt, "bwnt." .. ext[1] .. ".", ext.fields or {})) do
+for _, opt in pairs(TRANSPORT_OPTIONS) do
+  for _, pf in ipairs(make_fields(bwnt, "bwnt." .. opt[1] .. ".", opt.fields)) do
     table.insert(transport_list, pf)
   end
 end
 local f_payload_len = ProtoField.uint32("bwnt.payload_len", "Payload length", base.DEC)
-local f_ext = ProtoField.bytes("bwnt.extension", "Undecoded header extension")
-table.insert(transport_list, f_payload_len)
-table.insert(transport_list, f_ext)
+local f_opt_kind = ProtoField.uint8("bwnt.option.kind", "Option kind", base.DEC, OPTION_NAMES)
+local f_opt_len = ProtoField.uint8("bwnt.option.length", "Option length", base.DEC)
+local f_opt_data = ProtoField.bytes("bwnt.option.data", "Option data (unknown kind)")
+local f_ext = ProtoField.bytes("bwnt.extension", "Undecoded header bytes")
+for _, pf in ipairs({ f_payload_len, f_opt_kind, f_opt_len, f_opt_data, f_ext }) do
+  table.insert(transport_list, pf)
+end
 bwn.fields = bwn_list
 bwnt.fields = transport_list
 
@@ -152,8 +169,10 @@ local ef_tshort = ProtoExpert.new("bwnt.short", "Transport header shorter than 3
   expert.group.MALFORMED, expert.severity.ERROR)
 local ef_words = ProtoExpert.new("bwnt.hdr_words.small", "hdr_words below 9: receivers drop it",
   expert.group.MALFORMED, expert.severity.ERROR)
+local ef_option = ProtoExpert.new("bwnt.option.malformed", "Malformed option (receivers drop the packet)",
+  expert.group.MALFORMED, expert.severity.ERROR)
 bwn.experts = { ef_short, ef_version, ef_reserved }
-bwnt.experts = { ef_tshort, ef_words }
+bwnt.experts = { ef_tshort, ef_words, ef_option }
 
 -- Add the entries of `entries` at `base_off` of `tvb` under `tree`; returns the
 -- values by key (decoded numbers for integer fields).
@@ -192,6 +211,55 @@ local function flag_text(flags)
   return table.concat(names, "|")
 end
 
+-- The options in tvb[start, stop): one subtree per option; returns a short text
+-- for the Info column (e.g. " SACK=[3000,5000)").
+local function dissect_options(tvb, tree, start, stop)
+  local off, text = start, ""
+  while off < stop do
+    local kind = tvb(off, 1):uint()
+    if kind == OPT_EOL then
+      tree:add(f_opt_kind, tvb(off, 1))
+      if off + 1 < stop then tree:add(f_ext, tvb(off + 1, stop - off - 1)) end
+      return text
+    end
+    if kind == OPT_NOP then
+      tree:add(f_opt_kind, tvb(off, 1))
+      off = off + 1
+    else
+      local opt = TRANSPORT_OPTIONS[kind]
+      local len = off + 1 < stop and tvb(off + 1, 1):uint() or 0
+      if len < 2 or off + len > stop or (opt and opt.length and len ~= opt.length)
+          or (opt and opt["repeat"] and (len == 2 or (len - 2) % opt["repeat"] ~= 0)) then
+        local item = tree:add(f_ext, tvb(off, stop - off))
+        item:add_proto_expert_info(ef_option)
+        return text
+      end
+      local otree = tree:add(bwnt, tvb(off, len), opt and opt[2] or ("Option " .. kind))
+      otree:add(f_opt_kind, tvb(off, 1))
+      otree:add(f_opt_len, tvb(off + 1, 1))
+      if opt == nil then
+        if len > 2 then otree:add(f_opt_data, tvb(off + 2, len - 2)) end
+      elseif opt["repeat"] then
+        local blocks = {}
+        for b = off + 2, off + len - 1, opt["repeat"] do
+          local btree = otree:add(bwnt, tvb(b, opt["repeat"]), opt[2] .. " block")
+          local v = add_fields(tvb, btree, opt.fields, b)
+          if v.left ~= nil then
+            table.insert(blocks, "[" .. tostring(v.left) .. "," .. tostring(v.right) .. ")")
+            btree:append_text(": " .. blocks[#blocks])
+          end
+        end
+        if #blocks > 0 then text = text .. " " .. opt[2] .. "=" .. table.concat(blocks, ",") end
+      else
+        add_fields(tvb, otree, opt.fields, off + 2)
+        text = text .. " " .. opt[2]
+      end
+      off = off + len
+    end
+  end
+  return text
+end
+
 local data_dissector = Dissector.get("data")
 
 -- `reported` is the length of the transport header and payload on the wire (a
@@ -210,17 +278,7 @@ local function dissect_transport(tvb, pinfo, tree, reported)
     subtree:add_proto_expert_info(ef_words)
     header_len = TRANSPORT_LEN
   end
-  local off = TRANSPORT_LEN
-  for _, ext in ipairs(TRANSPORT_EXTENSIONS) do
-    local ext_len = type(ext[3]) == "function" and ext[3](tvb(off)) or ext[3]
-    if off + ext_len > math.min(header_len, length) then break end
-    local ext_tree = subtree:add(bwnt, tvb(off, ext_len), ext[2])
-    add_fields(tvb, ext_tree, ext.fields or {}, off)
-    off = off + ext_len
-  end
-  if off < math.min(header_len, length) then
-    subtree:add(f_ext, tvb(off, math.min(header_len, length) - off))
-  end
+  local options_text = dissect_options(tvb, subtree, TRANSPORT_LEN, math.min(header_len, length))
   subtree:set_len(math.min(header_len, length))
   local payload_len = reported - header_len
   if payload_len < 0 then payload_len = 0 end
@@ -233,6 +291,7 @@ local function dissect_transport(tvb, pinfo, tree, reported)
     info = info .. " seq=" .. tostring(v.seq)
   end
   if payload_len > 0 then info = info .. " len=" .. payload_len end
+  info = info .. options_text
   pinfo.cols.info:append(info)
   if header_len < length then
     data_dissector:call(tvb(header_len):tvb(), pinfo, tree)
