@@ -4,6 +4,7 @@
 #   make build  compile the P4 program with p4c into build/
 #   make test   all tests (unit, namespace end-to-end, PTF on BMv2, Mininet smoke)
 #   make ptf    only the PTF suite, with its live output
+#   make schema regenerate docs/scenario.schema.json from controller/scenario.py
 #   make clean
 SHELL := /bin/bash
 VENV ?= .venv
@@ -14,7 +15,7 @@ P4_SRCS := $(wildcard p4src/shared/*.p4 p4src/v1model/*.p4)
 APT_PACKAGES := python3 python3-venv python3-pip python3-scapy python3-thrift iproute2 iputils-ping \
 	ethtool tcpdump tshark iperf3 mininet make
 
-.PHONY: deps toolchain toolchain-tofino toolchain-pack build build-bench bench-switch test ptf clean
+.PHONY: deps toolchain toolchain-tofino toolchain-pack build build-bench bench-switch test ptf schema clean
 
 deps:
 	@if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
@@ -75,6 +76,11 @@ test:
 
 ptf: build
 	$(PY) ptf-tests/run_ptf.py
+
+# The scenario format's JSON Schema, for editors (docs/config.md, "Editors");
+# tests/test_scenario_schema.py fails when the committed file is out of date.
+schema:
+	$(PY) -m bwn.controller.scenario --out docs/scenario.schema.json
 
 clean:
 	rm -rf $(BUILD) .pytest_cache

@@ -1,7 +1,7 @@
 """`bwn`: run the papers' scenarios and compare sender schemes.
 
     bwn list
-    bwn run SCENARIO --schemes ebn,newreno,vegas,westwood --duration 60 --out DIR
+    bwn run SCENARIO --schemes ebn,newreno,vegas,westwood --duration 60 --out DIR [--pcap]
     bwn report DIR
 """
 from __future__ import annotations
@@ -110,6 +110,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("bwn run: --duration must be positive", file=sys.stderr)
         return 2
     why = preflight()
+    if why is None and args.pcap:
+        from bwn.capture import tcpdump_missing
+        why = tcpdump_missing()
     if why:
         print(f"bwn run: cannot run here: {why}", file=sys.stderr)
         return 3
@@ -134,7 +137,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         for i, scheme in enumerate(schemes):
             print(f"== {i + 1}/{len(schemes)}: {scheme} ({path.stem}, {duration_s:.0f} s)", flush=True)
             meta = experiment.run_scheme(cfg, scheme, out / scheme, duration_s,
-                                         progress=lambda m: print(m, flush=True))
+                                         progress=lambda m: print(m, flush=True), pcap=args.pcap)
             if not meta.get("ok"):
                 failed.append(scheme)
     except KeyboardInterrupt:
@@ -171,6 +174,10 @@ def main(argv: Optional[list[str]] = None) -> int:
                                      "(several parameters: algo:k=v;k=v) (default: the scenario's)")
     p.add_argument("--duration", type=float, help="seconds per scheme (default: the scenario's)")
     p.add_argument("--out", required=True, help="output folder (summary.md, summary.csv, plots, logs)")
+    p.add_argument("--pcap", action="store_true",
+                   help="keep a headers-only capture of each bottleneck link (or the scenario's "
+                        "[capture] links) in OUT/<scheme>/capture/ and draw seq-<scheme>.png "
+                        "from it; needs tcpdump")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("report", help="regenerate the summary and plots of a finished run")
     p.add_argument("dir")

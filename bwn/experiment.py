@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from bwn import capture, flowpaths
 from bwn.controller import entries as ent
 from bwn.controller.config import ExperimentConfig, LinkConfig
 from bwn.controller.p4rt import pipeline_files
@@ -303,18 +304,19 @@ class ControllerThread:
 
 
 def run_scheme(cfg: ExperimentConfig, scheme: str, out_dir: Path, duration_s: float,
-               progress: Callable[[str], None] = print) -> dict[str, Any]:
-    """One run of the scenario with `scheme` for the flows under test."""
+               progress: Callable[[str], None] = print, pcap: bool = False) -> dict[str, Any]:
+    """One run of the scenario with `scheme` for the flows under test; `pcap`:
+    capture the bottleneck links (bwn/capture.py)."""
     from bwn.linkem import netem_available
 
     from bwn.runlock import experiment_lock
 
     with experiment_lock(progress):
-        return _run_scheme_locked(cfg, scheme, out_dir, duration_s, progress)
+        return _run_scheme_locked(cfg, scheme, out_dir, duration_s, progress, pcap)
 
 
 def _run_scheme_locked(cfg: ExperimentConfig, scheme: str, out_dir: Path, duration_s: float,
-                       progress: Callable[[str], None]) -> dict[str, Any]:
+                       progress: Callable[[str], None], pcap: bool = False) -> dict[str, Any]:
     from bwn.linkem import netem_available
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -323,13 +325,16 @@ def _run_scheme_locked(cfg: ExperimentConfig, scheme: str, out_dir: Path, durati
     built = build_network(cfg, log_dir)
     net = built.net
     controller_thread: Optional[ControllerThread] = None
+    captures: Optional[capture.Captures] = None
     senders: list[Agent] = []
     receivers: list[Agent] = []
     ok = False
     interrupted = False
     meta: dict[str, Any] = {"scheme": scheme, "duration_s": duration_s,
                             "delay_emulator": "bwn-link" if built.linkem_nodes else "none",
-                            "netem_available": netem_available()}
+                            "netem_available": netem_available(),
+                            "flow_ids": {f.name: i + 1 for i, f in enumerate(cfg.flows)},
+                            **flowpaths.run_meta(cfg, AGENT_MSS_BYTES, _frame_bytes(AGENT_MSS_BYTES))}
     try:
         progress(f"[{scheme}] starting {len(cfg.switches)} BMv2 switches and {len(cfg.hosts)} hosts")
         net.start()
@@ -345,6 +350,11 @@ def _run_scheme_locked(cfg: ExperimentConfig, scheme: str, out_dir: Path, durati
         controller_thread = ControllerThread(controller)
         controller_thread.start()
         progress(f"[{scheme}] switches configured; running {len(cfg.flows)} flows for {duration_s:.0f} s")
+        if pcap:
+            captures = capture.start_for_run(cfg, built.ends, out_dir, duration_s)
+            progress(f"[{scheme}] capturing {', '.join(p.link for p in captures.points)}")
+        # Capture timestamps are wall-clock; the controller's clock is the experiment's.
+        meta["clock_offset_s"] = time.time() - controller.now_s()
         launched_s = controller.now_s()
         senders, receivers = start_agents(cfg, net, scheme, out_dir, duration_s)
         # Flow logs count time from each flow's start; the report aligns them with
@@ -381,6 +391,8 @@ def _run_scheme_locked(cfg: ExperimentConfig, scheme: str, out_dir: Path, durati
             stop_process(agent.proc)
         for em in built.linkem_nodes:
             em.stop_linkem()
+        if captures is not None:
+            meta.update(capture.finish_for_run(captures, out_dir))
         if controller_thread is not None:
             controller_thread.stop()
         net.stop()

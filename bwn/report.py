@@ -18,15 +18,18 @@ Definitions (also in summary.md):
   row ``all``: every flow's bytes / the integral over the union of lifetimes.
 * **jain**: Jain's index ``(sum x)^2 / (n sum x^2)`` of the flows' goodputs in one
   scheme run; blank for a single flow.
-* **estimate_error**: mean of ``|estimate - true| / true`` over the flow's log rows,
-  where the estimate is what the scheme used (:data:`ESTIMATE_SOURCES`) and the true
-  available bandwidth is, at the row's time ``t``, with ``C(t)`` the applied capacity
-  of the bottleneck and ``N(t)`` the flows of the run active at ``t``:
-  ``C(t) / N(t)`` (the fair share) for EBN codes and the sender-side estimators,
-  ``C(t) - cross(t)`` for OBP, compared with ``tight + own(t)``, where ``cross`` is
-  the throughput of the run's other flows and ``own`` the flow's own throughput over
-  the last ``bin_s`` (``tight = C - own - cross - queue drain``, so that sum is what
-  the flow could send).
+* **estimate_error_share** and **estimate_error_rate**: how far the bandwidth
+  estimate the scheme acted on (:data:`ESTIMATE_SOURCES`) is, on average over the
+  flow's log rows, from two references, as ``|estimate - reference| / reference``:
+  the flow's **max-min fair share** of the links it crosses at the row's time
+  (:func:`fair_share_bps`: only the flows active then on the same link *in the same
+  direction* share a link, run.json's ``flow_links``), and the flow's **own rate**
+  (its acknowledged payload over the last ``bin_s``). All in **payload** bit/s: the
+  switch-stamped values (EBN code, OBP tight link) and the capacities count whole
+  frames and are scaled by ``mss / frame`` (1000 / 1102 bytes for the runner's
+  agents); the sender-side estimates (Westwood, DFT, SARBE) count acknowledged
+  payload already. OBP's estimate is ``tight + own`` (the tight link counts the
+  flow's own traffic as used).
 """
 from __future__ import annotations
 
@@ -40,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from bwn.fairshare import max_min_shares
 from bwn.wire import ebn_decode_kbps
 
 # ---------------------------------------------------------------------------------------
@@ -93,7 +97,8 @@ ESTIMATE_SOURCES: dict[str, str] = {
 SUMMARY_COLUMNS: tuple[str, ...] = (
     "scheme", "flow", "algo", "start_s", "duration_s", "bytes", "goodput_bps",
     "capacity_bps", "utilization", "retransmissions", "timeouts", "rtt_mean_ms",
-    "rtt_p50_ms", "rtt_p95_ms", "rtt_p99_ms", "jain", "estimate_error", "estimate_samples",
+    "rtt_p50_ms", "rtt_p95_ms", "rtt_p99_ms", "jain", "estimate_error_share",
+    "estimate_error_rate", "estimate_samples",
 )
 
 TELEMETRY_COLUMNS = ("t_s", "switch", "port", "capacity_kbps", "rate_kbps", "avail_kbps",
@@ -106,6 +111,10 @@ DEFAULT_BIN_S = 0.5
 TIGHT_UNSET_KBPS = 0x7FFFFFFF
 NARROW_UNSET_KBPS = 0xFFFFFFFF
 EBN_UNSET_CODE = 255
+# The runner's agents (bwn/experiment.py AGENT_MSS_BYTES, and 102 bytes of Ethernet,
+# IPv4, UDP, BWN and transport headers); run.json states them for each run.
+DEFAULT_MSS_BYTES = 1000
+DEFAULT_FRAME_BYTES = 1102
 
 
 class ReportError(ValueError):
@@ -191,6 +200,19 @@ class SchemeRun:
     capacity: list[CapacitySample] = field(default_factory=list)
     bottleneck_link: Optional[str] = None   # a capacity.csv link; None: the slowest
     bottleneck_port: Optional[str] = None   # "switch:port" of its telemetry, if known
+    # run.json: flow -> the rate-limited (link, from, to) hops of its path; None: not
+    # recorded (then every flow is taken to cross the bottleneck in one direction).
+    flow_links: Optional[dict[str, list[tuple[str, str, str]]]] = None
+    flow_demand_bps: dict[str, float] = field(default_factory=dict)   # payload, app-limited flows
+    mss_bytes: int = DEFAULT_MSS_BYTES
+    frame_bytes: int = DEFAULT_FRAME_BYTES
+    captures: dict[str, str] = field(default_factory=dict)   # link -> pcap file (bwn run --pcap)
+    flow_ids: dict[str, int] = field(default_factory=dict)   # flow name -> transport flow id
+    clock_offset_s: Optional[float] = None   # capture time (epoch) - experiment time
+
+    @property
+    def payload_per_frame(self) -> float:
+        return self.mss_bytes / self.frame_bytes
 
 
 class RateCurve:
@@ -365,8 +387,32 @@ def load_scheme_run(scheme_dir: Path, scheme: Optional[str] = None,
         if (scheme_dir / "telemetry.csv").exists() else []
     capacity = read_capacity(scheme_dir / "capacity.csv") \
         if (scheme_dir / "capacity.csv").exists() else []
-    return SchemeRun(scheme or scheme_dir.name, flows, telemetry, capacity,
-                     meta.get("bottleneck_link"), meta.get("bottleneck_port"))
+    run = SchemeRun(scheme or scheme_dir.name, flows, telemetry, capacity,
+                    meta.get("bottleneck_link"), meta.get("bottleneck_port"))
+    _apply_meta(run, meta, scheme_dir / "run.json")
+    return run
+
+
+def _apply_meta(run: SchemeRun, meta: Mapping[str, Any], path: Path) -> None:
+    """run.json's topology and capture facts (docs/config.md, "The run directory")."""
+    try:
+        if "flow_links" in meta:
+            run.flow_links = {name: [(h["link"], h["from"], h["to"]) for h in hops]
+                              for name, hops in meta["flow_links"].items()}
+        run.flow_demand_bps = {k: float(v) for k, v in meta.get("flow_demand_bps", {}).items()}
+        run.mss_bytes = int(meta.get("mss_bytes", DEFAULT_MSS_BYTES))
+        run.frame_bytes = int(meta.get("frame_bytes", DEFAULT_FRAME_BYTES))
+        run.captures = {str(link): str(path.parent / c["file"])
+                        for link, c in meta.get("captures", {}).items()}
+        run.flow_ids = {str(k): int(v) for k, v in meta.get("flow_ids", {}).items()}
+        if meta.get("clock_offset_s") is not None:
+            run.clock_offset_s = float(meta["clock_offset_s"])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ReportError(f"{path}: unexpected flow_links, flow_demand_bps, mss_bytes, "
+                          f"frame_bytes, captures, flow_ids or clock_offset_s: {exc!r}") from None
+    if not 0 < run.mss_bytes <= run.frame_bytes:
+        raise ReportError(f"{path}: mss_bytes {run.mss_bytes} must be in (0, frame_bytes "
+                          f"{run.frame_bytes}]")
 
 
 def _stem(path: Path) -> Optional[str]:
@@ -551,9 +597,11 @@ def estimate_source(flow: FlowLog, run: SchemeRun) -> Optional[str]:
     return ESTIMATE_SOURCES.get(flow.algo or run.scheme)
 
 
-def estimate_bps(flow: FlowLog, sample: Mapping[str, Any], source: str,
+def estimate_bps(run: SchemeRun, sample: Mapping[str, Any], source: str,
                  own_bps: float) -> Optional[float]:
-    """The estimate the flow acted on at this log row, in bit/s (None if none)."""
+    """The estimate the flow acted on at this log row, in payload bit/s (None if none).
+
+    Switch-stamped values count frames: scaled by ``run.payload_per_frame``."""
     if source == "estimate_bps":
         value = sample.get("estimate_bps")
         return None if value is None or value <= 0 else float(value)
@@ -564,58 +612,103 @@ def estimate_bps(flow: FlowLog, sample: Mapping[str, Any], source: str,
         if code is None or int(code) == EBN_UNSET_CODE:
             return None
         kbps = ebn_decode_kbps(int(code))
-        return None if kbps is None else kbps * 1000
+        return None if kbps is None else kbps * 1000 * run.payload_per_frame
     if source == "fb_tight_kbps":
         tight = sample.get("fb_tight_kbps")
         if tight is None or tight >= TIGHT_UNSET_KBPS:
             return None
-        return tight * 1000 + own_bps
+        return tight * 1000 * run.payload_per_frame + own_bps
     raise ReportError(f"unknown estimate source {source!r}")
 
 
-def true_available_bps(run: SchemeRun, flow: FlowLog, source: str, t_s: float,
-                       capacity: RateCurve, rates: Mapping[str, _Delivered],
-                       window_s: float) -> Optional[float]:
-    """The bandwidth the estimate should have said (module docstring)."""
-    c_bps = capacity.rate_bps(t_s)
-    if source == "fb_tight_kbps":
-        cross_bps = sum(rates[f.name].rate_bps(t_s, window_s) for f in run.flows
-                        if f is not flow and f.name in rates)
-        return c_bps - cross_bps
-    return c_bps / max(active_flows(run, t_s), 1)
+BOTTLENECK_RESOURCE = "(bottleneck)"
 
 
-def estimate_error(run: SchemeRun, flow: FlowLog, capacity: Optional[RateCurve],
-                   window_s: float = DEFAULT_BIN_S) -> tuple[Optional[float], int]:
-    """(mean |estimate - true| / true, number of rows it averages)."""
+class FairShares:
+    """Each flow's max-min fair share (payload bit/s) of the links it crosses, at a
+    time: the flows active then share each link in each direction (bwn.fairshare).
+
+    The links and directions come from run.json's ``flow_links``; a run without them
+    (older runs, hand-made directories) is taken as every flow crossing the
+    bottleneck in one direction, i.e. ``C(t) / N(t)``."""
+
+    def __init__(self, run: SchemeRun) -> None:
+        self.run = run
+        self.curves = capacity_curves(run)
+        self.bottleneck_name, self.bottleneck_curve = bottleneck(run)
+        self._cache: dict[tuple[float, tuple[str, ...]], dict[Any, float]] = {}
+
+    def resources(self, flow: FlowLog) -> list[str]:
+        links = self.run.flow_links
+        if links is None:
+            return [BOTTLENECK_RESOURCE] if self.bottleneck_curve is not None else []
+        hops = links.get(flow.name.split("#")[0], [])
+        return [f"{link}:{a}>{b}" for link, a, b in hops if link in self.curves]
+
+    def _capacity_bps(self, resource: str, t_s: float) -> float:
+        curve = self.bottleneck_curve if resource == BOTTLENECK_RESOURCE             else self.curves[resource.split(":", 1)[0]]
+        assert curve is not None
+        return curve.rate_bps(t_s) * self.run.payload_per_frame
+
+    def share_bps(self, flow: FlowLog, t_s: float) -> Optional[float]:
+        """``flow``'s fair share at ``t_s``; None when no known link limits it."""
+        # A flow's last log row is at its end time: [start, end], both ends included.
+        active = tuple(f.name for f in self.run.flows
+                       if f is flow or f.start_s <= t_s <= f.end_s)
+        key = (t_s, active)
+        if key not in self._cache:
+            flows = {f.name: self.resources(f) for f in self.run.flows if f.name in active}
+            capacity = {r: self._capacity_bps(r, t_s) for rs in flows.values() for r in rs}
+            demand = {name: d for name, d in self.run.flow_demand_bps.items() if name in flows}
+            self._cache = {key: max_min_shares(capacity, flows, demand)}   # one time at a time
+        share = self._cache[key].get(flow.name)
+        return share if share is not None and math.isfinite(share) else None
+
+
+@dataclass(frozen=True)
+class EstimateError:
+    vs_share: Optional[float]      # mean |est - fair share| / fair share
+    vs_rate: Optional[float]       # mean |est - own rate| / own rate
+    samples: int                   # log rows with an estimate and a fair share
+
+
+def estimate_error(run: SchemeRun, flow: FlowLog, shares: Optional[FairShares] = None,
+                   window_s: float = DEFAULT_BIN_S) -> EstimateError:
+    """The flow's estimate error against its fair share and against its own rate."""
     source = estimate_source(flow, run)
-    if source is None or capacity is None:
-        return None, 0
-    rates = {f.name: _Delivered(f) for f in run.flows}
-    errors = []
+    if source is None:
+        return EstimateError(None, None, 0)
+    shares = shares or FairShares(run)
+    own = _Delivered(flow)
+    vs_share, vs_rate = [], []
     for sample in flow.samples:
         t_s = flow.start_s + sample["t_s"]
-        own_bps = rates[flow.name].rate_bps(t_s, window_s)
-        est = estimate_bps(flow, sample, source, own_bps)
+        # The own rate over the last window_s, or since the flow started if shorter.
+        own_window_s = min(window_s, sample["t_s"])
+        own_bps = own.rate_bps(t_s, own_window_s) if own_window_s > 0 else 0.0
+        est = estimate_bps(run, sample, source, own_bps)
         if est is None:
             continue
-        true = true_available_bps(run, flow, source, t_s, capacity, rates, window_s)
-        if true is None or true <= 0:
-            continue
-        errors.append(abs(est - true) / true)
-    return (sum(errors) / len(errors), len(errors)) if errors else (None, 0)
+        share = shares.share_bps(flow, t_s)
+        if share is not None and share > 0:
+            vs_share.append(abs(est - share) / share)
+        if own_bps > 0:
+            vs_rate.append(abs(est - own_bps) / own_bps)
+    return EstimateError(sum(vs_share) / len(vs_share) if vs_share else None,
+                         sum(vs_rate) / len(vs_rate) if vs_rate else None, len(vs_share))
 
 
 def summarize(run: SchemeRun, window_s: float = DEFAULT_BIN_S) -> list[dict[str, Any]]:
     """Rows of summary.csv for one scheme run: one per flow, then ``all``."""
     _, capacity = bottleneck(run)
+    shares = FairShares(run)
     goodputs = [f.goodput_bps for f in run.flows if f.goodput_bps is not None]
     jain = jain_index(goodputs)
     rows = []
     for flow in run.flows:
         capacity_bps = capacity.mean_rate_bps(flow.start_s, flow.end_s) if capacity else None
         goodput = flow.goodput_bps
-        err, n_err = estimate_error(run, flow, capacity, window_s)
+        err = estimate_error(run, flow, shares, window_s)
         rows.append({
             "scheme": run.scheme, "flow": flow.name, "algo": flow.algo,
             "start_s": flow.start_s, "duration_s": flow.duration_s, "bytes": flow.bytes,
@@ -627,7 +720,8 @@ def summarize(run: SchemeRun, window_s: float = DEFAULT_BIN_S) -> list[dict[str,
             "rtt_p50_ms": flow.summary.get("rtt_p50_ms"),
             "rtt_p95_ms": flow.summary.get("rtt_p95_ms"),
             "rtt_p99_ms": flow.summary.get("rtt_p99_ms"),
-            "jain": jain, "estimate_error": err, "estimate_samples": n_err,
+            "jain": jain, "estimate_error_share": err.vs_share,
+            "estimate_error_rate": err.vs_rate, "estimate_samples": err.samples,
         })
     if len(run.flows) > 1:
         t0_s, t1_s = run_span_s(run)
@@ -643,7 +737,8 @@ def summarize(run: SchemeRun, window_s: float = DEFAULT_BIN_S) -> list[dict[str,
             "retransmissions": _sum(r["retransmissions"] for r in rows),
             "timeouts": _sum(r["timeouts"] for r in rows),
             "rtt_mean_ms": None, "rtt_p50_ms": None, "rtt_p95_ms": None, "rtt_p99_ms": None,
-            "jain": jain, "estimate_error": None, "estimate_samples": 0,
+            "jain": jain, "estimate_error_share": None, "estimate_error_rate": None,
+            "estimate_samples": 0,
         })
     return rows
 
@@ -698,16 +793,18 @@ def write_markdown(path: Path, runs: Sequence[SchemeRun], rows: Sequence[Mapping
                    plots: Sequence[Path]) -> None:
     lines = ["# Experiment results", ""]
     lines += ["| scheme | flow | algo | goodput (Mb/s) | capacity (Mb/s) | utilization | "
-              "retransmissions | RTT mean (ms) | RTT p95 (ms) | Jain | estimate error |",
-              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "retransmissions | RTT mean (ms) | RTT p95 (ms) | Jain | "
+              "estimate error vs fair share | estimate error vs own rate |",
+              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(
             f"| {r['scheme']} | {r['flow']} | {r.get('algo') or '-'} | "
             f"{_md_number(r['goodput_bps'], 1e-6)} | {_md_number(r['capacity_bps'], 1e-6)} | "
             f"{_md_number(r['utilization'])} | {_cell(r['retransmissions']) or '-'} | "
             f"{_md_number(r['rtt_mean_ms'], digits=1)} | {_md_number(r['rtt_p95_ms'], digits=1)} | "
-            f"{_md_number(r['jain'])} | {_md_number(r['estimate_error'])} |")
-    lines += ["", "Bottleneck (capacity used for utilization and the true available bandwidth):", ""]
+            f"{_md_number(r['jain'])} | {_md_number(r['estimate_error_share'])} | "
+            f"{_md_number(r['estimate_error_rate'])} |")
+    lines += ["", "Bottleneck (capacity used for utilization):", ""]
     for run in runs:
         name, _ = bottleneck(run)
         lines.append(f"* {run.scheme}: {name or 'no capacity log'}")
@@ -716,11 +813,15 @@ def write_markdown(path: Path, runs: Sequence[SchemeRun], rows: Sequence[Mapping
               "(integral of the applied rate, capacity.csv) over the flow's lifetime; "
               f"row `{AGGREGATE_FLOW}`: all bytes / that integral over the union of lifetimes.",
               "* **jain**: Jain's index of the flows' goodputs within one scheme run.",
-              "* **estimate error**: mean |estimate - true| / true over the flow's log rows. "
-              "EBN: decoded `ebn_code` against the fair share C(t)/N(t); westwood, dft, sarbe: "
-              "the sender's `estimate_bps` against C(t)/N(t); OBP: `tight + own throughput` "
-              "against C(t) - throughput of the run's other flows. C(t) is the applied "
-              "bottleneck capacity, N(t) the run's flows active at t.", ""]
+              "* **estimate error** (columns `estimate_error_share`, `estimate_error_rate` of "
+              "summary.csv): mean |estimate - reference| / reference over the flow's log rows, "
+              "all in **payload** bit/s (switch-stamped values and capacities count frames and "
+              "are scaled by MSS / frame size). The estimate: EBN the decoded echoed "
+              "`ebn_code`; OBP the echoed tight link + the flow's own rate; westwood, dft, "
+              "sarbe the sender's `estimate_bps`. References: the flow's **max-min fair share** "
+              "of the links it crosses (flows active at that time on the same link in the same "
+              "direction; run.json `flow_links`, else every flow on the bottleneck), and the "
+              "flow's **own rate** (acknowledged payload over the last bin).", ""]
     if plots:
         lines += ["## Plots", ""]
         lines += [f"![{p.stem}]({p.name})" for p in plots]
@@ -768,13 +869,14 @@ def plot_throughput(path: Path, runs: Sequence[SchemeRun], bin_s: float) -> None
 
 
 def plot_congestion(path: Path, run: SchemeRun, bin_s: float) -> None:
-    """cwnd, then rates (pacing, estimate, true available), then the bottleneck queue."""
+    """cwnd, then rates (pacing, estimate, fair share), then the bottleneck queue."""
     import matplotlib.pyplot as plt
     name, capacity = bottleneck(run)
     telemetry = _telemetry_of(run, name)
     n_rows = 3 if telemetry else 2
     fig, axes = plt.subplots(n_rows, 1, figsize=(12, 2.8 * n_rows), sharex=True)
     rates = {f.name: _Delivered(f) for f in run.flows}
+    shares = FairShares(run)
     for index, flow in enumerate(run.flows):
         color = f"C{index % 10}"
         times = [flow.start_s + s["t_s"] for s in flow.samples]
@@ -790,18 +892,17 @@ def plot_congestion(path: Path, run: SchemeRun, bin_s: float) -> None:
             continue
         est, true = [], []
         for t_s, s in zip(times, flow.samples):
-            value = estimate_bps(flow, s, source, rates[flow.name].rate_bps(t_s, bin_s))
+            value = estimate_bps(run, s, source, rates[flow.name].rate_bps(t_s, bin_s))
             if value is not None:
                 est.append((t_s, value / 1e6))
-            if capacity is not None:
-                avail = true_available_bps(run, flow, source, t_s, capacity, rates, bin_s)
-                if avail is not None:
-                    true.append((t_s, avail / 1e6))
+            share = shares.share_bps(flow, t_s)
+            if share is not None:
+                true.append((t_s, share / 1e6))
         if est:
             axes[1].plot(*zip(*est), color=color, linewidth=1.2, label=f"{flow.name} estimate")
         if true:
             axes[1].plot(*zip(*true), color=color, linewidth=1, linestyle="--",
-                         label=f"{flow.name} true available")
+                         label=f"{flow.name} fair share")
     if capacity is not None:
         _, t_end = run_span_s(run)
         xs, ys = capacity.steps(max(t_end, capacity.times_s[-1]))
@@ -809,7 +910,7 @@ def plot_congestion(path: Path, run: SchemeRun, bin_s: float) -> None:
                      label=f"capacity ({name})")
     axes[0].set_title(f"{run.scheme}: congestion window, rates and estimates")
     axes[0].set_ylabel("cwnd (segments)")
-    axes[1].set_ylabel("rate, estimate (Mb/s)")
+    axes[1].set_ylabel("rate, estimate (Mb/s)\npayload; capacity: frames")
     axes[1].set_ylim(bottom=0)
     if telemetry:
         axes[2].plot([s.t_s for s in telemetry], [s.queue_pkts for s in telemetry],
@@ -850,7 +951,8 @@ def plot_goodput(path: Path, runs: Sequence[SchemeRun]) -> None:
 
 
 def write_plots(out_dir: Path, runs: Sequence[SchemeRun], bin_s: float) -> list[Path]:
-    """The PNGs; [] when matplotlib is missing."""
+    """The PNGs; [] when matplotlib is missing. Runs with captures (bwn run --pcap)
+    also get their time-sequence figure, ``seq-<scheme>.png`` (needs dpkt)."""
     try:
         import matplotlib
     except ModuleNotFoundError:
@@ -863,7 +965,21 @@ def write_plots(out_dir: Path, runs: Sequence[SchemeRun], bin_s: float) -> list[
         path = out_dir / f"cc-{_safe(run.scheme)}.png"
         plot_congestion(path, run, bin_s)
         paths.append(path)
+    for run in runs:
+        if run.captures and _have_dpkt():
+            from bwn.report_capture import plot_time_sequence
+            written = plot_time_sequence(out_dir / f"seq-{_safe(run.scheme)}.png", run)
+            if written is not None:
+                paths.append(written)
     return paths
+
+
+def _have_dpkt() -> bool:
+    try:
+        import dpkt  # noqa: F401
+    except ModuleNotFoundError:
+        return False
+    return True
 
 
 def _safe(name: str) -> str:

@@ -143,6 +143,44 @@ def test_apply_at_one_end_and_loss():
     (lambda d: d["links"].pop(1), "hosts[1]: host 'h2' is not connected by any link"),
     (lambda d: d.pop("switches"), "switches: missing (required)"),
     (lambda d: d.update(extra=1), "extra: unknown key (expected one of: experiment"),
+    # Messages of the declared format (controller/scenario.py) for each kind of mistake.
+    (lambda d: d.update(switches=[]),
+     "switches: expected a non-empty array of tables ([[switches]]), got an array"),
+    (lambda d: d.update(flows={"src": "h1"}),
+     "flows: expected an array of tables ([[flows]]), got a table"),
+    (lambda d: d["experiment"].update(schemes="ebn"),
+     "experiment.schemes: expected an array of algorithm names, got string 'ebn'"),
+    (lambda d: d["experiment"].update(schemes=["ebn", "cubic"]),
+     "experiment.schemes[1]: unknown algorithm 'cubic' (expected one of: newreno, reno"),
+    (lambda d: d["experiment"].update(duration_s=True),
+     "experiment.duration_s: expected a number, got boolean true"),
+    (lambda d: d["experiment"].update(duration_s=float("nan")),
+     "experiment.duration_s: must be finite, got nan"),
+    (lambda d: d["experiment"].update(name=""),
+     "experiment.name: expected a non-empty string, got string ''"),
+    (lambda d: d["links"][0].update(schedule={"rate_mbit": 3}),
+     "links[0].schedule.kind: missing (required; one of: constant, steps, sine, trace)"),
+    (lambda d: d["links"][0].update(schedule=3), "links[0].schedule: expected a table, got int 3"),
+    (lambda d: d["links"][0]["schedule"].update(rate_mbit=1e9),
+     "links[0].schedule.rate_mbit: link capacity 1e+15 b/s exceeds the dataplane's 5.37e+11 b/s"),
+    (lambda d: d["links"][1]["schedule"].update(steps=[]),
+     "links[1].schedule.steps: expected a non-empty array of {t_s = ..., rate_mbit = ...}, "
+     "got an array"),
+    (lambda d: d["links"][1]["schedule"]["steps"][1].update(x=1),
+     "links[1].schedule.steps[1].x: unknown key (expected one of: t_s, rate_mbit)"),
+    (lambda d: d["switches"].append({"name": "s1"}),
+     "switches[1].name: name 's1' is already used by switches[0].name"),
+    (lambda d: d["switches"].append({"name": "abcdefghijk"}),
+     "switches[1].name: 'abcdefghijk' is not a valid node name (a letter, then letters, digits "
+     "or '_', at most 10 characters"),
+    (lambda d: d["hosts"][0].update(ip="10.0.1.255/24"),
+     "hosts[0].ip: 10.0.1.255 is the network or broadcast address of 10.0.1.0/24"),
+    (lambda d: d["flows"][0].update(params={"a": 1, "b": {"c": 1}}),
+     "flows[0].params.b: expected a string, number or boolean, got a table"),
+    (lambda d: d["flows"][0].update(start_s=30),
+     "flows[0].start_s: 30 s is not before the end of the experiment (30 s)"),
+    (lambda d: d["links"][0].update(a_port=1),
+     "links[0].a_port: 'h1' is a host; ports are numbered on switches only"),
 ])
 def test_each_error_is_reported_with_its_location(mutate, expected):
     data = copy.deepcopy(minimal())
@@ -202,3 +240,17 @@ def test_load_config_resolves_trace_relative_to_file(tmp_path):
     c = cfg.load_config(tmp_path / "exp.toml")
     assert c.link("s2-h2").capacity.schedule.rate_bps(1.0) == pytest.approx(6e6)
     assert c.source == tmp_path / "exp.toml"
+
+
+def test_format_errors_first_then_references():
+    # Step 1 (the declared format) reports every format error; the checks across
+    # tables (step 2) run once the format is right, so they never report
+    # consequences of a format error.
+    data = minimal()
+    data["links"][0]["loss"] = 2
+    data["links"][1]["b"] = "h9"
+    assert errors_of(data) == ["links[0].loss: must be at most 1, got 2"]
+    data["links"][0]["loss"] = 0
+    assert errors_of(data) == ["links[1].b: unknown node 'h9' (known: h1, h2, s1)",
+                               "hosts[1]: host 'h2' is not connected by any link",
+                               "flows[0]: no path from h1 to h2 over the links"]

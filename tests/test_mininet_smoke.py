@@ -43,7 +43,7 @@ def test_smoke_experiment(tmp_path):
     before = _links()
     out = tmp_path / "run"
     res = subprocess.run([sys.executable, "-m", "bwn.cli", "run", "smoke", "--schemes", "ebn,newreno",
-                          "--duration", "6", "--out", str(out)],
+                          "--duration", "6", "--pcap", "--out", str(out)],
                          capture_output=True, text=True, timeout=300, cwd=REPO)
     print(res.stdout[-5000:], res.stderr[-5000:])
     assert res.returncode == 0
@@ -57,6 +57,15 @@ def test_smoke_experiment(tmp_path):
     # The switches stamped the flow: the EBN run's log saw switch feedback.
     log = (out / "ebn" / "flows" / "main.jsonl").read_text()
     assert '"echo_hop_count": 1' in log or '"echo_hop_count":1' in log
+    # --pcap: a capture of the bottleneck per scheme that reads back, with the
+    # switch's stamp on the flow's DATA, and the figure drawn from it.
+    from bwn.pcaptrace import read_trace
+    for scheme in ("ebn", "newreno"):
+        trace = read_trace(out / scheme / "capture" / "bottleneck.pcap")
+        flow = trace.flows[1]
+        assert len(flow.data_seq) > 100 and len(flow.ack_no) > 100, scheme
+        assert set(flow.hops) == {1}, scheme
+        assert (out / f"seq-{scheme}.png").stat().st_size > 10_000
     # Nothing left: no new interfaces, no switch processes from this run.
     assert _links() - before == set()
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
@@ -72,7 +81,7 @@ def test_sigterm_mid_run_tears_everything_down(tmp_path):
     before = _links()
     out = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "bwn.cli", "run", "smoke", "--schemes", "newreno",
-                             "--duration", "30", "--out", str(out)],
+                             "--duration", "30", "--pcap", "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
     deadline = time.monotonic() + 60
     while not (out / "newreno" / "flows").exists() and time.monotonic() < deadline:
@@ -84,5 +93,5 @@ def test_sigterm_mid_run_tears_everything_down(tmp_path):
     assert proc.returncode == 130
     assert _links() - before == set()
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert str(out) not in ps, "a process of the interrupted run is still alive"
+    assert str(out) not in ps, "a process of the interrupted run (agent, tcpdump) is still alive"
     assert (out / "newreno" / "switch-logs").exists()

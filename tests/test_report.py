@@ -11,6 +11,7 @@ from bwn import report
 from bwn.hosts.flowlog import SENDER_FIELDS, TimeSeriesLog
 
 TIMES_S = [i * 0.5 for i in range(20)]         # log rows at 0, 0.5, ..., 9.5 s
+K = 1000 / 1102      # payload bits per frame bit of the runner's agents (report.DEFAULT_*)
 
 
 def write_sender_log(path: Path, flow_id: int, algo: str, rate_bps: float,
@@ -110,9 +111,13 @@ def test_summary_numbers(run_dir):
     assert float(f1["jain"]) == pytest.approx(1.0)
     assert float(f1["retransmissions"]) == 1
     assert float(f1["rtt_mean_ms"]) == 21.5 and float(f1["rtt_p95_ms"]) == 30
-    # Code 98 = 2^(98/8) kb/s against the fair share 10 Mb/s / 2 flows.
+    # Code 98 = 2^(98/8) kb/s of frames against the fair share 10 Mb/s / 2 flows (also
+    # frames: the payload scaling cancels), then against the flow's own 5 Mb/s of payload
+    # (from the second row on: the first has no delivery yet).
     ebn_error = abs(2 ** (98 / 8) * 1e3 - 5e6) / 5e6
-    assert float(f1["estimate_error"]) == pytest.approx(ebn_error, rel=1e-4)
+    assert float(f1["estimate_error_share"]) == pytest.approx(ebn_error, rel=1e-4)
+    own_error = abs(2 ** (98 / 8) * 1e3 * K - 5e6) / 5e6
+    assert float(f1["estimate_error_rate"]) == pytest.approx(own_error, rel=1e-4)
     assert int(f1["estimate_samples"]) == 20
     total = rows[("ebn", "all")]
     assert float(total["goodput_bps"]) == pytest.approx(10e6)
@@ -127,16 +132,21 @@ def test_summary_numbers(run_dir):
     assert float(w2["utilization"]) == pytest.approx(7.5 / 15)
     assert float(wall["utilization"]) == pytest.approx(10 / 15)
     assert float(w1["jain"]) == float(wall["jain"]) == pytest.approx(0.8)
-    # estimate 6 Mb/s against the fair share 5 Mb/s (t < 5 s) then 10 Mb/s: errors 0.2, 0.4.
-    assert float(w1["estimate_error"]) == pytest.approx(0.3)
+    # estimate 6 Mb/s of payload against the fair share in payload, 10 Mb/s * K / 2
+    # (t < 5 s) then 20 Mb/s * K / 2, half of the rows each; and against 2.5 Mb/s.
+    share_errors = [abs(6e6 - c * K / 2) / (c * K / 2) for c in (10e6, 20e6)]
+    assert float(w1["estimate_error_share"]) == pytest.approx(sum(share_errors) / 2)
+    assert float(w1["estimate_error_rate"]) == pytest.approx((6e6 - 2.5e6) / 2.5e6)
 
-    # obp: 8 Mb/s over [2 s, 7 s] on 10 Mb/s; tight 2 Mb/s + own 8 Mb/s = C - no cross traffic.
+    # obp: 8 Mb/s over [2 s, 7 s] on 10 Mb/s; tight 2 Mb/s of frames + own 8 Mb/s of
+    # payload against the whole link (no other flow), 10 Mb/s * K of payload.
     solo = rows[("obp", "solo")]
     assert float(solo["start_s"]) == 2
     assert float(solo["goodput_bps"]) == pytest.approx(8e6)
     assert float(solo["utilization"]) == pytest.approx(0.8)
     assert solo["jain"] == ""
-    assert float(solo["estimate_error"]) == pytest.approx(0.0, abs=1e-9)
+    estimate = 2e6 * K + 8e6
+    assert float(solo["estimate_error_share"]) == pytest.approx(abs(estimate - 10e6 * K) / (10e6 * K))
     assert int(solo["estimate_samples"]) == 46
 
     text = summary_md.read_text()
