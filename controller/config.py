@@ -30,6 +30,7 @@ except ModuleNotFoundError:  # Python < 3.11
 
 from pydantic import ValidationError
 
+from bwn.controller import dataplane_math as dm
 from bwn.controller import scenario as sc
 from bwn.controller.scenario import (  # noqa: F401  (the public names of this module)
     ALGORITHMS, APPLY_BOTH, DEFAULT_DURATION_S, DEFAULT_QUEUE_PACKETS,
@@ -240,6 +241,7 @@ class _Resolver:
         for index, host in enumerate(t.hosts):
             if not any(host.name in edge for edge in self.edges):
                 self.error(f"hosts[{index}]", f"host {host.name!r} is not connected by any link")
+        self.capacities_fit_window(links)
         self.reservations()
         flows = self.flows()
         capture = self.capture(links)
@@ -366,6 +368,25 @@ class _Resolver:
                             f"the schedule")
             return None
         return (text,)
+
+    def capacities_fit_window(self, links: list[LinkConfig]) -> None:
+        """Each link's highest scheduled rate must fit the dataplane's measurement
+        window (IC is held as bytes per window: docs/dataplane.md)."""
+        window_us = self.t.dataplane.window_us
+        for i, (link, table) in enumerate(zip(links, self.t.links)):
+            sched = table.schedule
+            if isinstance(sched, sc.ConstantTable):
+                peaks = [sched.rate_mbit]
+            elif isinstance(sched, sc.SineTable):
+                peaks = [sched.b_mbit * (1 + 1 / sched.alpha)]
+            elif isinstance(sched, sc.StepsTable):
+                peaks = [step.rate_mbit for step in sched.steps]
+            else:
+                continue
+            try:
+                dm.PortCapacity.from_bps(max(peaks) * 1e6, window_us)
+            except dm.ConfigError as exc:
+                self.error(f"links[{i}].schedule", str(exc))
 
     def capacity(self, loc: str, table: Any) -> Optional[CapacityConfig]:
         trace_path: Optional[Path] = None

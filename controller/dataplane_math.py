@@ -135,14 +135,27 @@ class PortCapacity:
 
     @classmethod
     def from_bps(cls, capacity_bps: float, window_us: int = 16_384) -> "PortCapacity":
-        kbps = round(capacity_bps / 1000.0)
-        if kbps < 1:
-            raise ConfigError(f"link capacity must be at least 1 kb/s, got {capacity_bps} b/s")
+        kbps = check_capacity_kbps(capacity_bps / 1000.0)
         cap_bytes = capacity_bytes_per_window(capacity_bps, window_us)
-        if cap_bytes > INT32_MAX // 2:
-            raise ConfigError(f"link capacity {capacity_bps:.3g} b/s is too large for a {window_us} us window: "
-                              f"the dataplane holds IC - BR - BI in int32 bytes per window; use a shorter window")
+        if cap_bytes > MAX_WINDOW_BYTES:
+            raise ConfigError(f"link capacity {capacity_bps:.3g} b/s is too large for a {window_us} us window "
+                              f"(at most {MAX_WINDOW_BYTES * 8e6 / window_us:.3g} b/s): the dataplane holds "
+                              f"IC - BR - BI in int32 bytes per window; use a shorter window")
         return cls(cap_bytes=cap_bytes, cap_kbps=kbps, cap_log7=log7(kbps))
+
+
+MAX_WINDOW_BYTES = INT32_MAX // 2   # IC per window, so that IC - BR - BI stays an int32
+
+
+def check_capacity_kbps(kbps: float) -> int:
+    """A capacity the dataplane can hold in kb/s (AB is an int32 in kb/s), rounded."""
+    rounded = round(kbps)
+    if rounded < 1:
+        raise ConfigError(f"link capacity must be at least 1 kb/s, got {kbps * 1000:g} b/s")
+    if rounded > INT32_MAX:
+        raise ConfigError(f"link capacity {kbps * 1000:.3g} b/s exceeds the dataplane's "
+                          f"{INT32_MAX * 1000:.3g} b/s")
+    return rounded
 
 
 def loss_threshold(probability: float) -> int:

@@ -47,7 +47,7 @@ UNDER_TEST = "under-test"
 SCHEDULE_KINDS = ("constant", "steps", "sine", "trace")
 APPLY_BOTH = "both"
 MIN_RATE_BPS = 1000.0            # the dataplane's smallest capacity: 1 kb/s
-MAX_RATE_MBIT = dm.INT32_MAX / dm.QKBPS_PER_KBPS / 1000   # what port_config can hold
+MAX_RATE_MBIT = dm.INT32_MAX / 1000   # AB in kb/s is an int32 (port_config also checks IC per window)
 MAX_NODE_NAME = 10               # Mininet names interfaces "<node>-eth<N>" (IFNAMSIZ 16)
 NODE_NAME_PATTERN = rf"^[A-Za-z][A-Za-z0-9_]{{0,{MAX_NODE_NAME - 1}}}$"
 IPV4_INTERFACE_PATTERN = r"^[0-9]{1,3}(\.[0-9]{1,3}){3}/[0-9]{1,2}$"
@@ -81,7 +81,7 @@ Text = Annotated[str, Field(strict=True, min_length=1)]
 
 def _check_rate_mbit(rate_mbit: float) -> float:
     try:
-        dm.PortCapacity.from_bps(rate_mbit * 1e6)
+        dm.check_capacity_kbps(rate_mbit * 1e3)
     except dm.ConfigError as exc:
         raise _fail(str(exc)) from None
     return float(rate_mbit)

@@ -162,7 +162,10 @@ def test_apply_at_one_end_and_loss():
      "links[0].schedule.kind: missing (required; one of: constant, steps, sine, trace)"),
     (lambda d: d["links"][0].update(schedule=3), "links[0].schedule: expected a table, got int 3"),
     (lambda d: d["links"][0]["schedule"].update(rate_mbit=1e9),
-     "links[0].schedule.rate_mbit: link capacity 1e+15 b/s exceeds the dataplane's 5.37e+11 b/s"),
+     "links[0].schedule.rate_mbit: link capacity 1e+15 b/s exceeds the dataplane's 2.15e+12 b/s"),
+    # Within the dataplane's kb/s range, but not in bytes per (default 16.4 ms) window.
+    (lambda d: d["links"][0]["schedule"].update(rate_mbit=6e5),
+     "links[0].schedule: link capacity 6e+11 b/s is too large for a 16384 us window"),
     (lambda d: d["links"][1]["schedule"].update(steps=[]),
      "links[1].schedule.steps: expected a non-empty array of {t_s = ..., rate_mbit = ...}, "
      "got an array"),

@@ -60,7 +60,7 @@ MISTAKES = [
      ["links", 0, "queue_packets"], "links[0].queue_packets"),
     ("rate zero", lambda d: d["links"][0]["schedule"].update(rate_mbit=0),
      ["links", 0, "schedule"], "links[0].schedule.rate_mbit"),
-    ("rate beyond the dataplane", lambda d: d["links"][0]["schedule"].update(rate_mbit=6e5),
+    ("rate beyond the dataplane", lambda d: d["links"][0]["schedule"].update(rate_mbit=3e6),
      ["links", 0, "schedule"], "links[0].schedule.rate_mbit"),
     ("no switches", lambda d: d.update(switches=[]), ["switches"], "switches"),
     ("switches missing", lambda d: d.pop("switches"), [], "switches"),
