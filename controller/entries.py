@@ -24,7 +24,7 @@ EGRESS = "BwnEgress"
 
 DROP_COUNTER = f"{INGRESS}.drop_counter"
 DROP_REASONS = {0: "no_route", 1: "ttl", 2: "ipv4_malformed", 3: "bwn_malformed",
-                4: "random_loss", 5: "not_ipv4", 6: "af_out_of_profile"}
+                4: "random_loss", 5: "not_ipv4", 6: "af_out_of_profile", 7: "ipv4_checksum"}
 DROP_REASON_CODES = {name: code for code, name in DROP_REASONS.items()}
 
 # RFC 2597 Assured Forwarding code points (p4src/shared/define.p4): a reservation's

@@ -7,6 +7,7 @@ every entry it or the test wrote.
 """
 from __future__ import annotations
 
+import socket
 import statistics
 import time
 from pathlib import Path
@@ -23,6 +24,8 @@ from bwn.controller import entries as ent
 from bwn.controller.p4rt import SyncSwitch
 from bwn.scapy_bwn import BWN
 from bwn.wire import BWN_UDP_PORT
+
+SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)  # root may exceed net.core.rmem_max
 
 # Addresses used by the tests: hosts behind PTF ports.
 SWITCH_MAC = "00:00:00:00:01:01"
@@ -66,11 +69,21 @@ class BwnTest(BaseTest):
     def setUp(self) -> None:
         BaseTest.setUp(self)
         self.dataplane = ptf.dataplane_instance
+        self._deepen_receive_buffers()
         self.dataplane.flush()
         self.p4info = Path(param("p4info"))
         self.p4blob = Path(param("p4blob"))
         self.sw1 = self.connect("sw1", param("grpc_addr"))
         self._sw2: SyncSwitch | None = None
+
+    def _deepen_receive_buffers(self, size_bytes: int = 16 << 20) -> None:
+        """PTF's port sockets keep the kernel's default receive buffer (~200 kB,
+        about 230 frames): when PTF's reader thread falls behind on a loaded
+        machine, the kernel drops what the switch sent. Give them 16 MB."""
+        for port in getattr(self.dataplane, "ports", {}).values():
+            sock = getattr(port, "socket", None)
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, size_bytes)
 
     def connect(self, name: str, addr: str) -> SyncSwitch:
         sw = SyncSwitch(name, addr, device_id=0, p4info=self.p4info, p4blob=self.p4blob)
@@ -113,6 +126,19 @@ class BwnTest(BaseTest):
     def read_drops(self, reason: int) -> int:
         [entry] = self.sw1.read(fy.P4CounterEntry(ent.DROP_COUNTER, index=reason))
         return int(entry.data.packet_count)
+
+    def settled_drops(self, reason: int, quiet_s: float = 0.5, timeout_s: float = 20.0) -> int:
+        """The drop count once it has stopped changing for `quiet_s` (a switch on a
+        loaded machine may still be working through what the test sent)."""
+        deadline = time.monotonic() + timeout_s
+        last = self.read_drops(reason)
+        while time.monotonic() < deadline:
+            time.sleep(quiet_s)
+            now = self.read_drops(reason)
+            if now == last:
+                return now
+            last = now
+        return last
 
     # -- traffic helpers ---------------------------------------------------------
     def send_paced(self, port: int, frames: list[bytes], rate_pps: float) -> float:

@@ -240,7 +240,7 @@ class RandomLossTest(BwnTest):
             before = self.read_drops(ent.DROP_REASON_CODES["random_loss"])
             self.send_paced(1, frames, 1000)
             got = len(self.collect(2, 1.0))
-            dropped = self.read_drops(ent.DROP_REASON_CODES["random_loss"]) - before
+            dropped = self.settled_drops(ent.DROP_REASON_CODES["random_loss"]) - before
             sigma = math.sqrt(n * p * (1 - p))
             print(f"\n  loss {p}: {dropped}/{n} dropped by the loss draw, {got} forwarded")
             self.assertLessEqual(abs(dropped - n * p), 4.5 * sigma + 0.5)

@@ -30,6 +30,7 @@ from bwn.bmv2 import Bmv2Switch, bmv2_missing  # noqa: E402
 from bwn.netns import NetnsSet, netns_missing  # noqa: E402
 
 EXIT_SKIPPED = 77
+PTF_QUEUE_DEPTH = 10_000
 SW1_PTF_PORTS = (1, 2, 3, 4)
 SW1_UPLINK = 5
 SW2_PTF_PORT = 2
@@ -90,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
                          log_level=args.log_level)
         for sw in (sw1, sw2):
             switches.append(sw.start())
+            # Deep egress queues: on a loaded machine a paced test must not lose
+            # packets to BMv2's 64-packet default (tests that build a queue set their own).
+            sw.cli(f"set_queue_depth {PTF_QUEUE_DEPTH}\n")
 
         ptf = Path(sys.executable).parent / "ptf"
         params = ";".join([

@@ -61,6 +61,7 @@
 #define DROP_RANDOM_LOSS 4
 #define DROP_NOT_IPV4 5
 #define DROP_AF_OUT_OF_PROFILE 6   /* Assured Forwarding: queue above the threshold */
+#define DROP_IPV4_CHECKSUM 7       /* the IPv4 header checksum does not verify */
 #define DROP_REASONS 8
 
 /* Meter colours (v1model / PSA numbering); METER_NONE: no reservation matched. */

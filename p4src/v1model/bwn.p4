@@ -61,13 +61,20 @@ header bwn_v1_t {
     bit<96> echo;            /* echo_narrow_kbps, echo_tight_kbps, echo_hop_count, flags, reserved */
 }
 
+/* IPv4 options, up to the 40 bytes IHL allows: parsed only to verify the
+ * header checksum (RFC 1812 sec. 5.2.2), never changed. */
+header ipv4_options_t {
+    varbit<320> options;
+}
+
 struct v1_headers_t {
-    ethernet_v1_t ethernet;
-    ipv4_head_t   ipv4;
-    flow_key_t    fk;
-    ipv4_addrs_t  addrs;
-    udp_tail_t    udp;
-    bwn_v1_t      bwn;
+    ethernet_v1_t  ethernet;
+    ipv4_head_t    ipv4;
+    flow_key_t     fk;
+    ipv4_addrs_t   addrs;
+    ipv4_options_t ipv4_options;
+    udp_tail_t     udp;
+    bwn_v1_t       bwn;
 }
 
 /* min() without a branch (BMv2 evaluates it as one expression): b ^ ((a ^ b) & mask),
@@ -171,6 +178,14 @@ parser BwnParser(packet_in packet, out v1_headers_t hdr, inout metadata_t meta,
 
     state parse_addrs {
         packet.extract(hdr.addrs);
+        transition select(hdr.ipv4.ihl) {
+            5: accept;
+            default: parse_ipv4_options;
+        }
+    }
+
+    state parse_ipv4_options {
+        packet.extract(hdr.ipv4_options, ((bit<32>)hdr.ipv4.ihl - 5) * 32);
         transition accept;
     }
 
@@ -205,8 +220,24 @@ parser BwnParser(packet_in packet, out v1_headers_t hdr, inout metadata_t meta,
     }
 }
 
+/* RFC 1812 sec. 5.2.2: a router verifies the IPv4 header checksum and drops a
+ * header that does not verify (standard_metadata.checksum_error, counted under
+ * its own reason), so that no packet leaves with a bad checksum: the ingress
+ * then updates it incrementally (options included). */
 control BwnVerifyChecksum(inout v1_headers_t hdr, inout metadata_t meta) {
-    apply { }  /* IPv4 checksums are updated incrementally, never recomputed */
+    apply {
+        verify_checksum(hdr.fk.isValid(),
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn, hdr.ipv4.total_len,
+              hdr.ipv4.identification, hdr.ipv4.flag_reserved, hdr.ipv4.flag_df, hdr.ipv4.flag_mf,
+              hdr.ipv4.frag_offset, hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.fk.src_addr, hdr.fk.dst_addr },
+            hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+        verify_checksum(hdr.addrs.isValid(),
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn, hdr.ipv4.total_len,
+              hdr.ipv4.identification, hdr.ipv4.flag_reserved, hdr.ipv4.flag_df, hdr.ipv4.flag_mf,
+              hdr.ipv4.frag_offset, hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.addrs.src_addr,
+              hdr.addrs.dst_addr, hdr.ipv4_options.options },
+            hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+    }
 }
 
 /*************************************************************************
@@ -498,10 +529,12 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
     }
 
     apply {
-        if (standard_metadata.parser_error != error.NoError) {
+        if (standard_metadata.parser_error != error.NoError || standard_metadata.checksum_error == 1) {
             /* ---- malformed input: count the reason, drop ------------------- */
             if (standard_metadata.parser_error == error.NotIPv4) {
                 drop_with(DROP_NOT_IPV4);
+            } else if (standard_metadata.parser_error == error.NoError) {
+                drop_with(DROP_IPV4_CHECKSUM);    /* the header does not verify */
             } else if (standard_metadata.parser_error == error.TtlExpired) {
                 drop_with(DROP_TTL);
             } else if (hdr.fk.isValid() && hdr.fk.dst_port == BWN_UDP_PORT) {
@@ -606,6 +639,7 @@ control BwnDeparser(packet_out packet, in v1_headers_t hdr) {
         packet.emit(hdr.ipv4);
         packet.emit(hdr.fk);
         packet.emit(hdr.addrs);
+        packet.emit(hdr.ipv4_options);
         packet.emit(hdr.udp);
         packet.emit(hdr.bwn);
     }
