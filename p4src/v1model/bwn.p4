@@ -139,7 +139,9 @@ register<bit<256>>(MAX_PORTS) stamp;
 #define ST_FLOWS(x)  x[223:192]
 #define WINDOW_CLOSED 0x7FFFF   /* meta.q once a window's telemetry is in t */
 register<bit<32>>(MAX_PORTS * FLOW_SLOTS) flow_slot;  /* epoch in which a slot was last seen */
-/* egress: the queue the port's last packet left behind (AF drops, BI) */
+/* egress: the queue the port's last BWN DATA packet left behind (AF drops,
+ * BI). DATA packets sample the FIFO that every packet of the port shares; a
+ * port that carries no DATA has no reader of its AB. */
 register<bit<19>>(MAX_PORTS)  queue_depth;
 
 /*************************************************************************
@@ -204,9 +206,10 @@ parser BwnParser(packet_in packet, out v1_headers_t hdr, inout metadata_t meta,
         transition accept;
     }
 
+    /* The rest of the UDP header is only needed by BWN packets (the stamp
+     * zeroes its checksum); for other UDP it stays payload, untouched. */
     state parse_udp {
         packet.extract(hdr.fk);
-        packet.extract(hdr.udp);
         transition select(hdr.fk.dst_port) {
             BWN_UDP_PORT: parse_bwn;
             default: accept;
@@ -215,6 +218,7 @@ parser BwnParser(packet_in packet, out v1_headers_t hdr, inout metadata_t meta,
 
     /* A truncated BWN header ends parsing with error.PacketTooShort. */
     state parse_bwn {
+        packet.extract(hdr.udp);
         packet.extract(hdr.bwn);
         transition accept;
     }
@@ -601,14 +605,11 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
 control BwnEgress(inout v1_headers_t hdr, inout metadata_t meta,
                   inout standard_metadata_t standard_metadata) {
 
-    action queue_left() {
-        queue_depth.write(meta.pidx, standard_metadata.deq_qdepth);
-    }
-
     /* Each field becomes the minimum of what the packet carries and this
      * port's value (tight link is signed), and the hop count grows (saturating
      * at 255); a port without capacity (narrow 0) leaves the header as it is. */
     action stamp_packet() {
+        queue_depth.write(meta.pidx, standard_metadata.deq_qdepth);
         stamp.read(meta.t, meta.pidx);
         if (ST_NARROW(meta.t) != 0) {
             hdr.bwn.hop_ebn = (hdr.bwn.hop_ebn[15:8] + (bit<8>)(bit<1>)(hdr.bwn.hop_ebn[15:8] != 255))
@@ -622,7 +623,6 @@ control BwnEgress(inout v1_headers_t hdr, inout metadata_t meta,
     }
 
     apply {
-        queue_left();
         if (hdr.bwn.isValid() && hdr.bwn.version_kind == (BWN_VERSION << 4 | BWN_KIND_DATA)) {
             stamp_packet();
         }
