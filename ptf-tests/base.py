@@ -155,17 +155,57 @@ class BwnTest(BaseTest):
         return (len(frames) - 1) / elapsed if elapsed > 0 else float("inf")
 
     def collect(self, port: int, timeout_s: float = 1.0) -> list[Ether]:
-        """Every packet that arrives on `port` until none arrives for `timeout_s`."""
+        """Every packet that arrives on `port` until none arrives for `timeout_s`;
+        each must be well formed (`assert_well_formed`)."""
         got = []
         while True:
             res = self.dataplane.poll(device_number=0, port_number=port, timeout=timeout_s)
             if isinstance(res, self.dataplane.PollFailure):
                 return got
-            got.append(Ether(res.packet))
+            pkt = Ether(res.packet)
+            self.assert_well_formed(pkt)
+            got.append(pkt)
+
+    def assert_well_formed(self, pkt: Ether) -> None:
+        """What every packet a switch sends must be: a valid IPv4 header checksum,
+        and for a BWN DATA packet it stamped, UDP checksum 0 (docs/wire-format.md)."""
+        if IP not in pkt:
+            return
+        self.assertTrue(ipv4_checksum_ok(pkt), f"bad IPv4 header checksum: {bytes(pkt)[:40].hex()}")
+        if (UDP in pkt and pkt[UDP].dport == BWN_UDP_PORT and BWN in pkt
+                and pkt[BWN].version == 1 and pkt[BWN].kind == 0 and pkt[BWN].hop_count > 0):
+            self.assertEqual(pkt[UDP].chksum, 0, "a stamped packet kept a UDP checksum")
+
+    def set_queue(self, port: int, rate_pps: float, depth_packets: int, sw: int = 1) -> None:
+        """BMv2's egress queue of `port`: service rate and depth (Thrift)."""
+        from bwn.bmv2 import QueueControl
+        q = QueueControl(int(param("thrift_port" if sw == 1 else "thrift_port2")))
+        try:
+            q.set_rate(port, rate_pps)
+            q.set_depth(port, depth_packets)
+        finally:
+            q.close()
+
+    def reset_queue(self, port: int, sw: int = 1) -> None:
+        """Back to an unlimited, deep queue (as run_ptf.py starts the switches)."""
+        from bwn.bmv2 import QueueControl
+        q = QueueControl(int(param("thrift_port" if sw == 1 else "thrift_port2")))
+        try:
+            q.set_rate(port, 1e9)
+            q.set_depth(port, 10_000)
+        finally:
+            q.close()
 
     @staticmethod
     def median(values: list[float]) -> float:
         return statistics.median(values)
+
+
+def ipv4_checksum_ok(pkt: Ether) -> bool:
+    """The IPv4 header checksum of `pkt` is what Scapy computes afresh."""
+    fresh = IP(bytes(pkt[IP]))
+    del fresh.chksum
+    return IP(bytes(fresh)).chksum == pkt[IP].chksum
 
 
 def tcp_packet(src_port: int = 1, dst_port: int = 2) -> Ether:

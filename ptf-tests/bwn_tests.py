@@ -12,20 +12,13 @@ from scapy.layers.inet import IP, UDP, IPOption_EOL, IPOption_NOP
 from scapy.packet import Raw
 from scapy.layers.l2 import Ether
 
-from base import (HOST_IP, HOST_MAC, SWITCH2_MAC, SWITCH_MAC, BwnTest, bwn_packet, param,
-                  routed, tcp_packet, udp_packet)
+from base import (HOST_IP, HOST_MAC, SWITCH2_MAC, SWITCH_MAC, BwnTest, bwn_packet, ipv4_checksum_ok,
+                  param, routed, tcp_packet, udp_packet)
 from bwn.controller import dataplane_math as dm
 from bwn.controller import entries as ent
 from bwn.scapy_bwn import BWN
 from bwn.wire import (BWN_UDP_PORT, EBN_CODE_UNSET, KIND_ACK, NARROW_KBPS_UNSET,
                       TIGHT_KBPS_UNSET, BwnHeader)
-
-
-def ipv4_checksum_ok(pkt: Ether) -> bool:
-    """The IPv4 header checksum of `pkt` is what Scapy computes afresh."""
-    fresh = IP(bytes(pkt[IP]))
-    del fresh.chksum
-    return IP(bytes(fresh)).chksum == pkt[IP].chksum
 
 
 class ForwardingTest(BwnTest):

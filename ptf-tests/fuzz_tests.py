@@ -12,7 +12,7 @@ import finsy as fy
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from base import HOST_IP, SWITCH_MAC, BwnTest, bwn_packet
+from base import HOST_IP, SWITCH_MAC, BwnTest, bwn_packet, ipv4_checksum_ok
 from bwn.controller import dataplane_math as dm
 from bwn.controller import entries as ent
 from bwn.scapy_bwn import BWN
@@ -20,12 +20,6 @@ from bwn.wire import BwnHeader
 from fuzz_corpus import read_pcap
 
 CORPUS = Path(__file__).resolve().parent / "fuzz_corpus.pcap"
-
-
-def ipv4_checksum_ok(pkt: Ether) -> bool:
-    fresh = IP(bytes(pkt[IP]))
-    del fresh.chksum
-    return IP(bytes(fresh)).chksum == pkt[IP].chksum
 
 
 class FuzzCorpusTest(BwnTest):

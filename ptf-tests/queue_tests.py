@@ -1,0 +1,203 @@
+"""PTF tests that build real queues on BMv2 (a queue rate below the offered
+load), and the packet-level rules the other suites take for granted: OBP's BI
+term and the telemetry queue, Assured Forwarding for GTCP reservations, TTL,
+hop-count saturation, an idle link."""
+from __future__ import annotations
+
+import math
+import struct
+import time
+
+import ptf.testutils as tu
+from scapy.layers.inet import IP
+
+from base import HOST_IP, BwnTest, bwn_packet, routed
+from bwn.controller import dataplane_math as dm
+from bwn.controller import entries as ent
+from bwn.scapy_bwn import BWN
+from bwn.wire import BWN_UDP_PORT, BwnHeader
+
+FRAME_BYTES = 1000
+
+
+def numbered(sport: int, count: int, src: int = 1, dst: int = 2) -> list[bytes]:
+    """`count` DATA frames of one flow, carrying their index after the BWN header."""
+    return [bytes(bwn_packet(src, dst, sport=sport, size=FRAME_BYTES, payload=struct.pack("!I", i)))
+            for i in range(count)]
+
+
+def index_of(pkt) -> int:
+    return struct.unpack("!I", bytes(pkt[BWN].payload)[:4])[0]
+
+
+class QueueBiTermTest(BwnTest):
+    """OBP eq. 6 with a real queue: AB = IC - BR - BI, where BI is the queue
+    the port holds when the window starts. The telemetry reports that queue,
+    and each report's AB is its IC - BR - BI to the switch's rounding."""
+
+    window_cfg = ent.WindowConfig(window_us=131_072, flow_window_us=262_144)
+    CAPACITY_BPS = 2e6
+
+    def runTest(self) -> None:
+        self.add_hosts()
+        self.set_capacity(2, self.CAPACITY_BPS)
+        service_pps = self.CAPACITY_BPS / (8 * FRAME_BYTES)          # 250 pps
+        self.set_queue(2, service_pps, 40)
+        try:
+            self.sw1.insert([ent.telemetry_digest()])
+            self.settle()
+            collector = self.sw1.start_digests(ent.TELEMETRY_DIGEST)
+            frames = numbered(43100, int(1.6 * service_pps * 3.0))    # 1.6x the capacity, 3 s
+            self.send_paced(1, frames, 1.6 * service_pps)
+            out = self.collect(2, 1.5)
+            reports = [ent.PortTelemetry.from_digest(d) for d in collector.stop()]
+        finally:
+            self.reset_queue(2)
+        reports = [r for r in reports if r.port == 2 and r.rate_kbps > 0]
+        queued = [r for r in reports if r.queue_pkts > 0]
+        print(f"\n  {len(reports)} reports, queue up to {max(r.queue_pkts for r in reports)} packets, "
+              f"AB down to {min(r.avail_kbps for r in reports):.0f} kb/s; {len(out)}/{len(frames)} forwarded")
+        self.assertGreater(len(queued), 3, "the queue never built up")
+        self.assertGreaterEqual(max(r.queue_pkts for r in reports), 20)
+        unit_bytes = self.window_cfg.queue_unit_bytes
+        w_ms = self.window_cfg.window_us / 1000
+        for r in reports:
+            bi_kbps = r.queue_pkts * unit_bytes * 8 / w_ms
+            # Floors of the switch (BR and AB each within 1 kb/s) and of IC (< 0.5 byte/window).
+            self.assertAlmostEqual(r.avail_kbps, r.capacity_kbps - r.rate_kbps - bi_kbps, delta=2.5)
+        # Overloaded and queued: AB is negative, and BI makes it more so than IC - BR.
+        steady = queued[len(queued) // 2:]
+        self.assertTrue(all(r.avail_kbps < 0 for r in steady))
+        self.assertTrue(all(r.avail_kbps < r.capacity_kbps - r.rate_kbps - 100 for r in steady))
+        # BR counts bytes received (1.6x), not the capacity the queue lets through.
+        self.assertGreater(self.median([r.rate_kbps for r in steady]), 1.4 * self.CAPACITY_BPS / 1000)
+        # The stamps carry it: the tight link of the later packets is negative too.
+        tights = [BwnHeader.unpack(bytes(p[BWN])[:24]).tight_kbps for p in out[len(out) // 2:]]
+        self.assertLess(self.median(tights), 0)
+
+
+class AssuredForwardingTest(BwnTest):
+    """GTCP reservations as RFC 2597 Assured Forwarding, on a congested port:
+    in-profile packets (AF11) are not dropped before the queue is full, the
+    out-of-profile and best-effort ones are dropped once the queue holds the
+    port's threshold; one flow's packets are never reordered; with no queue,
+    nothing is dropped."""
+
+    AF_QUEUE = 5
+    SERVICE_PPS = 100.0
+
+    def setup_port(self) -> None:
+        self.add_hosts((1, 3, 4))
+        self.add_hosts((2,), {2: ent.PortOptions(reservations=True, af_queue_packets=self.AF_QUEUE)})
+        res = ent.Reservation(src=HOST_IP[1], dst=HOST_IP[2], rate_bps=400e3, src_port=45000,
+                              dst_port=BWN_UDP_PORT, burst_bytes=2000)
+        entry, meter = ent.reservation(res)
+        self.sw1.insert([entry])
+        self.sw1.modify([meter])
+
+    def send_mix(self, reserved_pps: float, best_effort_pps: float, seconds: float) -> tuple[list, list, int]:
+        a = numbered(45000, int(reserved_pps * seconds))
+        b = numbered(45001, int(best_effort_pps * seconds), src=3)
+        # Interleave by time: frame i of a flow is due at i / rate.
+        schedule = sorted([(i / reserved_pps, f) for i, f in enumerate(a)]
+                          + [(i / best_effort_pps, f) for i, f in enumerate(b)], key=lambda x: x[0])
+        before = self.read_drops(ent.DROP_REASON_CODES["af_out_of_profile"])
+        start = time.monotonic()
+        for due, frame in schedule:
+            delay = start + due - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            self.dataplane.send(0, 1, frame)
+        out = self.collect(2, 2.0)
+        af_drops = self.settled_drops(ent.DROP_REASON_CODES["af_out_of_profile"]) - before
+        mine = [p for p in out if p[IP].src == HOST_IP[1]]
+        other = [p for p in out if p[IP].src == HOST_IP[3]]
+        return mine, other, af_drops
+
+    def runTest(self) -> None:
+        self.setup_port()
+        # 1. Below the port's rate: no queue, no AF drop, both colours present.
+        mine, other, af_drops = self.send_mix(40, 20, 2.0)
+        self.assertEqual(af_drops, 0)
+        self.assertEqual(len(mine), 80)
+        self.assertEqual(len(other), 40)
+        # 2. Congested: the service rate is 100 pps, offered 80 + 120 pps.
+        self.set_queue(2, self.SERVICE_PPS, 60)
+        try:
+            self.settle()
+            mine, other, af_drops = self.send_mix(80, 120, 4.0)
+        finally:
+            self.reset_queue(2)
+        in_profile = [p for p in mine if p[IP].tos >> 2 == ent.DSCP_AF11]
+        print(f"\n  congested: reserved flow {len(mine)}/320 ({len(in_profile)} AF11), "
+              f"best effort {len(other)}/480, AF drops {af_drops}")
+        self.assertGreater(af_drops, 100)
+        # Never reordered: one queue for both colours.
+        indices = [index_of(p) for p in mine]
+        self.assertEqual(indices, sorted(indices), "the reserved flow was reordered")
+        # In profile is 400 kb/s = 50 pps of 1000-byte frames, none of it dropped:
+        # the AF drops never touch AF11, and the queue (60) never fills.
+        self.assertGreater(len(in_profile), 0.85 * 50 * 4.0)
+        self.assertTrue(all(p[IP].tos >> 2 in (ent.DSCP_AF11, ent.DSCP_AF13) for p in mine))
+        # The reserved flow gets more than the best-effort one, which offered more.
+        self.assertGreater(len(mine), len(other))
+
+
+class TtlTest(BwnTest):
+    """TTL 0 and 1 are dropped under their reason; TTL 2 leaves with 1 and a
+    correct header checksum."""
+
+    def runTest(self) -> None:
+        self.add_hosts()
+        before = self.read_drops(ent.DROP_REASON_CODES["ttl"])
+        for ttl in (0, 1):
+            pkt = bwn_packet(1, 2, sport=43200)
+            pkt[IP].ttl = ttl
+            del pkt[IP].chksum
+            tu.send_packet(self, 1, bytes(pkt))
+        tu.verify_no_other_packets(self, timeout=0.5)
+        self.assertEqual(self.settled_drops(ent.DROP_REASON_CODES["ttl"]), before + 2)
+        pkt = bwn_packet(1, 2, sport=43200)
+        pkt[IP].ttl = 2
+        del pkt[IP].chksum
+        tu.send_packet(self, 1, bytes(pkt))
+        [out] = self.collect(2, 0.5)
+        self.assertEqual(out[IP].ttl, 1)
+
+
+class HopCountSaturatesTest(BwnTest):
+    """hop_count grows by one per stamping switch and stops at 255."""
+
+    def runTest(self) -> None:
+        self.add_hosts()
+        self.set_capacity(2, 10e6)
+        for sent, expected in ((0, 1), (200, 201), (254, 255), (255, 255)):
+            tu.send_packet(self, 1, bwn_packet(1, 2, sport=43300, hop_count=sent))
+            [out] = self.collect(2, 0.5)
+            self.assertEqual(out[BWN].hop_count, expected, f"hop_count {sent} in")
+
+
+class IdleLinkTest(BwnTest):
+    """After whole windows without a packet, the first packet sees an idle link:
+    AB = IC exactly (BR and BI are 0), and one flow (the flow windows that
+    passed forgot the others)."""
+
+    window_cfg = ent.WindowConfig(window_us=16_384, flow_window_us=131_072)
+    CAPACITY_BPS = 10e6
+
+    def runTest(self) -> None:
+        self.add_hosts()
+        self.set_capacity(2, self.CAPACITY_BPS)
+        # Busy first: 8 flows.
+        frames = [bytes(bwn_packet(1, 2, sport=43400 + f)) for f in range(8)] * 20
+        self.send_paced(1, frames, 400)
+        self.collect(2, 0.5)
+        self.settle(3)                                            # > 2 flow windows idle
+        tu.send_packet(self, 1, bwn_packet(1, 2, sport=43500))
+        [out] = self.collect(2, 0.5)
+        h = BwnHeader.unpack(bytes(out[BWN])[:24])
+        cap = dm.PortCapacity.from_bps(self.CAPACITY_BPS, self.window_cfg.window_us)
+        self.assertEqual(h.tight_kbps, dm.window_bytes_to_kbps(cap.cap_bytes, self.window_cfg.window_us))
+        self.assertEqual(h.tight_kbps, 10_000)
+        self.assertEqual(h.ebn_code, dm.expected_ebn_code(10_000, 1))
+        self.assertTrue(math.isclose(h.narrow_kbps, 10_000))
