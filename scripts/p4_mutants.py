@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""Mutation testing of the switch program: does the PTF suite catch each fault?
+
+    sudo .venv/bin/python scripts/p4_mutants.py [--only NAME ...] [--list] [--jobs 1]
+        [--out build/p4-mutants.json]
+
+Each mutant is one small change to `p4src/v1model/bwn.p4` (a relational
+operator, a dropped statement, a swapped constant, each stamp and each drop),
+written here as (name, exact text, replacement). For each: copy p4src/ to a
+temporary folder, apply it, compile with p4c, run the PTF suite on the result
+(`ptf-tests/run_ptf.py --build-dir`). The mutant is
+
+  killed     the suite failed,
+  survived   the suite passed (a fault the tests do not see),
+  timeout    the suite ran past --timeout,
+  invalid    the mutant does not compile (not counted),
+  stale      its text is no longer in bwn.p4 (the list needs updating; an error).
+
+The score is killed / (killed + survived + timeout), equivalent mutants
+(listed in EQUIVALENT, each with its reason) excluded. docs/testing.md records
+the scores and the survivors. Not run by CI: each mutant takes minutes.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PROGRAM = Path("v1model") / "bwn.p4"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    find: str
+    replace: str
+    every: bool = False     # the text occurs more than once: change every occurrence
+
+
+MUTANTS: list[Mutant] = [
+    # -- forwarding, TTL, checksums
+    Mutant("ttl-not-decremented", "hdr.ipv4.ttl = hdr.ipv4.ttl - 1;", "hdr.ipv4.ttl = hdr.ipv4.ttl;"),
+    Mutant("ttl-checksum-not-updated", "hdr.ipv4.hdr_checksum = ~(~hdr.ipv4.hdr_checksum + 16w0xFEFF",
+           "hdr.ipv4.hdr_checksum = ~(~hdr.ipv4.hdr_checksum + 16w0xFFFF"),
+    Mutant("ttl-checksum-carry-dropped", "(bit<16>)(bit<1>)(~hdr.ipv4.hdr_checksum > 16w0x0100)", "16w0"),
+    Mutant("ttl-1-forwarded", "(_, 0 &&& 0xFE, _, _, _): ttl_expired;", "(_, 0, _, _, _): ttl_expired;"),
+    Mutant("ttl-2-dropped", "(_, 0 &&& 0xFE, _, _, _): ttl_expired;", "(_, 0 &&& 0xFC, _, _, _): ttl_expired;"),
+    Mutant("macs-not-rewritten", "hdr.ethernet.macs = macs;", ""),
+    Mutant("egress-port-not-set", "standard_metadata.egress_spec = port;", ""),
+    Mutant("checksum-not-verified",
+           "standard_metadata.parser_error != error.NoError || standard_metadata.checksum_error == 1",
+           "standard_metadata.parser_error != error.NoError"),
+    Mutant("dscp-remark-checksum-not-updated", "hdr.ipv4.hdr_checksum = ~(meta.t[15:0]);", ""),
+    # -- parser and drops
+    Mutant("ihl-4-accepted", "(4, _, _, _, _): ipv4_too_short;", "(4, _, _, _, _): parse_addrs;"),
+    Mutant("non-ipv4-accepted", "verify(false, error.NotIPv4);", ""),
+    Mutant("bwn-on-any-udp-port", "            BWN_UDP_PORT: parse_bwn;\n            default: accept;",
+           "            default: parse_bwn;"),
+    Mutant("fragments-parsed", "(5, _, 0, 0, IP_PROTO_UDP): parse_udp;", "(5, _, _, _, IP_PROTO_UDP): parse_udp;"),
+    Mutant("drop-reason-ttl-wrong", "drop_with(DROP_TTL);", "drop_with(DROP_IPV4_MALFORMED);"),
+    Mutant("drop-reason-bwn-wrong", "drop_with(DROP_BWN_MALFORMED);", "drop_with(DROP_IPV4_MALFORMED);"),
+    Mutant("drop-not-counted", "drop_counter.count(reason);", ""),
+    Mutant("malformed-not-dropped", "mark_to_drop(standard_metadata);", ""),
+    # -- loss
+    Mutant("loss-compare-inverted", "if (meta.slot_seen < meta.a) {", "if (meta.slot_seen >= meta.a) {"),
+    Mutant("loss-never-drawn", "                        if (meta.a != 0) {\n                            random_loss();",
+           "                        if (meta.a == 0) {\n                            random_loss();", every=True),
+    # -- OBP: BR, BI, AB, windows
+    Mutant("br-not-counted", "meta.ps = meta.ps + ((bit<176>)standard_metadata.packet_length << 112);", ""),
+    Mutant("br-counts-this-packet-twice", "meta.b = PS_RX(meta.ps) - standard_metadata.packet_length;",
+           "meta.b = PS_RX(meta.ps);"),
+    Mutant("ab-without-bi", "meta.b = cap_bytes - meta.a - meta.b;", "meta.b = cap_bytes - meta.a;"),
+    Mutant("ab-without-br", "meta.b = cap_bytes - meta.a - meta.b;", "meta.b = cap_bytes - meta.b;"),
+    Mutant("idle-gap-not-zeroed", "            meta.a = 0;\n        }\n        PS_END(meta.ps)",
+           "        }\n        PS_END(meta.ps)"),
+    Mutant("window-never-closes", "standard_metadata.ingress_global_timestamp >= PS_END(meta.ps)\n",
+           "standard_metadata.ingress_global_timestamp < 0\n"),
+    Mutant("window-end-not-stored", "        port_state.write(meta.pidx, meta.ps);\n        queue_depth.read(meta.q, meta.pidx);",
+           "        queue_depth.read(meta.q, meta.pidx);"),
+    Mutant("queue-not-sampled", "        queue_depth.write(meta.pidx, standard_metadata.deq_qdepth);", ""),
+    Mutant("ab-unsigned-shift", "(bit<32>)(int<32>)(((int<64>)(int<32>)meta.b * 125) >> (K - 6))",
+           "(bit<32>)(((bit<64>)meta.b * 125) >> (K - 6))"),
+    # -- EBN: flows and share
+    Mutant("flow-not-counted", "PS_CURRENT(meta.ps) = PS_CURRENT(meta.ps) + 1;", ""),
+    Mutant("flow-slot-not-marked", "flow_slot.write(meta.slot_idx, meta.slot_seen);", ""),
+    Mutant("flows-last-ignored", "        if ((bit<32>)PS_CURRENT(meta.ps) > meta.b) {\n            meta.b = (bit<32>)PS_CURRENT(meta.ps);",
+           "        if ((bit<32>)PS_CURRENT(meta.ps) > 0) {\n            meta.b = (bit<32>)PS_CURRENT(meta.ps);"),
+    Mutant("flow-window-not-rolled", "            PS_CURRENT(meta.ps) = 0;\n", ""),
+    Mutant("share-not-rounded", "meta.a = (bit<32>)ST_LOG7(meta.t) - (bit<32>)log7 + 8;",
+           "meta.a = (bit<32>)ST_LOG7(meta.t) - (bit<32>)log7;"),
+    Mutant("share-ignores-flows", "meta.a = (bit<32>)ST_LOG7(meta.t) - (bit<32>)log7 + 8;",
+           "meta.a = (bit<32>)ST_LOG7(meta.t) + 8;"),
+    # -- stamps
+    Mutant("stamp-on-acks", "hdr.bwn.version_kind == (BWN_VERSION << 4 | BWN_KIND_DATA)",
+           "hdr.bwn.version_kind[7:4] == BWN_VERSION"),
+    Mutant("stamp-any-version", "hdr.bwn.version_kind == (BWN_VERSION << 4 | BWN_KIND_DATA)",
+           "hdr.bwn.version_kind[3:0] == BWN_KIND_DATA"),
+    Mutant("stamp-unconfigured-port", "        if (ST_NARROW(meta.t) != 0) {\n            hdr.bwn.hop_ebn",
+           "        if (true) {\n            hdr.bwn.hop_ebn"),
+    Mutant("hop-not-saturating", "(bit<8>)(bit<1>)(hdr.bwn.hop_ebn[15:8] != 255)", "8w1"),
+    Mutant("hop-not-incremented", "(bit<8>)(bit<1>)(hdr.bwn.hop_ebn[15:8] != 255)", "8w0"),
+    Mutant("ebn-max-not-min", "MIN_U8(ST_EBN(meta.t), hdr.bwn.hop_ebn[7:0])", "ST_EBN(meta.t)"),
+    Mutant("narrow-max-not-min", "MIN_U32(ST_NARROW(meta.t), hdr.bwn.narrow_tight[63:32])", "ST_NARROW(meta.t)"),
+    Mutant("tight-unsigned-min", "MIN_S32(ST_AVAIL(meta.t), hdr.bwn.narrow_tight[31:0])",
+           "MIN_U32(ST_AVAIL(meta.t), hdr.bwn.narrow_tight[31:0])"),
+    Mutant("tight-not-stamped", "MIN_S32(ST_AVAIL(meta.t), hdr.bwn.narrow_tight[31:0])", "hdr.bwn.narrow_tight[31:0]"),
+    Mutant("udp-checksum-kept", "                hdr.udp.checksum = 0;  /* the UDP checksum rule", "                /* the UDP checksum rule"),
+    # -- reservations and Assured Forwarding
+    Mutant("reservations-never-looked-up", "                        if (meta.b[31:31] == 1) {", "                        if (meta.b[31:31] == 2) {"),
+    Mutant("green-marked-out-of-profile", "        if (meta.a == METER_GREEN) {\n            hdr.ipv4.dscp = dscp;",
+           "        if (meta.a != METER_GREEN) {\n            hdr.ipv4.dscp = dscp;"),
+    Mutant("af-never-drops", "            drop_with(DROP_AF_OUT_OF_PROFILE);", ""),
+    Mutant("af-drops-in-profile-too", "if (meta.b[30:0] != 0 && hdr.ipv4.dscp != DSCP_AF11) {\n                            assured",
+           "if (meta.b[30:0] != 0) {\n                            assured", every=True),
+    Mutant("af-threshold-off-by-far", "if ((bit<32>)meta.q >= (meta.b & 0x7FFFFFFF)) {", "if ((bit<32>)meta.q >= (meta.b & 0x7FFFFFFF) + 50) {"),
+]
+
+# Mutants that cannot change what the switch does, with the reason.
+EQUIVALENT: dict[str, str] = {
+}
+
+
+def apply(mutant: Mutant, src: str) -> str | None:
+    n = src.count(mutant.find)
+    if n == 0 or (n > 1 and not mutant.every):
+        return None
+    return src.replace(mutant.find, mutant.replace)
+
+
+def run_mutant(mutant: Mutant, timeout_s: float, keep: bool) -> dict:
+    original = (REPO / "p4src" / PROGRAM).read_text()
+    mutated = apply(mutant, original)
+    if mutated is None:
+        return {"name": mutant.name, "result": "stale",
+                "detail": f"text found {original.count(mutant.find)} times"}
+    work = Path(tempfile.mkdtemp(prefix=f"bwn-mutant-{mutant.name}-"))
+    t0 = time.monotonic()
+    try:
+        shutil.copytree(REPO / "p4src", work / "p4src")
+        (work / "p4src" / PROGRAM).write_text(mutated)
+        build = work / "build"
+        build.mkdir()
+        comp = subprocess.run(["p4c", "--target", "bmv2", "--arch", "v1model", "--std", "p4-16",
+                               "--p4runtime-files", str(build / "bwn.p4info.txtpb"), "-o", str(build),
+                               str(work / "p4src" / PROGRAM)], capture_output=True, text=True, timeout=600)
+        if comp.returncode != 0:
+            return {"name": mutant.name, "result": "invalid", "detail": comp.stderr.strip()[-400:],
+                    "seconds": round(time.monotonic() - t0)}
+        try:
+            res = subprocess.run([sys.executable, str(REPO / "ptf-tests" / "run_ptf.py"), "--build-dir", str(build)],
+                                 capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return {"name": mutant.name, "result": "timeout", "seconds": round(time.monotonic() - t0)}
+        failed = [line.split(":", 1)[1].strip() for line in (res.stdout + res.stderr).splitlines()
+                  if line.startswith(("FAIL:", "ERROR:"))]
+        return {"name": mutant.name, "result": "survived" if res.returncode == 0 else "killed",
+                "killed_by": failed[:5], "seconds": round(time.monotonic() - t0)}
+    finally:
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", nargs="*", default=[], help="run only these mutants (names)")
+    ap.add_argument("--list", action="store_true", help="list the mutants and whether each still applies")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds per PTF run")
+    ap.add_argument("--out", type=Path, default=REPO / "build" / "p4-mutants.json")
+    ap.add_argument("--keep", action="store_true", help="keep each mutant's folder (debugging)")
+    args = ap.parse_args(argv)
+    src = (REPO / "p4src" / PROGRAM).read_text()
+    names = {m.name for m in MUTANTS}
+    unknown = [n for n in args.only if n not in names]
+    if unknown:
+        ap.error(f"unknown mutant(s): {', '.join(unknown)} (--list shows them)")
+    if args.list:
+        for m in MUTANTS:
+            print(f"{m.name:36s} {'ok' if apply(m, src) is not None else 'STALE'}")
+        return 0
+    chosen = [m for m in MUTANTS if not args.only or m.name in args.only]
+    results = []
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    for i, m in enumerate(chosen, 1):
+        r = run_mutant(m, args.timeout, args.keep)
+        if m.name in EQUIVALENT:
+            r["equivalent"] = EQUIVALENT[m.name]
+        results.append(r)
+        print(f"[{i}/{len(chosen)}] {m.name:36s} {r['result']:9s} {r.get('seconds', 0):4d} s "
+              f"{', '.join(r.get('killed_by', []))[:80]}", flush=True)
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
+    counted = [r for r in results if r["result"] in ("killed", "survived", "timeout") and "equivalent" not in r]
+    killed = sum(r["result"] in ("killed", "timeout") for r in counted)
+    stale = [r["name"] for r in results if r["result"] == "stale"]
+    print(f"\nkilled {killed} / {len(counted)} = {killed / max(1, len(counted)):.1%} "
+          f"(survived {sum(r['result'] == 'survived' for r in counted)}, "
+          f"invalid {sum(r['result'] == 'invalid' for r in results)}, "
+          f"equivalent {sum('equivalent' in r for r in results)}, stale {len(stale)})")
+    for r in results:
+        if r["result"] == "survived":
+            print(f"  SURVIVED {r['name']}" + (f" (equivalent: {r['equivalent']})" if "equivalent" in r else ""))
+    if stale:
+        print(f"  STALE (update the list): {', '.join(stale)}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
