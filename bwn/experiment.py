@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from bwn import capture, flowpaths
+from bwn import capture, fidelity, flowpaths, seeding
 from bwn.controller import entries as ent
 from bwn.controller.config import ExperimentConfig, LinkConfig
 from bwn.controller.p4rt import pipeline_files
@@ -208,7 +208,7 @@ def start_agents(cfg: ExperimentConfig, net: Any, scheme: str, out_dir: Path,
     for i, f in enumerate(cfg.flows):
         algo, scheme_params = parse_scheme(f.algorithm(scheme))
         cmd = [str(VENV_BIN / "bwn-send"), "--algo", algo, "--dst", f"{cfg.host(f.dst).ip.ip}:{BWN_UDP_PORT}",
-               "--mss", str(AGENT_MSS_BYTES), "--flow-id", str(i + 1),
+               "--mss", str(AGENT_MSS_BYTES), "--flow-id", str(seeding.flow_id(cfg.seed, i)),
                "--log", str(flows_dir / f"{f.name}.jsonl"),
                "--summary-json", str(flows_dir / f"{f.name}.summary.json")]
         if f.bytes is not None:
@@ -303,6 +303,17 @@ class ControllerThread:
         self._thread.join(timeout=10)
 
 
+def _fidelity_json(monitor: fidelity.Monitor, progress: Callable[[str], None], scheme: str) -> dict[str, Any]:
+    """The run's fidelity verdict for run.json; a failure to judge is said, not hidden."""
+    try:
+        result = monitor.result()
+    except Exception as exc:  # never lose a run's files over its fidelity check
+        progress(f"[{scheme}] fidelity check failed: {exc!r}")
+        return {"valid": False, "summary": f"INVALID: fidelity check failed: {exc!r}", "broken": ["check"]}
+    progress(f"[{scheme}] fidelity: {result.summary()}")
+    return result.to_json()
+
+
 def run_scheme(cfg: ExperimentConfig, scheme: str, out_dir: Path, duration_s: float,
                progress: Callable[[str], None] = print, pcap: bool = False) -> dict[str, Any]:
     """One run of the scenario with `scheme` for the flows under test; `pcap`:
@@ -326,6 +337,7 @@ def _run_scheme_locked(cfg: ExperimentConfig, scheme: str, out_dir: Path, durati
     net = built.net
     controller_thread: Optional[ControllerThread] = None
     captures: Optional[capture.Captures] = None
+    monitor: Optional[fidelity.Monitor] = None
     senders: list[Agent] = []
     receivers: list[Agent] = []
     ok = False
@@ -333,7 +345,8 @@ def _run_scheme_locked(cfg: ExperimentConfig, scheme: str, out_dir: Path, durati
     meta: dict[str, Any] = {"scheme": scheme, "duration_s": duration_s,
                             "delay_emulator": "bwn-link" if built.linkem_nodes else "none",
                             "netem_available": netem_available(),
-                            "flow_ids": {f.name: i + 1 for i, f in enumerate(cfg.flows)},
+                            "seed": cfg.seed,
+                            "flow_ids": {f.name: seeding.flow_id(cfg.seed, i) for i, f in enumerate(cfg.flows)},
                             **flowpaths.run_meta(cfg, AGENT_MSS_BYTES, _frame_bytes(AGENT_MSS_BYTES))}
     try:
         progress(f"[{scheme}] starting {len(cfg.switches)} BMv2 switches and {len(cfg.hosts)} hosts")
@@ -341,8 +354,10 @@ def _run_scheme_locked(cfg: ExperimentConfig, scheme: str, out_dir: Path, durati
         configure_hosts(cfg, net)
         for em in built.linkem_nodes:
             link: LinkConfig = em.link_config
-            em.start_linkem(["--delay-ms", f"{link.delay_ms:g}"], out_dir / f"{em.name}-linkem.log",
-                            out_dir / f"{em.name}-linkem.json")
+            em_seed = seeding.linkem_seed(cfg.seed, em.name)
+            em.start_linkem(["--delay-ms", f"{link.delay_ms:g}"]
+                            + (["--seed", str(em_seed)] if em_seed is not None else []),
+                            out_dir / f"{em.name}-linkem.log", out_dir / f"{em.name}-linkem.json")
         window = ent.WindowConfig(cfg.dataplane.window_us, cfg.dataplane.flow_window_us,
                                   cfg.dataplane.queue_unit_bytes or _frame_bytes(AGENT_MSS_BYTES))
         controller = BwnController(built.plans, p4info, p4blob, out_dir, window,
@@ -355,6 +370,10 @@ def _run_scheme_locked(cfg: ExperimentConfig, scheme: str, out_dir: Path, durati
             progress(f"[{scheme}] capturing {', '.join(p.link for p in captures.points)}")
         # Capture timestamps are wall-clock; the controller's clock is the experiment's.
         meta["clock_offset_s"] = time.time() - controller.now_s()
+        # Fidelity sampling (bwn/fidelity.py) while the flows run; telemetry's time base.
+        monitor = fidelity.Monitor.for_network(out_dir, built, cfg.telemetry.interval_s)
+        monitor.time_origin_s = controller.t0
+        monitor.start()
         launched_s = controller.now_s()
         senders, receivers = start_agents(cfg, net, scheme, out_dir, duration_s)
         # Flow logs count time from each flow's start; the report aligns them with
@@ -389,6 +408,11 @@ def _run_scheme_locked(cfg: ExperimentConfig, scheme: str, out_dir: Path, durati
     finally:
         for agent in senders + receivers:
             stop_process(agent.proc)
+        if monitor is not None:
+            try:
+                monitor.stop()
+            except Exception as exc:  # teardown goes on; result() then says what is missing
+                progress(f"[{scheme}] fidelity sampler: {exc!r}")
         for em in built.linkem_nodes:
             em.stop_linkem()
         if captures is not None:
@@ -396,6 +420,8 @@ def _run_scheme_locked(cfg: ExperimentConfig, scheme: str, out_dir: Path, durati
         if controller_thread is not None:
             controller_thread.stop()
         net.stop()
+        if monitor is not None:
+            meta["fidelity"] = _fidelity_json(monitor, progress, scheme)
         meta["ok"] = ok
         (out_dir / "run.json").write_text(json.dumps(meta, indent=2))
         if ok:

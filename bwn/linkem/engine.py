@@ -350,6 +350,7 @@ class LinkEmulator:
             worker = self.workers.get(name)
             if worker is not None:
                 entry.update(worker.scheduler.counters.as_dict())
+                entry["lateness"] = worker.scheduler.lateness()
                 if worker.cpu_s is not None:
                     entry["cpu_s"] = round(worker.cpu_s, 4)
                     entry["wakeups"] = worker.wakeups

@@ -1,0 +1,676 @@
+"""Fidelity checks of one emulated run: did the machine keep up?
+
+The idea is Mininet-HiFi's "network invariants" (Handigol et al., "Reproducible
+network experiments using container-based emulation", CoNEXT 2012): an emulated
+result means something only if, during the run, the emulator behaved like the
+network it stands for. Every `bwn run` samples, while the flows run:
+
+* **CPU**: the machine's idle share (/proc/stat, every ``interval_s``). When no
+  CPU is idle, some process of the experiment is waiting for one.
+* **bwn-link lateness**: how late each delay emulator released frames versus
+  their due time (p50/p99/max per direction, from the histogram bwn-link writes
+  into its ``--stats-json``; ``bwn.linkem.scheduler.lateness_summary``).
+* **Switches**: packets in and out of every switch interface (/proc/net/dev),
+  the P4 program's drop counters by reason (Thrift, start and end), frames the
+  kernel dropped because the switch did not read its receive ring in time
+  (``PACKET_STATISTICS`` of the switch's own packet sockets, read through
+  ``pidfd_getfd``), the egress queue (telemetry digests, ``telemetry.csv``).
+* **Departure rate**: each rate-limited egress port's packets out per second,
+  while its queue was backlogged, against the rate the controller configured
+  (``capacity.csv``, ``queue_pps``: BMv2 serves a rate in packets per second).
+
+The invariants and their thresholds (:class:`Thresholds`, justified in
+``docs/fidelity.md``) are checked after the run; ``run.json["fidelity"]`` holds
+every measurement, each check's verdict and by how much a broken one missed.
+A run with a broken invariant is INVALID: the report marks it in every table and
+plot and ``bwn reproduce`` never averages it.
+
+The sampler is one thread in the runner's process reading two /proc files per
+tick; its own CPU time is measured and reported (``sampler``).
+"""
+from __future__ import annotations
+
+import bisect
+import csv
+import ctypes
+import json
+import os
+import socket
+import struct
+import threading
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+# ---------------------------------------------------------------------------------------
+# Thresholds and results
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Limits of the invariants (docs/fidelity.md says why each is where it is)."""
+
+    lateness_p99_us: float = 1000.0        # bwn-link: p99 of release lateness, each direction
+    lateness_min_frames: int = 100         # directions with fewer frames are not judged
+    rate_tolerance: float = 0.05           # |departed / configured - 1| while backlogged
+    rate_min_expected_pkts: float = 100.0  # a backlogged stretch is judged if >= this many were due
+    backlog_min_pkts: int = 2              # queue depth at both telemetry samples of an interval
+    cpu_idle_floor: float = 0.01           # a sample with idle share <= this is "no CPU idle"
+    cpu_saturated_max_s: float = 1.0       # longest tolerated stretch of such samples
+    switch_ring_drop_max_frac: float = 0.0  # kernel drops at a switch's receive rings / frames in
+
+
+DEFAULT_THRESHOLDS = Thresholds()
+
+#: The invariants, in report order.
+INVARIANTS = ("cpu", "linkem_lateness", "switch_rx_drops", "departure_rate")
+
+
+@dataclass
+class Check:
+    """One invariant's outcome. ``held`` is None when there was nothing to judge."""
+
+    name: str
+    held: Optional[bool]
+    value: Optional[float] = None          # the measured figure the limit applies to
+    limit: Optional[float] = None
+    unit: str = ""
+    detail: str = ""
+    items: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def broken(self) -> bool:
+        return self.held is False
+
+    def describe(self) -> str:
+        """One line: e.g. ``cpu: 2.40 s > 1 s without idle CPU (...)``."""
+        if self.held is None:
+            return f"{self.name}: not measured ({self.detail})" if self.detail else f"{self.name}: not measured"
+        status = "held" if self.held else "BROKEN"
+        return f"{self.name}: {status}: {self.detail}" if self.detail else f"{self.name}: {status}"
+
+
+@dataclass
+class FidelityResult:
+    checks: list[Check]
+    thresholds: Thresholds = DEFAULT_THRESHOLDS
+    measurements: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def valid(self) -> bool:
+        return not any(c.broken for c in self.checks)
+
+    @property
+    def broken(self) -> list[Check]:
+        return [c for c in self.checks if c.broken]
+
+    def summary(self) -> str:
+        """``valid`` or ``INVALID: <check>: ...; <check>: ...``."""
+        if self.valid:
+            return "valid"
+        return "INVALID: " + "; ".join(c.describe() for c in self.broken)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"valid": self.valid, "summary": self.summary(),
+                "broken": [c.name for c in self.broken],
+                "checks": {c.name: asdict(c) for c in self.checks},
+                "thresholds": asdict(self.thresholds),
+                "measurements": self.measurements}
+
+
+def run_validity(meta: Mapping[str, Any]) -> tuple[Optional[bool], str]:
+    """(valid, summary) of a run.json; (None, 'not checked') for runs made before
+    the fidelity checks existed."""
+    fid = meta.get("fidelity")
+    if not isinstance(fid, Mapping) or "valid" not in fid:
+        return None, "not checked"
+    return bool(fid["valid"]), str(fid.get("summary", "valid" if fid["valid"] else "INVALID"))
+
+
+# ---------------------------------------------------------------------------------------
+# The invariants, as pure functions of samples (tests feed them synthetic ones)
+
+
+def cpu_check(samples: Sequence[tuple[float, float, float]], th: Thresholds = DEFAULT_THRESHOLDS) -> Check:
+    """``samples``: (t_s, total_ticks, idle_ticks), cumulative as in /proc/stat.
+
+    Each interval between two samples has an idle share ``d_idle / d_total``; a
+    stretch of consecutive intervals at or below ``cpu_idle_floor`` counts as
+    saturated. Broken when the longest such stretch exceeds ``cpu_saturated_max_s``."""
+    if len(samples) < 2:
+        return Check("cpu", None, detail="fewer than 2 CPU samples")
+    longest_s = current_s = 0.0
+    busy_shares = []
+    start_of_longest = None
+    current_start = None
+    for (t0, tot0, idle0), (t1, tot1, idle1) in zip(samples, samples[1:]):
+        d_total = tot1 - tot0
+        if d_total <= 0 or t1 <= t0:
+            continue
+        idle_share = max(0.0, min(1.0, (idle1 - idle0) / d_total))
+        busy_shares.append(1.0 - idle_share)
+        if idle_share <= th.cpu_idle_floor:
+            if current_s == 0.0:
+                current_start = t0
+            current_s += t1 - t0
+            if current_s > longest_s:
+                longest_s, start_of_longest = current_s, current_start
+        else:
+            current_s = 0.0
+    if not busy_shares:
+        return Check("cpu", None, detail="no CPU ticks between samples")
+    mean_busy = sum(busy_shares) / len(busy_shares)
+    held = longest_s <= th.cpu_saturated_max_s
+    where = f" from t={start_of_longest:.1f} s" if start_of_longest is not None and longest_s > 0 else ""
+    return Check("cpu", held, round(longest_s, 3), th.cpu_saturated_max_s, "s",
+                 f"longest stretch without idle CPU {longest_s:.2f} s{where} "
+                 f"({'<=' if held else '>'} {th.cpu_saturated_max_s:g} s); mean CPU busy {mean_busy:.0%}",
+                 [{"mean_busy": round(mean_busy, 4), "max_busy": round(max(busy_shares), 4),
+                   "samples": len(samples)}])
+
+
+def lateness_check(linkem_stats: Mapping[str, Mapping[str, Any]],
+                   th: Thresholds = DEFAULT_THRESHOLDS) -> Check:
+    """``linkem_stats``: emulator name -> its bwn-link ``--stats-json`` content.
+    Broken when any direction that released at least ``lateness_min_frames``
+    frames has p99 lateness above ``lateness_p99_us``."""
+    items = []
+    for name, stats in sorted(linkem_stats.items()):
+        for direction in ("a_to_b", "b_to_a"):
+            late = (stats.get(direction) or {}).get("lateness")
+            if not late:
+                continue
+            items.append({"emulator": name, "direction": direction, "frames": late.get("frames", 0),
+                          "p50_us": late.get("p50_us"), "p99_us": late.get("p99_us"),
+                          "max_us": late.get("max_us")})
+    judged = [i for i in items if i["frames"] >= th.lateness_min_frames and i["p99_us"] is not None]
+    if not judged:
+        why = "no bwn-link in this scenario" if not linkem_stats else \
+            f"no direction released {th.lateness_min_frames} frames with a lateness record"
+        return Check("linkem_lateness", None, limit=th.lateness_p99_us, unit="us", detail=why, items=items)
+    worst = max(judged, key=lambda i: i["p99_us"])
+    bad = [i for i in judged if i["p99_us"] > th.lateness_p99_us]
+    held = not bad
+    detail = (f"worst p99 {worst['p99_us']:.0f} us ({worst['emulator']} {worst['direction']}, "
+              f"max {worst['max_us']:.0f} us) {'<=' if held else '>'} {th.lateness_p99_us:g} us")
+    if bad:
+        detail += f"; {len(bad)} of {len(judged)} directions over"
+    return Check("linkem_lateness", held, worst["p99_us"], th.lateness_p99_us, "us", detail, items)
+
+
+def switch_drop_check(switches: Mapping[str, Mapping[str, Any]],
+                      th: Thresholds = DEFAULT_THRESHOLDS) -> Check:
+    """``switches``: name -> {"in_pkts", "out_pkts", "ring_drops" (None: unreadable),
+    "p4_drops": {...}}. Broken when a switch's receive-ring drops exceed
+    ``switch_ring_drop_max_frac`` of the frames it was offered."""
+    items = []
+    worst_frac = None
+    worst_name = None
+    for name, s in sorted(switches.items()):
+        item = dict(s)
+        item["switch"] = name
+        drops = s.get("ring_drops")
+        offered = (s.get("in_pkts") or 0)
+        if drops is not None:
+            frac = drops / offered if offered > 0 else (1.0 if drops else 0.0)
+            item["ring_drop_frac"] = round(frac, 6)
+            if worst_frac is None or frac > worst_frac:
+                worst_frac, worst_name = frac, name
+        items.append(item)
+    if worst_frac is None:
+        return Check("switch_rx_drops", None, limit=th.switch_ring_drop_max_frac,
+                     detail="the switches' receive-ring statistics could not be read", items=items)
+    held = worst_frac <= th.switch_ring_drop_max_frac
+    total = sum(i.get("ring_drops") or 0 for i in items)
+    detail = (f"{total} frames dropped by the kernel before a switch read them "
+              f"(worst {worst_name}: {worst_frac:.3%} of its input; limit {th.switch_ring_drop_max_frac:.3%})")
+    return Check("switch_rx_drops", held, worst_frac, th.switch_ring_drop_max_frac, "fraction", detail, items)
+
+
+def integral_steps(points: Sequence[tuple[float, float]], t0: float, t1: float) -> float:
+    """Integral over [t0, t1] of the step function through ``points`` (t, value),
+    sorted by t; the first value also holds before the first point."""
+    if t1 <= t0 or not points:
+        return 0.0
+    total = 0.0
+    for i, (t, value) in enumerate(points):
+        start = t if i > 0 else -float("inf")
+        end = points[i + 1][0] if i + 1 < len(points) else float("inf")
+        overlap = min(end, t1) - max(start, t0)
+        if overlap > 0:
+            total += value * overlap
+    return total
+
+
+def backlogged_stretches(queue: Sequence[tuple[float, float]], min_pkts: float,
+                         max_gap_s: float) -> list[tuple[float, float]]:
+    """Maximal [start, end] spans over which consecutive queue samples (t, pkts),
+    at most ``max_gap_s`` apart, all held at least ``min_pkts``."""
+    spans: list[tuple[float, float]] = []
+    start = None
+    prev_t = None
+    for t, q in queue:
+        ok = q is not None and q >= min_pkts
+        if ok and start is not None and prev_t is not None and t - prev_t <= max_gap_s:
+            spans[-1] = (start, t)
+        elif ok:
+            start = t
+            spans.append((t, t))
+        else:
+            start = None
+        prev_t = t
+    return [(a, b) for a, b in spans if b > a]
+
+
+def departure_rate_check(ports: Mapping[str, Mapping[str, Any]], th: Thresholds = DEFAULT_THRESHOLDS,
+                         max_gap_s: float = 1.0) -> Check:
+    """``ports``: "switch:port" -> {"tx": [(t, tx_packets)], "queue": [(t, queue_pkts)],
+    "pps": [(t, configured packets/s)]}, all on one time base.
+
+    For each backlogged stretch in which at least ``rate_min_expected_pkts``
+    packets were due, compares the packets that left with the integral of the
+    configured rate. Broken when any such stretch is off by more than
+    ``rate_tolerance``."""
+    items = []
+    worst_dev = None
+    worst = None
+    for key, p in sorted(ports.items()):
+        tx, queue, pps = p.get("tx") or [], p.get("queue") or [], p.get("pps") or []
+        if not tx or not pps:
+            continue
+        departed_sum = expected_sum = 0.0
+        stretches = []
+        tx_times = [t for t, _ in tx]
+        for a0, b0 in backlogged_stretches(queue, th.backlog_min_pkts, max_gap_s):
+            # The counter's own samples inside the stretch: no interpolation
+            # across a change of rate at the stretch's edges.
+            i, j = bisect.bisect_left(tx_times, a0), bisect.bisect_right(tx_times, b0) - 1
+            if j <= i:
+                continue
+            (a, tx_a), (b, tx_b) = tx[i], tx[j]
+            expected = integral_steps(pps, a, b)
+            if expected < th.rate_min_expected_pkts:
+                continue
+            departed = tx_b - tx_a
+            ratio = departed / expected
+            stretches.append({"t0_s": round(a, 3), "t1_s": round(b, 3), "departed": round(departed, 1),
+                              "expected": round(expected, 1), "ratio": round(ratio, 4)})
+            departed_sum += departed
+            expected_sum += expected
+            if worst_dev is None or abs(ratio - 1) > worst_dev:
+                worst_dev, worst = abs(ratio - 1), (key, stretches[-1])
+        if stretches:
+            items.append({"port": key, "stretches": len(stretches),
+                          "ratio_all": round(departed_sum / expected_sum, 4),
+                          "worst_ratio": min((s["ratio"] for s in stretches), key=lambda r: -abs(r - 1)),
+                          "backlogged_s": round(sum(s["t1_s"] - s["t0_s"] for s in stretches), 3),
+                          "detail": stretches[:20]})
+    if worst is None:
+        return Check("departure_rate", None, limit=th.rate_tolerance,
+                     detail=f"no port was backlogged long enough for {th.rate_min_expected_pkts:g} packets",
+                     items=items)
+    held = worst_dev <= th.rate_tolerance
+    key, s = worst
+    detail = (f"worst stretch {key} t={s['t0_s']:.1f}-{s['t1_s']:.1f} s: {s['departed']:.0f} packets left "
+              f"of {s['expected']:.0f} due (ratio {s['ratio']:.3f}, |deviation| {worst_dev:.1%} "
+              f"{'<=' if held else '>'} {th.rate_tolerance:.0%})")
+    return Check("departure_rate", held, round(worst_dev, 4), th.rate_tolerance, "fraction", detail, items)
+
+
+def evaluate(cpu: Sequence[tuple[float, float, float]], linkem_stats: Mapping[str, Mapping[str, Any]],
+             switches: Mapping[str, Mapping[str, Any]], ports: Mapping[str, Mapping[str, Any]],
+             th: Thresholds = DEFAULT_THRESHOLDS, measurements: Optional[dict[str, Any]] = None,
+             telemetry_interval_s: float = 0.25) -> FidelityResult:
+    checks = [cpu_check(cpu, th), lateness_check(linkem_stats, th), switch_drop_check(switches, th),
+              departure_rate_check(ports, th, max_gap_s=max(1.0, 4 * telemetry_interval_s))]
+    return FidelityResult(checks, th, measurements or {})
+
+
+# ---------------------------------------------------------------------------------------
+# Reading the machine
+
+
+def read_proc_stat() -> tuple[float, float]:
+    """(total, idle) CPU ticks over all CPUs; idle includes iowait, steal counts as busy."""
+    with open("/proc/stat", "rb") as fh:
+        fields = fh.readline().split()[1:]
+    values = [int(v) for v in fields[:8]]
+    return float(sum(values)), float(values[3] + values[4])
+
+
+def read_net_dev(names: Iterable[str]) -> dict[str, tuple[int, int, int, int]]:
+    """Interface -> (rx_packets, rx_dropped, tx_packets, tx_dropped) of this namespace."""
+    wanted = set(names)
+    out = {}
+    with open("/proc/net/dev", "rb") as fh:
+        for line in fh.read().decode().splitlines()[2:]:
+            name, _, rest = line.partition(":")
+            name = name.strip()
+            if name in wanted:
+                f = rest.split()
+                out[name] = (int(f[1]), int(f[3]), int(f[9]), int(f[11]))
+    return out
+
+
+def process_cpu_s(pid: int) -> Optional[float]:
+    """utime + stime of a process and its waited-for children, seconds."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read().decode()
+    except OSError:
+        return None
+    fields = data[data.rfind(")") + 2:].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
+_SYS_PIDFD_GETFD = 438
+_SOL_PACKET = 263
+_PACKET_STATISTICS = 6
+
+
+def packet_socket_stats(pid: int) -> Optional[tuple[int, int]]:
+    """(frames received, frames dropped) summed over the packet sockets of `pid`
+    since the last call: the kernel's PACKET_STATISTICS, which reset on read
+    (BMv2 never reads them). The sockets are borrowed with pidfd_getfd (root).
+    None if they cannot be read (old kernel, not root, process gone)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        pidfd = os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        return None
+    received = dropped = 0
+    found = False
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                if not os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:"):
+                    continue
+            except OSError:
+                continue
+            local = libc.syscall(_SYS_PIDFD_GETFD, pidfd, int(fd), 0)
+            if local < 0:
+                continue
+            sock = None
+            try:
+                sock = socket.socket(fileno=local)
+                if sock.family != socket.AF_PACKET:
+                    continue
+                raw = sock.getsockopt(_SOL_PACKET, _PACKET_STATISTICS, 12)
+                packets, drops = struct.unpack("II", raw[:8])
+                received += packets
+                dropped += drops
+                found = True
+            except OSError:
+                continue
+            finally:
+                if sock is not None:
+                    sock.close()
+                else:
+                    os.close(local)
+    except OSError:
+        return None
+    finally:
+        os.close(pidfd)
+    return (received, dropped) if found else None
+
+
+def read_p4_drops(thrift_port: int) -> Optional[dict[str, int]]:
+    """The P4 program's drop counter by reason (Thrift), or None if unreachable."""
+    try:
+        from bm_runtime.standard import Standard  # type: ignore[import-not-found]
+        from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
+        from thrift.transport import TSocket, TTransport
+
+        from bwn.controller.entries import DROP_COUNTER, DROP_REASONS
+    except ImportError:
+        return None
+    transport = TTransport.TBufferedTransport(TSocket.TSocket("127.0.0.1", thrift_port))
+    try:
+        transport.open()
+        client = Standard.Client(TMultiplexedProtocol.TMultiplexedProtocol(
+            TBinaryProtocol.TBinaryProtocol(transport), "standard"))
+        return {name: int(client.bm_counter_read(0, DROP_COUNTER, index).packets)
+                for index, name in DROP_REASONS.items()}
+    except Exception:  # Thrift raises its own exception types
+        return None
+    finally:
+        transport.close()
+
+
+# ---------------------------------------------------------------------------------------
+# The sampler the runner starts and stops
+
+
+@dataclass
+class SwitchProbe:
+    name: str
+    pid: Optional[int]
+    thrift_port: int
+    intfs: list[str]                                   # its interfaces (root namespace)
+    ports: dict[int, str] = field(default_factory=dict)  # port -> interface
+
+
+@dataclass
+class PortSpec:
+    switch: str
+    port: int
+    intf: str
+    rate_limited: bool
+    queue_packets: int
+    reserved: bool
+
+
+class Monitor:
+    """Samples while a run's flows run; :meth:`result` judges the invariants.
+
+    The runner calls ``start()`` when the switches are configured, ``stop()`` when
+    the flows have ended (before anything is torn down) and ``result()`` when the
+    link emulators have written their statistics."""
+
+    def __init__(self, out_dir: Path, switches: Sequence[SwitchProbe], ports: Sequence[PortSpec],
+                 linkem_stats: Sequence[Path] = (), linkem_pids: Mapping[str, int] | None = None,
+                 interval_s: float = 0.1, thresholds: Thresholds = DEFAULT_THRESHOLDS,
+                 telemetry_interval_s: float = 0.25) -> None:
+        self.out_dir = Path(out_dir)
+        self.switches = list(switches)
+        self.ports = list(ports)
+        self.linkem_stats = list(linkem_stats)
+        self.linkem_pids = dict(linkem_pids or {})
+        self.interval_s = interval_s
+        self.thresholds = thresholds
+        self.telemetry_interval_s = telemetry_interval_s
+        self.time_origin_s = time.monotonic()   # the controller's t0: telemetry's time base
+        self.cpu: list[tuple[float, float, float]] = []
+        self.net: list[tuple[float, dict[str, tuple[int, int, int, int]]]] = []   # start, stop
+        self.tx: dict[str, list[tuple[float, int]]] = defaultdict(list)          # port -> tx_packets
+        self._tx_fds: dict[str, int] = {}
+        self.sampler_cpu_s = 0.0
+        self.sampler_ticks = 0
+        self._intfs = [i for s in self.switches for i in s.intfs]
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._started_s = 0.0
+        self._stopped_s = 0.0
+        self._p4_start: dict[str, Optional[dict[str, int]]] = {}
+        self._p4_end: dict[str, Optional[dict[str, int]]] = {}
+        self._ring: dict[str, Optional[tuple[int, int]]] = {}
+        self._proc_cpu_start: dict[str, Optional[float]] = {}
+        self._proc_cpu: dict[str, Optional[float]] = {}
+
+    @classmethod
+    def for_network(cls, out_dir: Path, built: Any, telemetry_interval_s: float,
+                    thresholds: Thresholds = DEFAULT_THRESHOLDS) -> "Monitor":
+        """A monitor for a :class:`bwn.experiment.BuiltNetwork` (started)."""
+        net = built.net
+        probes, ports = [], []
+        for plan in built.plans:
+            sw = net.get(plan.name)
+            intfs = {port: intf.name for port, intf in sw.intfs.items() if intf.name != "lo"}
+            proc = getattr(sw, "proc", None)
+            probes.append(SwitchProbe(plan.name, proc.pid if proc else None, plan.thrift_port,
+                                      sorted(intfs.values()), intfs))
+            for pp in plan.ports:
+                if pp.port in intfs:
+                    ports.append(PortSpec(plan.name, pp.port, intfs[pp.port], pp.schedule is not None,
+                                          pp.queue_packets, pp.reserved_bps > 0))
+        stats = [out_dir / f"{em.name}-linkem.json" for em in built.linkem_nodes]
+        pids = {em.name: em.linkem_proc.pid for em in built.linkem_nodes
+                if getattr(em, "linkem_proc", None) is not None}
+        return cls(out_dir, probes, ports, stats, pids, thresholds=thresholds,
+                   telemetry_interval_s=telemetry_interval_s)
+
+    # -- sampling ---------------------------------------------------------------------
+    def start(self) -> None:
+        for s in self.switches:
+            self._p4_start[s.name] = read_p4_drops(s.thrift_port)
+            if s.pid is not None:
+                packet_socket_stats(s.pid)               # reset: count this run only
+                self._proc_cpu_start[s.name] = process_cpu_s(s.pid)
+        for name, pid in self.linkem_pids.items():
+            self._proc_cpu_start[name] = process_cpu_s(pid)
+        # Per tick: /proc/stat and, for each rate-limited port, its tx_packets
+        # counter through a file descriptor kept open (one pread each).
+        for p in self.ports:
+            if p.rate_limited and not p.reserved:
+                try:
+                    self._tx_fds[f"{p.switch}:{p.port}"] = os.open(
+                        f"/sys/class/net/{p.intf}/statistics/tx_packets", os.O_RDONLY)
+                except OSError:
+                    continue
+        self._started_s = time.monotonic()
+        if self._intfs:
+            self.net.append((self._started_s, read_net_dev(self._intfs)))
+        self._sample()
+        self._thread = threading.Thread(target=self._run, name="fidelity", daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        t = time.monotonic()
+        total, idle = read_proc_stat()
+        self.cpu.append((t, total, idle))
+        for key, fd in self._tx_fds.items():
+            try:
+                self.tx[key].append((t, int(os.pread(fd, 32, 0))))
+            except (OSError, ValueError):
+                continue
+
+    def _run(self) -> None:
+        cpu0 = time.thread_time()
+        try:
+            while not self._stop.wait(self.interval_s):
+                self._sample()
+                self.sampler_ticks += 1
+        finally:
+            self.sampler_cpu_s = time.thread_time() - cpu0
+
+    def stop(self) -> None:
+        """End sampling and read the end counters (switches still running)."""
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._thread = None
+        self._sample()
+        self._stopped_s = time.monotonic()
+        for fd in self._tx_fds.values():
+            os.close(fd)
+        self._tx_fds = {}
+        if self._intfs:
+            self.net.append((self._stopped_s, read_net_dev(self._intfs)))
+        for s in self.switches:
+            self._p4_end[s.name] = read_p4_drops(s.thrift_port)
+            self._ring[s.name] = packet_socket_stats(s.pid) if s.pid is not None else None
+            if s.pid is not None:
+                self._proc_cpu[s.name] = _delta(process_cpu_s(s.pid), self._proc_cpu_start.get(s.name))
+        for name, pid in self.linkem_pids.items():
+            self._proc_cpu[name] = _delta(process_cpu_s(pid), self._proc_cpu_start.get(name))
+
+    # -- judging ----------------------------------------------------------------------
+    def _switch_counts(self) -> dict[str, dict[str, Any]]:
+        out = {}
+        first, last = (self.net[0][1], self.net[-1][1]) if self.net else ({}, {})
+        for s in self.switches:
+            rx = sum(last.get(i, (0,) * 4)[0] - first.get(i, (0,) * 4)[0] for i in s.intfs)
+            tx = sum(last.get(i, (0,) * 4)[2] - first.get(i, (0,) * 4)[2] for i in s.intfs)
+            p4 = None
+            if self._p4_start.get(s.name) is not None and self._p4_end.get(s.name) is not None:
+                p4 = {k: self._p4_end[s.name][k] - self._p4_start[s.name].get(k, 0)
+                      for k in self._p4_end[s.name]}
+            ring = self._ring.get(s.name)
+            p4_total = sum(p4.values()) if p4 else 0
+            out[s.name] = {"in_pkts": rx, "out_pkts": tx, "p4_drops": p4,
+                           "ring_drops": ring[1] if ring else None,
+                           # frames in minus out minus counted drops: egress-queue
+                           # tail drops (the emulated congestion) and frames queued at stop
+                           "queue_drops_est": rx - tx - p4_total - (ring[1] if ring else 0)}
+        return out
+
+    def _port_series(self) -> dict[str, dict[str, Any]]:
+        telemetry = _read_csv(self.out_dir / "telemetry.csv")
+        capacity = _read_csv(self.out_dir / "capacity.csv")
+        origin = self.time_origin_s
+        out = {}
+        for p in self.ports:
+            if not p.rate_limited or p.reserved:
+                continue   # priority queues are not work-conserving: no single rate to hold to
+            key = f"{p.switch}:{p.port}"
+            tx = [(t - origin, n) for t, n in self.tx.get(key, [])]
+            queue = [(float(r["t_s"]), float(r["queue_pkts"])) for r in telemetry
+                     if r.get("switch") == p.switch and _int(r.get("port")) == p.port and r.get("queue_pkts")]
+            pps = [(float(r["t_s"]), float(r["queue_pps"])) for r in capacity
+                   if r.get("switch") == p.switch and _int(r.get("port")) == p.port and r.get("queue_pps")]
+            queue.sort()
+            pps.sort()
+            out[key] = {"tx": tx, "queue": queue, "pps": pps, "queue_capacity_pkts": p.queue_packets}
+        return out
+
+    def result(self) -> FidelityResult:
+        linkem = {}
+        for path in self.linkem_stats:
+            try:
+                linkem[path.name.removesuffix("-linkem.json")] = json.loads(path.read_text())
+            except (OSError, json.JSONDecodeError):
+                continue
+        switches = self._switch_counts()
+        ports = self._port_series()
+        wall_s = max(self._stopped_s - self._started_s, 1e-9)
+        queues = {}
+        for key, p in ports.items():
+            q = [v for _, v in p["queue"]]
+            if q:
+                queues[key] = {"mean_pkts": round(sum(q) / len(q), 2), "max_pkts": max(q),
+                               "capacity_pkts": p["queue_capacity_pkts"],
+                               "mean_fraction": round(sum(q) / len(q) / p["queue_capacity_pkts"], 4)}
+        measurements = {
+            "wall_s": round(wall_s, 3),
+            "interval_s": self.interval_s,
+            "sampler": {"cpu_s": round(self.sampler_cpu_s, 4), "ticks": self.sampler_ticks,
+                        "cpu_fraction": round(self.sampler_cpu_s / wall_s, 5),
+                        "us_per_tick": round(1e6 * self.sampler_cpu_s / max(self.sampler_ticks, 1), 1)},
+            "process_cpu_s": {k: (round(v, 2) if v is not None else None) for k, v in self._proc_cpu.items()},
+            "queues": queues,
+        }
+        cpu = [(t - self.time_origin_s, total, idle) for t, total, idle in self.cpu]
+        return evaluate(cpu, linkem, switches, ports, self.thresholds, measurements,
+                        self.telemetry_interval_s)
+
+
+def _delta(end: Optional[float], start: Optional[float]) -> Optional[float]:
+    return None if end is None or start is None else end - start
+
+
+def _int(text: Any) -> Optional[int]:
+    try:
+        return int(float(text))
+    except (TypeError, ValueError):
+        return None
+
+
+def _read_csv(path: Path) -> list[dict[str, str]]:
+    if not path.exists():
+        return []
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
