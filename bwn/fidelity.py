@@ -162,6 +162,7 @@ def cpu_check(samples: Sequence[tuple[float, float, float]], th: Thresholds = DE
     if not busy_shares:
         return Check("cpu", None, detail="no CPU ticks between samples")
     mean_busy = sum(busy_shares) / len(busy_shares)
+    longest_s = round(longest_s, 6)     # sums of sample intervals: no float dust at the limit
     held = longest_s <= th.cpu_saturated_max_s
     where = f" from t={start_of_longest:.1f} s" if start_of_longest is not None and longest_s > 0 else ""
     return Check("cpu", held, round(longest_s, 3), th.cpu_saturated_max_s, "s",

@@ -1,0 +1,209 @@
+"""The fidelity invariants' arithmetic on synthetic samples: each one breaks
+alone, at its threshold and not before (bwn/fidelity.py, docs/fidelity.md)."""
+from __future__ import annotations
+
+import pytest
+
+from bwn import fidelity
+from bwn.fidelity import Thresholds
+from bwn.linkem.scheduler import LATE_BINS, LATE_SHIFT, DirectionScheduler, lateness_summary
+from bwn.linkem.config import Impairment
+
+TH = Thresholds()
+
+
+# -- synthetic inputs that hold every invariant ------------------------------------------
+
+def cpu_samples(idle_shares, dt=0.1, ticks_per_sample=20):
+    """Cumulative (t, total, idle) samples whose intervals have these idle shares."""
+    t, total, idle = 0.0, 0.0, 0.0
+    out = [(t, total, idle)]
+    for share in idle_shares:
+        t += dt
+        total += ticks_per_sample
+        idle += share * ticks_per_sample
+        out.append((t, total, idle))
+    return out
+
+
+def linkem(p99_us=200.0, frames=5000, max_us=900.0):
+    """One emulator: a_to_b as given, b_to_a on time with 5000 frames."""
+    late = {"frames": frames, "p50_us": 16.4, "p99_us": p99_us, "max_us": max_us}
+    on_time = {"frames": 5000, "p50_us": 16.4, "p99_us": 50.0, "max_us": 200.0}
+    return {"em0": {"a_to_b": {"lateness": late}, "b_to_a": {"lateness": on_time}}}
+
+
+def switches(ring_drops=0, in_pkts=10_000):
+    return {"s1": {"in_pkts": in_pkts, "out_pkts": in_pkts - 100, "ring_drops": ring_drops, "p4_drops": {}}}
+
+
+def port(ratio=1.0, pps=1000.0, seconds=5.0, queue_pkts=20.0, dt=0.1):
+    """A port backlogged for `seconds` whose packets leave at ratio * pps."""
+    n = int(seconds / dt)
+    tx = [(i * dt, ratio * pps * i * dt) for i in range(n + 1)]
+    queue = [(i * 0.25, queue_pkts) for i in range(int(seconds / 0.25) + 1)]
+    return {"s1:2": {"tx": tx, "queue": queue, "pps": [(0.0, pps)]}}
+
+
+def evaluate(**overrides):
+    args = {"cpu": cpu_samples([0.3] * 50), "linkem_stats": linkem(), "switches": switches(),
+            "ports": port()}
+    args.update(overrides)
+    return fidelity.evaluate(args["cpu"], args["linkem_stats"], args["switches"], args["ports"], TH)
+
+
+def test_all_held_is_valid():
+    result = evaluate()
+    assert result.valid, result.summary()
+    assert [c.name for c in result.checks] == list(fidelity.INVARIANTS)
+    assert all(c.held for c in result.checks)
+    assert result.summary() == "valid"
+    assert result.to_json()["valid"] is True
+
+
+# -- CPU: idle never 0 for more than 1 s -----------------------------------------------
+
+def test_cpu_breaks_alone_when_saturated_longer_than_limit():
+    shares = [0.3] * 10 + [0.0] * 12 + [0.3] * 10      # 1.2 s without idle CPU
+    result = evaluate(cpu=cpu_samples(shares))
+    assert [c.name for c in result.broken] == ["cpu"]
+    cpu = result.checks[0]
+    assert cpu.value == pytest.approx(1.2)
+    assert "1.20 s" in cpu.detail and "t=1.0 s" in cpu.detail
+    assert result.summary().startswith("INVALID: cpu: BROKEN")
+
+
+def test_cpu_holds_at_the_limit_and_resets_between_stretches():
+    # 1.0 s saturated, a moment of idle, 1.0 s again: never more than 1 s in a row.
+    shares = [0.0] * 10 + [0.05] + [0.0] * 10
+    check = fidelity.cpu_check(cpu_samples(shares))
+    assert check.held, check.detail
+    assert check.value == pytest.approx(1.0)
+
+
+def test_cpu_idle_floor_is_the_saturation_boundary():
+    below = fidelity.cpu_check(cpu_samples([TH.cpu_idle_floor / 2] * 20))
+    above = fidelity.cpu_check(cpu_samples([TH.cpu_idle_floor + 0.05] * 20))
+    assert below.held is False and above.held is True
+
+
+def test_cpu_without_samples_is_not_judged():
+    assert fidelity.cpu_check([(0.0, 10.0, 5.0)]).held is None
+
+
+# -- bwn-link lateness: p99 < 1 ms -------------------------------------------------------
+
+def test_lateness_breaks_alone_above_1ms():
+    result = evaluate(linkem_stats=linkem(p99_us=1500.0, max_us=8000.0))
+    assert [c.name for c in result.broken] == ["linkem_lateness"]
+    check = result.broken[0]
+    assert check.value == 1500.0
+    assert "em0 a_to_b" in check.detail and "1 of 2 directions" in check.detail
+
+
+def test_lateness_at_1ms_holds_and_few_frames_are_not_judged():
+    assert fidelity.lateness_check(linkem(p99_us=1000.0)).held is True
+    few = fidelity.lateness_check(linkem(p99_us=5000.0, frames=TH.lateness_min_frames - 1))
+    assert few.held is True          # the other direction (p99 50 us) is judged
+    assert fidelity.lateness_check({}).held is None
+
+
+def test_lateness_histogram_quantiles_from_the_scheduler():
+    """bwn-link's histogram: p99 is the upper edge of the bin that holds it, so a
+    run is never judged better than it was; max is exact."""
+    bin_us = (1 << LATE_SHIFT) / 1000
+    bins = [0] * LATE_BINS
+    bins[0] = 980                       # 980 frames on time
+    bins[100] = 20                      # 20 frames ~1.64 ms late
+    summary = lateness_summary(bins, max_ns=1_700_000)
+    assert summary["frames"] == 1000
+    assert summary["p50_us"] == pytest.approx(bin_us)
+    assert summary["p99_us"] == pytest.approx(min(101 * bin_us, 1700.0))
+    assert summary["max_us"] == 1700.0
+    bins[100] = 5                       # now only 0.5 % late: p99 is on time
+    assert lateness_summary(bins, 1_700_000)["p99_us"] == pytest.approx(bin_us)
+
+
+def test_scheduler_records_how_late_frames_left():
+    sched = DirectionScheduler(Impairment(delay_us=1000), seed=1)
+    for i in range(100):
+        sched.admit(b"x" * 100, now_ns=i * 1000)
+    sent = []
+    # Released 3 ms after the last frame was due: every frame is late by 3..3.1 ms.
+    sched.release_due(now_ns=99 * 1000 + 1_000_000 + 3_000_000, send=sent.append)
+    assert len(sent) == 100
+    late = sched.lateness()
+    assert late["frames"] == 100
+    assert 3000 <= late["p50_us"] <= 3000 + 2 * late["bin_us"] + 100
+    assert late["max_us"] == pytest.approx(3099.0)
+
+
+# -- switch receive rings: nothing dropped before the switch read it ---------------------
+
+def test_switch_ring_drops_break_alone():
+    result = evaluate(switches=switches(ring_drops=3))
+    assert [c.name for c in result.broken] == ["switch_rx_drops"]
+    assert "3 frames" in result.broken[0].detail
+    assert result.broken[0].value == pytest.approx(3 / 10_000)
+
+
+def test_switch_ring_stats_unreadable_is_not_judged():
+    check = fidelity.switch_drop_check({"s1": {"in_pkts": 10, "ring_drops": None}})
+    assert check.held is None
+
+
+# -- departure rate within 5 % of the configured rate while backlogged -------------------
+
+def test_departure_rate_breaks_alone_when_slow():
+    result = evaluate(ports=port(ratio=0.93))
+    assert [c.name for c in result.broken] == ["departure_rate"]
+    check = result.broken[0]
+    assert check.value == pytest.approx(0.07, abs=0.002)
+    assert "ratio 0.930" in check.detail
+
+
+def test_departure_rate_within_tolerance_holds():
+    assert fidelity.departure_rate_check(port(ratio=0.96)).held is True
+    assert fidelity.departure_rate_check(port(ratio=1.04)).held is True
+    assert fidelity.departure_rate_check(port(ratio=1.06)).held is False
+
+
+def test_departure_rate_only_judged_while_backlogged():
+    # Slow departures, but the queue never held 2 packets: nothing to judge.
+    ports = port(ratio=0.5, queue_pkts=1.0)
+    assert fidelity.departure_rate_check(ports).held is None
+    # Too short a stretch (fewer packets due than the minimum): not judged either.
+    short = port(ratio=0.5, pps=10.0, seconds=5.0)
+    assert fidelity.departure_rate_check(short).held is None
+
+
+def test_departure_rate_uses_the_configured_schedule():
+    """The rate changes mid-stretch: the expected count is the integral of the steps."""
+    dt = 0.1
+    tx, count = [], 0.0
+    for i in range(101):
+        t = i * dt
+        tx.append((t, count))
+        count += (1000.0 if t < 5 else 500.0) * dt
+    ports = {"s1:2": {"tx": tx, "queue": [(i * 0.25, 10.0) for i in range(41)],
+                      "pps": [(0.0, 1000.0), (5.0, 500.0)]}}
+    check = fidelity.departure_rate_check(ports)
+    assert check.held is True and check.value < 0.01
+    ports["s1:2"]["pps"] = [(0.0, 1000.0)]          # as if the controller never slowed it
+    assert fidelity.departure_rate_check(ports).held is False
+
+
+def test_backlogged_stretches_split_on_low_queue_and_gaps():
+    q = [(0.0, 5), (0.25, 5), (0.5, 0), (0.75, 5), (1.0, 5), (3.0, 5), (3.25, 5)]
+    assert fidelity.backlogged_stretches(q, 2, max_gap_s=1.0) == [(0.0, 0.25), (0.75, 1.0), (3.0, 3.25)]
+
+
+def test_integral_of_steps():
+    pts = [(0.0, 10.0), (2.0, 20.0)]
+    assert fidelity.integral_steps(pts, 1.0, 3.0) == pytest.approx(30.0)
+    assert fidelity.integral_steps(pts, -1.0, 0.0) == pytest.approx(10.0)   # first value holds before
+
+
+def test_run_validity_of_old_and_new_run_json():
+    assert fidelity.run_validity({}) == (None, "not checked")
+    assert fidelity.run_validity({"fidelity": {"valid": False, "summary": "INVALID: cpu"}}) == (False, "INVALID: cpu")
