@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from bwn.fairshare import max_min_shares
+from bwn.fidelity import run_validity
 from bwn.wire import ebn_decode_kbps
 
 # ---------------------------------------------------------------------------------------
@@ -98,7 +99,7 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "scheme", "flow", "algo", "start_s", "duration_s", "bytes", "goodput_bps",
     "capacity_bps", "utilization", "retransmissions", "timeouts", "rtt_mean_ms",
     "rtt_p50_ms", "rtt_p95_ms", "rtt_p99_ms", "jain", "estimate_error_share",
-    "estimate_error_rate", "estimate_samples",
+    "estimate_error_rate", "estimate_samples", "valid", "fidelity",
 )
 
 TELEMETRY_COLUMNS = ("t_s", "switch", "port", "capacity_kbps", "rate_kbps", "avail_kbps",
@@ -209,6 +210,13 @@ class SchemeRun:
     captures: dict[str, str] = field(default_factory=dict)   # link -> pcap file (bwn run --pcap)
     flow_ids: dict[str, int] = field(default_factory=dict)   # flow name -> transport flow id
     clock_offset_s: Optional[float] = None   # capture time (epoch) - experiment time
+    # run.json's fidelity verdict (bwn/fidelity.py): (True/False/None, summary)
+    validity: tuple[Optional[bool], str] = (None, "not checked")
+
+    @property
+    def label(self) -> str:
+        """The scheme's name, marked when the run broke a fidelity invariant."""
+        return f"{self.scheme} [INVALID]" if self.validity[0] is False else self.scheme
 
     @property
     def payload_per_frame(self) -> float:
@@ -390,6 +398,7 @@ def load_scheme_run(scheme_dir: Path, scheme: Optional[str] = None,
     run = SchemeRun(scheme or scheme_dir.name, flows, telemetry, capacity,
                     meta.get("bottleneck_link"), meta.get("bottleneck_port"))
     _apply_meta(run, meta, scheme_dir / "run.json")
+    run.validity = run_validity(meta)
     return run
 
 
@@ -705,6 +714,7 @@ def summarize(run: SchemeRun, window_s: float = DEFAULT_BIN_S) -> list[dict[str,
     goodputs = [f.goodput_bps for f in run.flows if f.goodput_bps is not None]
     jain = jain_index(goodputs)
     rows = []
+    valid, fidelity = run.validity
     for flow in run.flows:
         capacity_bps = capacity.mean_rate_bps(flow.start_s, flow.end_s) if capacity else None
         goodput = flow.goodput_bps
@@ -722,6 +732,7 @@ def summarize(run: SchemeRun, window_s: float = DEFAULT_BIN_S) -> list[dict[str,
             "rtt_p99_ms": flow.summary.get("rtt_p99_ms"),
             "jain": jain, "estimate_error_share": err.vs_share,
             "estimate_error_rate": err.vs_rate, "estimate_samples": err.samples,
+            "valid": None if valid is None else int(valid), "fidelity": fidelity,
         })
     if len(run.flows) > 1:
         t0_s, t1_s = run_span_s(run)
@@ -739,6 +750,7 @@ def summarize(run: SchemeRun, window_s: float = DEFAULT_BIN_S) -> list[dict[str,
             "rtt_mean_ms": None, "rtt_p50_ms": None, "rtt_p95_ms": None, "rtt_p99_ms": None,
             "jain": jain, "estimate_error_share": None, "estimate_error_rate": None,
             "estimate_samples": 0,
+            "valid": None if valid is None else int(valid), "fidelity": fidelity,
         })
     return rows
 
@@ -797,8 +809,9 @@ def write_markdown(path: Path, runs: Sequence[SchemeRun], rows: Sequence[Mapping
               "estimate error vs fair share | estimate error vs own rate |",
               "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
+        scheme_cell = f"{r['scheme']} **INVALID**" if r.get("valid") == 0 else r["scheme"]
         lines.append(
-            f"| {r['scheme']} | {r['flow']} | {r.get('algo') or '-'} | "
+            f"| {scheme_cell} | {r['flow']} | {r.get('algo') or '-'} | "
             f"{_md_number(r['goodput_bps'], 1e-6)} | {_md_number(r['capacity_bps'], 1e-6)} | "
             f"{_md_number(r['utilization'])} | {_cell(r['retransmissions']) or '-'} | "
             f"{_md_number(r['rtt_mean_ms'], digits=1)} | {_md_number(r['rtt_p95_ms'], digits=1)} | "
@@ -808,6 +821,11 @@ def write_markdown(path: Path, runs: Sequence[SchemeRun], rows: Sequence[Mapping
     for run in runs:
         name, _ = bottleneck(run)
         lines.append(f"* {run.scheme}: {name or 'no capacity log'}")
+    lines += ["", "## Fidelity", "",
+              "Each run's invariants (docs/fidelity.md); an INVALID run's figures describe the "
+              "emulator falling behind, not the scheme.", ""]
+    for run in runs:
+        lines.append(f"* {run.scheme}: {run.validity[1]}")
     lines += ["", "## Definitions", "",
               "* **utilization**: goodput / mean capacity the bottleneck actually offered "
               "(integral of the applied rate, capacity.csv) over the flow's lifetime; "
@@ -857,7 +875,7 @@ def plot_throughput(path: Path, runs: Sequence[SchemeRun], bin_s: float) -> None
         if telemetry:
             ax.plot([s.t_s for s in telemetry], [(s.rate_kbps or 0) / 1e3 for s in telemetry],
                     color="grey", linestyle=":", linewidth=1, label="link rate (switch)")
-        ax.set_title(f"{run.scheme}: throughput per flow ({bin_s:g} s bins)")
+        ax.set_title(f"{run.label}: throughput per flow ({bin_s:g} s bins)")
         ax.set_ylabel("Mb/s")
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
@@ -908,7 +926,7 @@ def plot_congestion(path: Path, run: SchemeRun, bin_s: float) -> None:
         xs, ys = capacity.steps(max(t_end, capacity.times_s[-1]))
         axes[1].step(xs, [y / 1e6 for y in ys], where="post", color="black", linewidth=1,
                      label=f"capacity ({name})")
-    axes[0].set_title(f"{run.scheme}: congestion window, rates and estimates")
+    axes[0].set_title(f"{run.label}: congestion window, rates and estimates")
     axes[0].set_ylabel("cwnd (segments)")
     axes[1].set_ylabel("rate, estimate (Mb/s)\npayload; capacity: frames")
     axes[1].set_ylim(bottom=0)
@@ -934,14 +952,15 @@ def plot_goodput(path: Path, runs: Sequence[SchemeRun]) -> None:
         bottom = 0.0
         for index, flow in enumerate(run.flows):
             height = (flow.goodput_bps or 0.0) / 1e6
-            ax.bar(x, height, bottom=bottom, color=f"C{index % 10}", edgecolor="white")
+            ax.bar(x, height, bottom=bottom, color=f"C{index % 10}", edgecolor="white",
+                   hatch="//" if run.validity[0] is False else None)
             if height > 0 and len(run.flows) > 1:
                 ax.text(x, bottom + height / 2, flow.name, ha="center", va="center",
                         fontsize="x-small")
             bottom += height
         ax.text(x, bottom, f"{bottom:.2f}", ha="center", va="bottom", fontsize="small")
     ax.set_ylim(0, max([ax.get_ylim()[1] * 1.08, 1e-3]))
-    ax.set_xticks(range(len(runs)), [r.scheme for r in runs])
+    ax.set_xticks(range(len(runs)), [r.label for r in runs])
     ax.set_ylabel("goodput (Mb/s)")
     ax.set_title("goodput per scheme (flows stacked)")
     ax.grid(True, axis="y", alpha=0.3)

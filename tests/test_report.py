@@ -187,3 +187,26 @@ def test_start_from_config_toml(run_dir):
     assert starts == {"f1": 0.0, "f2": 3.0}
     # run.json wins over config.toml.
     assert runs["obp"].flows[0].start_s == 2.0
+
+
+def test_invalid_run_is_marked_in_every_table_and_plot(run_dir: Path, monkeypatch):
+    """A run whose fidelity check failed (run.json) says INVALID in summary.csv,
+    summary.md and the plots; a run without the check says nothing."""
+    meta = {"bottleneck_port": "s1:3",
+            "fidelity": {"valid": False, "summary": "INVALID: cpu: BROKEN: 2.4 s without idle CPU"}}
+    (run_dir / "ebn" / "run.json").write_text(json.dumps(meta))
+    titles: list[str] = []
+    import matplotlib.axes
+    original = matplotlib.axes.Axes.set_title
+    monkeypatch.setattr(matplotlib.axes.Axes, "set_title",
+                        lambda self, text, *a, **k: (titles.append(text), original(self, text, *a, **k))[1])
+    report.write_report(run_dir, report.load_run_dir(run_dir))
+    rows = list(csv.DictReader(open(run_dir / "summary.csv")))
+    ebn_rows = [r for r in rows if r["scheme"] == "ebn"]
+    assert ebn_rows and all(r["valid"] == "0" and r["fidelity"].startswith("INVALID") for r in ebn_rows)
+    assert all(r["valid"] == "" for r in rows if r["scheme"] != "ebn")
+    md = (run_dir / "summary.md").read_text()
+    assert "| ebn **INVALID** |" in md
+    assert "* ebn: INVALID: cpu: BROKEN: 2.4 s without idle CPU" in md
+    assert any(t.startswith("ebn [INVALID]") for t in titles)
+    assert not any(t.startswith("westwood [INVALID]") for t in titles)
