@@ -3,6 +3,7 @@
     bwn list
     bwn run SCENARIO --schemes ebn,newreno,vegas,westwood --duration 60 --out DIR [--pcap]
     bwn report DIR
+    bwn reproduce PAPER [--seeds N] [--quick] [--out DIR]
 """
 from __future__ import annotations
 
@@ -179,6 +180,11 @@ def main(argv: Optional[list[str]] = None) -> int:
                         "[capture] links) in OUT/<scheme>/capture/ and draw seq-<scheme>.png "
                         "from it; needs tcpdump")
     p.set_defaults(func=cmd_run)
+    p = sub.add_parser("reproduce", help="run a paper's evaluation grid over seeds and judge its claims "
+                                         "(docs/reproduce.md)")
+    from bwn import reproduce
+    reproduce.add_arguments(p)
+    p.set_defaults(func=reproduce.main)
     p = sub.add_parser("report", help="regenerate the summary and plots of a finished run")
     p.add_argument("dir")
     p.set_defaults(func=cmd_report)

@@ -1,0 +1,166 @@
+"""Metrics of one run and a claim's judgement over a grid's runs (docs/reproduce.md).
+
+A metric is named ``NAME`` or ``NAME:ARG``:
+
+| metric | value of one scheme run |
+|---|---|
+| ``goodput_bps:FLOW`` | the flow's goodput (payload), ``FLOW = all`` for the aggregate |
+| ``utilization:FLOW`` | goodput / capacity the bottleneck offered (``all``: of every flow) |
+| ``retransmissions:FLOW``, ``timeouts:FLOW`` | the sender's counts (``all``: summed) |
+| ``rtt_mean_ms:FLOW`` | the flow's mean RTT |
+| ``jain`` | Jain's index of the run's flows' goodputs |
+| ``estimate_error:FLOW`` | mean |estimate - true| / true (``mean``: over the flows that have one) |
+| ``queue_fraction`` | mean queue / buffer of the busiest rate-limited port (fidelity telemetry) |
+| ``algo_ratio:A/B`` | mean goodput of the run's flows running A / that of flows running B |
+| ``target_error:FLOW=BPS`` | |goodput - BPS| / BPS |
+
+Comparisons (``better``) are judged per case on paired seeds: the relative gain
+``value(scheme) / value(versus) - 1`` of the two runs that share a seed (same start
+offsets and flow ids), both valid; for ``lower_is_better`` metrics the gain is
+``1 - value(scheme) / value(versus)``. The claim holds in a case when the gain's
+interval lies above 0.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from bwn import report, stats
+from bwn.fidelity import run_validity
+from bwn.grid import Case, Claim, Grid
+
+
+@dataclass
+class RunRecord:
+    """One scheme run of one case and seed."""
+
+    case: str
+    seed: int
+    scheme: str
+    path: Path
+    complete: bool
+    valid: Optional[bool]
+    fidelity: str
+    metrics: dict[str, Optional[float]] = field(default_factory=dict)
+
+    @property
+    def usable(self) -> bool:
+        """Counted in means: complete and every invariant held."""
+        return self.complete and self.valid is True
+
+
+def load_record(case: str, seed: int, scheme: str, path: Path, metric_names: list[str]) -> RunRecord:
+    meta = report._read_meta(path / "run.json") if (path / "run.json").exists() else {}
+    valid, summary = run_validity(meta)
+    record = RunRecord(case, seed, scheme, path, bool(meta.get("ok")), valid, summary)
+    if not record.complete:
+        return record
+    try:
+        run = report.load_scheme_run(path, scheme)
+        rows = report.summarize(run)
+    except (report.ReportError, OSError, ValueError) as exc:
+        record.complete = False
+        record.fidelity = f"{summary}; report failed: {exc}"
+        return record
+    fid = meta.get("fidelity") or {}
+    for name in metric_names:
+        record.metrics[name] = metric_value(name, run, rows, fid)
+    return record
+
+
+def metric_value(name: str, run: report.SchemeRun, rows: list[dict[str, Any]],
+                 fidelity: dict[str, Any]) -> Optional[float]:
+    kind, _, arg = name.partition(":")
+    by_flow = {r["flow"]: r for r in rows}
+
+    def column(col: str, flow: str) -> Optional[float]:
+        if flow == "all" and "all" not in by_flow and rows:
+            flow = rows[0]["flow"]                       # a single-flow run: its one row
+        row = by_flow.get(flow)
+        value = None if row is None else row.get(col)
+        return None if value is None else float(value)
+
+    if kind in ("goodput_bps", "utilization", "retransmissions", "timeouts", "rtt_mean_ms"):
+        return column(kind, arg or "all")
+    if kind == "jain":
+        values = [r["jain"] for r in rows if r.get("jain") is not None]
+        return float(values[0]) if values else None
+    if kind == "estimate_error":
+        if arg in ("", "mean"):
+            errs = [float(r["estimate_error"]) for r in rows
+                    if r["flow"] != "all" and r.get("estimate_error") is not None]
+            return sum(errs) / len(errs) if errs else None
+        return column("estimate_error", arg)
+    if kind == "queue_fraction":
+        queues = (fidelity.get("measurements") or {}).get("queues") or {}
+        fractions = [q.get("mean_fraction") for q in queues.values() if q.get("mean_fraction") is not None]
+        return max(fractions) if fractions else None
+    if kind == "algo_ratio":
+        a, _, b = arg.partition("/")
+        ga = [f.goodput_bps for f in run.flows if f.algo == a and f.goodput_bps is not None]
+        gb = [f.goodput_bps for f in run.flows if f.algo == b and f.goodput_bps is not None]
+        if not ga or not gb or sum(gb) == 0:
+            return None
+        return (sum(ga) / len(ga)) / (sum(gb) / len(gb))
+    if kind == "target_error":
+        flow, _, target = arg.partition("=")
+        goodput = column("goodput_bps", flow)
+        return None if goodput is None else abs(goodput - float(target)) / float(target)
+    raise ValueError(f"unknown metric {name!r}")
+
+
+@dataclass
+class CaseJudgement:
+    case: Case
+    estimate: stats.Estimate            # of the claim's quantity (gain or value)
+    outcome: str
+    versus_estimate: Optional[stats.Estimate] = None   # 'better': each side's own value
+    scheme_estimate: Optional[stats.Estimate] = None
+    invalid_runs: list[RunRecord] = field(default_factory=list)
+    runs: list[RunRecord] = field(default_factory=list)
+
+
+@dataclass
+class ClaimJudgement:
+    claim: Claim
+    cases: list[CaseJudgement]
+    verdict: str
+
+
+def _values(records: list[RunRecord], scheme: str, metric: str) -> dict[int, float]:
+    return {r.seed: r.metrics[metric] for r in records
+            if r.scheme == scheme and r.usable and r.metrics.get(metric) is not None}
+
+
+def judge(grid: Grid, claim: Claim, cases: list[Case], records: list[RunRecord]) -> ClaimJudgement:
+    """The claim's outcome in each of its cases and its verdict (bwn/stats.py)."""
+    judgements = []
+    for case in grid.claim_cases(claim, cases):
+        mine = [r for r in records if r.case == case.id and r.scheme in (claim.scheme, claim.versus)]
+        invalid = [r for r in mine if r.complete and r.valid is False]
+        own = _values(mine, claim.scheme, claim.metric)
+        scheme_est = stats.mean_interval(list(own.values()))
+        if claim.kind == "better":
+            other = _values(mine, claim.versus or "", claim.metric)
+            gains = []
+            for seed in sorted(set(own) & set(other)):
+                if other[seed] == 0:
+                    continue
+                ratio = own[seed] / other[seed]
+                gains.append(1.0 - ratio if claim.lower_is_better else ratio - 1.0)
+            est = stats.mean_interval(gains)
+            outcome = stats.outcome_above(est, 0.0)
+            judgements.append(CaseJudgement(case, est, outcome, stats.mean_interval(list(other.values())),
+                                            scheme_est, invalid, mine))
+            continue
+        est = scheme_est
+        if claim.kind == "at_least":
+            outcome = stats.outcome_above(est, claim.threshold or 0.0, strict=False)
+        elif claim.kind == "at_most":
+            outcome = stats.outcome_below(est, claim.threshold or 0.0, strict=False)
+        else:
+            target, tol = claim.target or 0.0, claim.tolerance or 0.0
+            outcome = stats.outcome_within(est, target - abs(target) * tol, target + abs(target) * tol)
+        judgements.append(CaseJudgement(case, est, outcome, None, scheme_est, invalid, mine))
+    return ClaimJudgement(claim, judgements, stats.verdict([j.outcome for j in judgements]))

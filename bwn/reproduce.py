@@ -1,0 +1,659 @@
+"""`bwn reproduce PAPER`: run a paper's evaluation grid and judge its claims.
+
+For each case of the grid (bwn/grid.py, ``topologies/reproduce/PAPER.toml``), each
+seed and each scheme, one `bwn run` (``bwn.experiment.run_scheme``) writes
+``OUT/PAPER/<case>/seed<k>/<scheme>/`` with its scenario, logs, report inputs and
+fidelity verdict; ``OUT/PAPER/<case>/seed<k>/summary.md`` is the usual report of
+that case and seed. A run already complete and valid is skipped, so an
+interrupted reproduction resumes where it stopped; an incomplete or INVALID run
+is moved to ``OUT/PAPER/superseded/`` and run again.
+
+Then ``OUT/PAPER.md``, ``OUT/PAPER-runs.csv``, ``OUT/PAPER-claims.csv`` and
+``OUT/PAPER-*.png``: per claim, the paper's statement, our mean and 95 % interval
+over the valid seeds, the verdict and, where it is not reproduced, the runs and
+metrics behind it (bwn/claims.py, bwn/stats.py, docs/reproduce.md).
+
+``--calibrate`` instead finds, per case, the largest rate scale at which a short
+run keeps every fidelity invariant (docs/reproduce.md, "Calibration").
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import tomli_w
+
+from bwn import claims as cl
+from bwn import grid as gr
+from bwn import stats
+
+#: Metrics every runs table shows (besides the claims' own).
+STANDARD_METRICS = ("goodput_bps:all", "utilization:all", "retransmissions:all", "timeouts:all", "jain")
+#: Wall time of one run beyond its duration (network, switches, controller, teardown),
+#: for the plan's estimate; measured runs replace it (timing.json).
+OVERHEAD_S = 20.0
+
+
+# ---------------------------------------------------------------------------------------
+# Planning and running
+
+
+def planned_runs(grid: gr.Grid, quick: bool, seeds: int) -> list[tuple[gr.Case, int, str]]:
+    cases = grid.selected(quick)
+    n_seeds = 1 if quick else seeds
+    return [(case, seed, scheme) for case in cases for seed in range(1, n_seeds + 1)
+            for scheme in case.schemes]
+
+
+def run_dir(out: Path, case: gr.Case, seed: int, scheme: str) -> Path:
+    return out / case.id / f"seed{seed}" / _safe(scheme)
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def is_done(path: Path) -> bool:
+    """Complete (every flow wrote its summary) and every invariant held."""
+    meta_path = path / "run.json"
+    if not meta_path.exists():
+        return False
+    try:
+        meta = json.loads(meta_path.read_text())
+    except json.JSONDecodeError:
+        return False
+    return bool(meta.get("ok")) and (meta.get("fidelity") or {}).get("valid") is True
+
+
+def supersede(out: Path, path: Path) -> Path:
+    """Move an incomplete or invalid run out of the way (kept as evidence)."""
+    stamp = dt.datetime.now().strftime("%Y%m%dT%H%M%S")
+    rel = path.relative_to(out)
+    dest = out / "superseded" / f"{'-'.join(rel.parts)}-{stamp}"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(path), str(dest))
+    return dest
+
+
+def estimate_s(plan: Sequence[tuple[gr.Case, int, str]], quick: bool, overhead_s: float = OVERHEAD_S) -> float:
+    return sum((c.quick_duration_s if quick else c.duration_s) + overhead_s for c, _, _ in plan)
+
+
+def config_for(grid: gr.Grid, case: gr.Case, seed: int, scheme: str, quick: bool) -> tuple[dict, Any]:
+    from bwn.controller.config import validate
+    data = gr.render(grid, case, seed, scheme, quick)
+    cfg = validate(data, base_dir=gr.template_path(case.template).parent,
+                   source=f"{grid.paper}:{case.id}:seed{seed}:{scheme}")
+    return data, cfg
+
+
+def execute(grid: gr.Grid, out: Path, plan: Sequence[tuple[gr.Case, int, str]], quick: bool,
+            progress: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run what is not done yet; returns timings (also in OUT/PAPER/timing.json)."""
+    from bwn import experiment, report
+    timing_path = out / "timing.json"
+    timing = json.loads(timing_path.read_text()) if timing_path.exists() else {"runs": {}}
+    touched: set[Path] = set()
+    for i, (case, seed, scheme) in enumerate(plan, start=1):
+        path = run_dir(out, case, seed, scheme)
+        tag = f"[{i}/{len(plan)}] {grid.paper} {case.id} seed{seed} {scheme}"
+        if is_done(path):
+            progress(f"{tag}: done before, skipped")
+            continue
+        if path.exists():
+            moved = supersede(out, path)
+            progress(f"{tag}: earlier attempt incomplete or INVALID, moved to {moved}")
+        data, cfg = config_for(grid, case, seed, scheme, quick)
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "scenario.toml").write_text(tomli_w.dumps(data))
+        duration_s = cfg.duration_s
+        progress(f"{tag}: {case.label}, {duration_s:.0f} s")
+        started = time.monotonic()
+        experiment.run_scheme(cfg, scheme, path, duration_s, progress=lambda m: progress(f"  {m}"))
+        wall_s = time.monotonic() - started
+        timing["runs"][str(path.relative_to(out))] = {"duration_s": duration_s, "wall_s": round(wall_s, 1)}
+        timing_path.write_text(json.dumps(timing, indent=1))
+        touched.add(path.parent)
+    for seed_dir in sorted(touched):
+        try:
+            report.write_report(seed_dir, report.load_run_dir(seed_dir))
+        except report.ReportError as exc:
+            progress(f"report of {seed_dir}: {exc}")
+    return timing
+
+
+# ---------------------------------------------------------------------------------------
+# Judging and writing
+
+
+def metric_names(grid: gr.Grid) -> list[str]:
+    names = list(STANDARD_METRICS)
+    for claim in grid.claims:
+        if claim.metric not in names:
+            names.append(claim.metric)
+    return names
+
+
+def collect(grid: gr.Grid, out: Path, plan: Sequence[tuple[gr.Case, int, str]]) -> list[cl.RunRecord]:
+    names = metric_names(grid)
+    return [cl.load_record(case.id, seed, scheme, run_dir(out, case, seed, scheme), names)
+            for case, seed, scheme in plan]
+
+
+def judge_all(grid: gr.Grid, cases: list[gr.Case], records: list[cl.RunRecord]) -> list[cl.ClaimJudgement]:
+    return [cl.judge(grid, claim, cases, records) for claim in grid.claims]
+
+
+def _fmt_metric(name: str, value: Optional[float]) -> str:
+    if value is None:
+        return "-"
+    if name.startswith("goodput_bps"):
+        return f"{value / 1e6:.3f} Mb/s"
+    if name.startswith(("retransmissions", "timeouts")):
+        return f"{value:.0f}"
+    return f"{value:.3g}"
+
+
+def _est_text(claim: gr.Claim, est: stats.Estimate) -> str:
+    if claim.kind == "better":
+        return est.text(percent=True, digits=3)
+    if claim.metric.startswith("goodput_bps"):
+        return est.text(scale=1e-6) + (" Mb/s" if est.mean is not None else "")
+    return est.text()
+
+
+def evidence(claim: gr.Claim, j: cl.CaseJudgement, out: Path) -> str:
+    """What the runs of one case show, for a claim that did not hold there."""
+    schemes = [claim.scheme] + ([claim.versus] if claim.versus else [])
+    parts = []
+    for scheme in schemes:
+        runs = [r for r in j.runs if r.scheme == scheme]
+        usable = [r for r in runs if r.usable]
+        figures = []
+        for name in (claim.metric, "retransmissions:all", "timeouts:all", "utilization:all"):
+            est = stats.mean_interval([r.metrics.get(name) for r in usable if r.metrics.get(name) is not None])
+            if est.mean is not None:
+                figures.append(f"{name.split(':')[0]} {_fmt_metric(name, est.mean)}")
+        paths = ", ".join(f"`{r.path.relative_to(out.parent)}`" for r in runs[:3])
+        invalid = [r for r in runs if r.valid is False]
+        incomplete = [r for r in runs if not r.complete]
+        line = f"{scheme}: " + ("; ".join(figures) if figures else "no valid run")
+        if invalid:
+            line += f"; {len(invalid)} INVALID ({invalid[0].fidelity[:160]})"
+        if incomplete:
+            line += f"; {len(incomplete)} incomplete"
+        parts.append(f"{line} [{paths}]")
+    return " / ".join(parts)
+
+
+def write_outputs(grid: gr.Grid, out_root: Path, cases: list[gr.Case], records: list[cl.RunRecord],
+                  judgements: list[cl.ClaimJudgement], header: dict[str, Any]) -> Path:
+    out = out_root / grid.paper
+    md = out_root / f"{grid.paper}.md"
+    names = metric_names(grid)
+    # -- CSVs
+    with (out_root / f"{grid.paper}-runs.csv").open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["paper", "case", "label", "seed", "scheme", "complete", "valid", "fidelity", "path"] + names)
+        labels = {c.id: c.label for c in cases}
+        for r in records:
+            w.writerow([grid.paper, r.case, labels.get(r.case, ""), r.seed, r.scheme, int(r.complete),
+                        "" if r.valid is None else int(r.valid), r.fidelity, str(r.path.relative_to(out_root))]
+                       + ["" if r.metrics.get(n) is None else f"{r.metrics[n]:.6g}" for n in names])
+    with (out_root / f"{grid.paper}-claims.csv").open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["paper", "claim", "verdict", "case", "label", "quantity", "n", "mean", "ci_low", "ci_high",
+                    "outcome", "invalid_runs"])
+        for jc in judgements:
+            quantity = f"gain vs {jc.claim.versus}" if jc.claim.kind == "better" else jc.claim.metric
+            for j in jc.cases:
+                e = j.estimate
+                w.writerow([grid.paper, jc.claim.id, jc.verdict, j.case.id, j.case.label, quantity, e.n,
+                            _num(e.mean), _num(e.low), _num(e.high), j.outcome, len(j.invalid_runs)])
+    plots = write_plots(grid, out_root, cases, records, judgements)
+    # -- markdown
+    valid = sum(1 for r in records if r.usable)
+    invalid = [r for r in records if r.complete and r.valid is False]
+    missing = [r for r in records if not r.complete]
+    lines = [f"# Reproduction: {grid.title}", "",
+             f"{grid.citation}", "",
+             "| | |", "|---|---|"]
+    for key, value in header.items():
+        lines.append(f"| {key} | {value} |")
+    lines += ["", f"**Scaling.** {grid.scaling}", ""]
+    for note in grid.notes:
+        lines += [f"* {note}"]
+    lines += ["", f"Runs: {len(records)} planned, {valid} valid, {len(invalid)} INVALID (never averaged), "
+              f"{len(missing)} missing or incomplete.", "",
+              "## Verdicts", "",
+              "Rules (docs/reproduce.md): per case, *yes* when the 95 % interval (Student-t over the "
+              "valid seeds) lies wholly on the claim's side, *no* when wholly on the other, *unclear* "
+              "otherwise; with one seed the point estimate decides (n=1). A claim is **reproduced** "
+              "when every case is *yes*, **not reproduced** when none is, **partly** otherwise.", "",
+              "| claim | the paper | source | ours (per case) | verdict |", "|---|---|---|---|---|"]
+    for jc in judgements:
+        per_case = "; ".join(f"{j.case.id}: {_est_text(jc.claim, j.estimate)} {j.outcome}" for j in jc.cases) \
+            or "no case of this claim in the selection"
+        paper = jc.claim.statement + (f" ({jc.claim.paper_value})" if jc.claim.paper_value else "")
+        lines.append(f"| {jc.claim.id} | {paper} | {jc.claim.source} | {per_case} | **{jc.verdict}** |")
+    lines += ["", "## Claims in detail", ""]
+    for jc in judgements:
+        c = jc.claim
+        lines += [f"### {c.id}: {jc.verdict}", "", f"*{c.statement}* ({c.source})", "",
+                  "Judged: " + _rule_text(c), ""]
+        if not jc.cases:
+            lines += ["No case of this claim was run in this selection.", ""]
+            continue
+        head = "| case | label | quantity (mean [95 % interval]) | outcome |"
+        lines += [head + (" " + c.scheme + " | " + c.versus + " |" if c.kind == "better" else ""),
+                  "|---|---|---|---|" + ("---|---|" if c.kind == "better" else "")]
+        for j in jc.cases:
+            row = f"| {j.case.id} | {j.case.label} | {_est_text(c, j.estimate)} | {j.outcome} |"
+            if c.kind == "better":
+                row += f" {_est_text(_plain(c), j.scheme_estimate)} | {_est_text(_plain(c), j.versus_estimate)} |"
+            lines.append(row)
+        failing = [j for j in jc.cases if j.outcome != stats.YES]
+        if failing:
+            lines += ["", "Evidence where it did not hold:", ""]
+            for j in failing:
+                lines.append(f"* case {j.case.id} ({j.outcome}): {evidence(c, j, out)}")
+        if c.id in plots:
+            lines += ["", f"![{c.id}]({plots[c.id].name})"]
+        lines.append("")
+    if "timeseries" in plots:
+        lines += ["## Throughput over time", "", f"![throughput over time]({plots['timeseries'].name})", ""]
+    lines += ["## Runs", "", "Every run (INVALID ones are listed, never averaged). Each folder is a `bwn run` "
+              "output: its `summary.md`, logs and `run.json` (fidelity figures).", "",
+              "| case | seed | scheme | valid | goodput | utilization | retransmissions | fidelity | folder |",
+              "|---|---|---|---|---:|---:|---:|---|---|"]
+    for r in records:
+        status = "-" if not r.complete else ("yes" if r.valid else ("**INVALID**" if r.valid is False else "?"))
+        lines.append(f"| {r.case} | {r.seed} | {r.scheme} | {status} | "
+                     f"{_fmt_metric('goodput_bps', r.metrics.get('goodput_bps:all'))} | "
+                     f"{_fmt_metric('utilization', r.metrics.get('utilization:all'))} | "
+                     f"{_fmt_metric('retransmissions', r.metrics.get('retransmissions:all'))} | "
+                     f"{r.fidelity[:200] if r.complete else 'not run or incomplete'} | "
+                     f"`{r.path.relative_to(out_root)}` |")
+    lines += ["", "## Cases", "", "| case | label | template | parameters | schemes | duration (s), full / quick | note |",
+              "|---|---|---|---|---|---|---|"]
+    for c in cases:
+        params = ", ".join(f"{k}={v}" for k, v in c.params.items())
+        lines.append(f"| {c.id} | {c.label} | {c.template} | {params} | {', '.join(c.schemes)} | "
+                     f"{c.duration_s:g} / {c.quick_duration_s:g} | {c.note} |")
+    md.write_text("\n".join(lines) + "\n")
+    return md
+
+
+def _plain(claim: gr.Claim) -> gr.Claim:
+    """The claim as a plain value claim (for showing each side of a comparison)."""
+    from dataclasses import replace
+    return replace(claim, kind="at_least")
+
+
+def _rule_text(c: gr.Claim) -> str:
+    if c.kind == "better":
+        side = "lower" if c.lower_is_better else "higher"
+        gain = "1 - ours/theirs" if c.lower_is_better else "ours/theirs - 1"
+        return (f"`{c.metric}` of {c.scheme} {side} than {c.versus}'s: the paired relative gain "
+                f"({gain}, same seed) above 0.")
+    if c.kind == "at_least":
+        return f"`{c.metric}` of {c.scheme} at least {c.threshold:g}."
+    if c.kind == "at_most":
+        return f"`{c.metric}` of {c.scheme} at most {c.threshold:g}."
+    return f"`{c.metric}` of {c.scheme} within {c.tolerance:.0%} of {c.target:g}."
+
+
+def _num(v: Optional[float]) -> str:
+    return "" if v is None else f"{v:.6g}"
+
+
+def write_plots(grid: gr.Grid, out_root: Path, cases: list[gr.Case], records: list[cl.RunRecord],
+                judgements: list[cl.ClaimJudgement]) -> dict[str, Path]:
+    """One PNG per claim (per case: mean and interval of the judged quantity, every
+    seed as a dot, INVALID seeds as red crosses at their value, excluded from the
+    mean) and, for grids with a ``timeseries_flow``, throughput over time."""
+    try:
+        import matplotlib
+    except ModuleNotFoundError:
+        return {}
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    paths: dict[str, Path] = {}
+    for jc in judgements:
+        if not jc.cases:
+            continue
+        c = jc.claim
+        fig, ax = plt.subplots(figsize=(max(4.0, 1.1 * len(jc.cases) + 2), 3.6))
+        for x, j in enumerate(jc.cases):
+            e = j.estimate
+            if e.mean is not None:
+                err = None if e.low is None else [[e.mean - e.low], [e.high - e.mean]]
+                ax.errorbar([x], [e.mean], yerr=err, fmt="o", color="black", capsize=5)
+            for r in j.runs:
+                if r.scheme != c.scheme:
+                    continue
+                value = _seed_quantity(c, r, j.runs)
+                if value is None:
+                    continue
+                if r.usable:
+                    ax.plot([x + 0.15], [value], ".", color="C0")
+                elif r.valid is False:
+                    ax.plot([x + 0.15], [value], "x", color="red")
+        ref = 0.0 if c.kind == "better" else (c.threshold if c.kind != "near" else c.target)
+        if ref is not None:
+            ax.axhline(ref, color="grey", linestyle="--", linewidth=1)
+        ax.set_xticks(range(len(jc.cases)), [j.case.label for j in jc.cases], rotation=30, ha="right",
+                      fontsize="small")
+        ylabel = f"gain vs {c.versus}" if c.kind == "better" else c.metric
+        ax.set_ylabel(ylabel)
+        n_invalid = sum(len(j.invalid_runs) for j in jc.cases)
+        title = f"{c.id}: {jc.verdict}"
+        if n_invalid:
+            title += f" ({n_invalid} INVALID runs: red x, not averaged)"
+        ax.set_title(title, fontsize="small")
+        ax.grid(True, alpha=0.3)
+        fig.tight_layout()
+        path = out_root / f"{grid.paper}-{_safe(c.id)}.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        paths[c.id] = path
+    if grid.timeseries_flow:
+        path = _plot_timeseries(grid, out_root, cases, records)
+        if path is not None:
+            paths["timeseries"] = path
+    return paths
+
+
+def _seed_quantity(c: gr.Claim, r: cl.RunRecord, runs: list[cl.RunRecord]) -> Optional[float]:
+    value = r.metrics.get(c.metric)
+    if value is None:
+        return None
+    if c.kind != "better":
+        return value
+    other = next((o for o in runs if o.scheme == c.versus and o.seed == r.seed), None)
+    theirs = None if other is None else other.metrics.get(c.metric)
+    if not theirs:
+        return None
+    return 1.0 - value / theirs if c.lower_is_better else value / theirs - 1.0
+
+
+def _plot_timeseries(grid: gr.Grid, out_root: Path, cases: list[gr.Case],
+                     records: list[cl.RunRecord]) -> Optional[Path]:
+    import matplotlib.pyplot as plt
+
+    from bwn import report
+    fig, axes = plt.subplots(len(cases), 1, figsize=(11, 2.6 * len(cases)), squeeze=False)
+    drawn = False
+    for ax, case in zip(axes[:, 0], cases):
+        runs = [r for r in records if r.case == case.id and r.complete]
+        seed = min((r.seed for r in runs), default=None)
+        capacity_drawn = False
+        for r in runs:
+            if r.seed != seed:
+                continue
+            try:
+                run = report.load_scheme_run(r.path, r.scheme)
+            except report.ReportError:
+                continue
+            flow = next((f for f in run.flows if f.name == grid.timeseries_flow), None)
+            if flow is None:
+                continue
+            xs, ys = report.throughput_series(flow, 1.0)
+            label = r.scheme + (" [INVALID]" if r.valid is False else "")
+            ax.plot(xs, [y / 1e3 for y in ys], label=label, linestyle=":" if r.valid is False else "-")
+            drawn = True
+            _, curve = report.bottleneck(run)
+            if curve is not None and not capacity_drawn and xs:
+                cx, cy = curve.steps(max(xs))
+                ax.step(cx, [y / 1e3 for y in cy], where="post", color="black", linewidth=1, label="capacity")
+                capacity_drawn = True
+        ax.set_title(f"{case.id}: {case.label} (seed {seed}, {grid.timeseries_flow}, 1 s bins)", fontsize="small")
+        ax.set_ylabel("kb/s")
+        ax.grid(True, alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    axes[-1, 0].set_xlabel("time since experiment start (s)")
+    if not drawn:
+        plt.close(fig)
+        return None
+    fig.tight_layout()
+    path = out_root / f"{grid.paper}-throughput-over-time.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+# ---------------------------------------------------------------------------------------
+# Calibration
+
+
+def scaled_case(case: gr.Case, scale: float) -> gr.Case:
+    """The case with every ``*_mbit`` parameter times ``scale`` and every ``*_ms``
+    parameter divided by it: the same bandwidth-delay product and buffer in packets
+    at a lower packet rate."""
+    from dataclasses import replace
+    params = {}
+    for key, value in case.params.items():
+        if key.endswith("_mbit") and isinstance(value, (int, float)):
+            params[key] = round(value * scale, 6)
+        elif key.endswith("_ms") and isinstance(value, (int, float)):
+            params[key] = round(value / scale, 3)
+        else:
+            params[key] = value
+    return replace(case, params=params, id=f"{case.id}@x{scale:g}")
+
+
+def calibrate(grid: gr.Grid, out_root: Path, cases: list[gr.Case], scales: Sequence[float],
+              duration_s: float, progress: Callable[[str], None] = print) -> Path:
+    """Per case, a short run of its first scheme at each scale (largest first) until
+    every invariant holds; writes OUT/PAPER-calibration.csv and .md."""
+    from dataclasses import replace
+
+    from bwn import experiment
+    out = out_root / grid.paper / "calibration"
+    rows = []
+    for case in cases:
+        scheme = case.schemes[0]
+        chosen = None
+        for scale in sorted(scales, reverse=True):
+            trial = replace(scaled_case(case, scale), duration_s=duration_s, quick_duration_s=duration_s)
+            path = out / trial.id / _safe(scheme)
+            if path.exists():
+                shutil.rmtree(path)
+            data, cfg = config_for(grid, trial, 1, scheme, quick=True)
+            path.mkdir(parents=True, exist_ok=True)
+            (path / "scenario.toml").write_text(tomli_w.dumps(data))
+            progress(f"calibrate {grid.paper} {case.id} x{scale:g} ({scheme}, {duration_s:.0f} s)")
+            meta = experiment.run_scheme(cfg, scheme, path, duration_s, progress=lambda m: progress(f"  {m}"))
+            fid = meta.get("fidelity") or {}
+            valid = bool(meta.get("ok")) and fid.get("valid") is True
+            rows.append({"case": case.id, "scale": scale, "scheme": scheme, "valid": int(valid),
+                         "summary": fid.get("summary", "no fidelity verdict"),
+                         "params": json.dumps(trial.params)})
+            if valid:
+                chosen = scale
+                break
+        rows.append({"case": case.id, "scale": chosen if chosen is not None else "", "scheme": scheme,
+                     "valid": "", "summary": "chosen" if chosen is not None else "no scale held",
+                     "params": ""})
+    csv_path = out_root / f"{grid.paper}-calibration.csv"
+    with csv_path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=["case", "scale", "scheme", "valid", "summary", "params"])
+        w.writeheader()
+        w.writerows(rows)
+    md = out_root / f"{grid.paper}-calibration.md"
+    lines = [f"# Calibration: {grid.paper}", "",
+             f"Per case, a {duration_s:g} s run of its first scheme at each rate scale (rates x scale, "
+             "delays / scale: same BDP and buffer in packets), largest first, until every fidelity "
+             "invariant held (docs/reproduce.md).", "",
+             "| case | scale | valid | fidelity |", "|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['case']} | {r['scale']} | {r['valid']} | {r['summary'][:200]} |")
+    md.write_text("\n".join(lines) + "\n")
+    return md
+
+
+# ---------------------------------------------------------------------------------------
+# Command line
+
+
+def machine_text() -> str:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{platform.node()}: {os.cpu_count()} CPUs {model}, Linux {platform.release()}"
+
+
+def commit_text() -> str:
+    try:
+        res = subprocess.run(["git", "-C", str(gr.REPO), "describe", "--always", "--dirty"],
+                             capture_output=True, text=True, timeout=10)
+        return res.stdout.strip() or "unknown"
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paper", help=f"one of {', '.join(gr.PAPERS)}, or 'all'")
+    p.add_argument("--seeds", type=_positive_int, default=3, help="seeds per case and scheme (default 3)")
+    p.add_argument("--quick", action="store_true",
+                   help="the grid's quick subset, one seed, short durations (< 15 min per paper)")
+    p.add_argument("--out", default="results", help="output folder (default: results)")
+    p.add_argument("--plan", action="store_true", help="list the runs and the time they take; run nothing")
+    p.add_argument("--report-only", action="store_true",
+                   help="judge the claims from the runs already in --out; run nothing")
+    p.add_argument("--calibrate", action="store_true",
+                   help="per case, find the largest rate scale at which every invariant holds")
+    p.add_argument("--scales", default="1,0.5,0.25",
+                   help="calibration: rate scales to try, largest first (default 1,0.5,0.25)")
+    p.add_argument("--calibrate-duration", type=float, default=20.0,
+                   help="calibration: seconds per trial run (default 20)")
+    p.add_argument("--cases", help="comma-separated case ids (default: the whole grid, or its quick subset)")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def main(args: argparse.Namespace) -> int:
+    papers = list(gr.PAPERS) if args.paper == "all" else [args.paper]
+    if any(p not in gr.PAPERS for p in papers):
+        print(f"bwn reproduce: unknown paper {args.paper!r}; known: {', '.join(gr.PAPERS)}, all", file=sys.stderr)
+        return 2
+    try:
+        scales = [float(s) for s in args.scales.split(",") if s]
+    except ValueError:
+        print(f"bwn reproduce: --scales must be numbers, got {args.scales!r}", file=sys.stderr)
+        return 2
+    if not scales or any(not 0 < s <= 10 for s in scales):
+        print("bwn reproduce: --scales must be in (0, 10]", file=sys.stderr)
+        return 2
+    out_root = Path(args.out)
+    grids = []
+    for paper in papers:
+        try:
+            grid = gr.load_grid(paper)
+            cases = grid.selected(args.quick)
+            if args.cases:
+                wanted = [c for c in args.cases.split(",") if c]
+                unknown = [c for c in wanted if c not in [x.id for x in grid.cases]]
+                if unknown:
+                    print(f"bwn reproduce: {paper} has no case(s) {', '.join(unknown)}; known: "
+                          f"{', '.join(c.id for c in grid.cases)}", file=sys.stderr)
+                    return 2
+                cases = [c for c in grid.cases if c.id in wanted]
+            for case in cases:                     # render and validate every scenario now
+                for scheme in case.schemes:
+                    config_for(grid, case, 1, scheme, args.quick)
+        except gr.GridError as exc:
+            print(f"bwn reproduce: {exc}", file=sys.stderr)
+            return 2
+        except ValueError as exc:                  # ConfigError
+            print(f"bwn reproduce: {paper}: a generated scenario is not valid: {exc}", file=sys.stderr)
+            return 2
+        grids.append((grid, cases))
+    plans = [(grid, cases, [(c, s, sch) for c, s, sch in planned_runs(grid, args.quick, args.seeds)
+                            if c in cases]) for grid, cases in grids]
+    if args.plan:
+        for grid, cases, plan in plans:
+            todo = [p for p in plan if not is_done(run_dir(out_root / grid.paper, *p))]
+            print(f"{grid.paper}: {len(cases)} cases, {len(plan)} runs ({len(plan) - len(todo)} done), "
+                  f"about {estimate_s(todo, args.quick) / 60:.0f} min left "
+                  f"({OVERHEAD_S:.0f} s per run beyond its duration)")
+            for case in cases:
+                print(f"  {case.id:<10} {case.label:<28} {', '.join(case.schemes):<32} "
+                      f"{case.quick_duration_s if args.quick else case.duration_s:g} s")
+        return 0
+    if not args.report_only:
+        from bwn.cli import preflight
+        why = preflight()
+        if why:
+            print(f"bwn reproduce: cannot run here: {why}", file=sys.stderr)
+            return 3
+        from mininet.log import setLogLevel
+        setLogLevel("warning")
+        import logging
+        logging.getLogger("finsy").setLevel(logging.ERROR)
+
+        def on_term(signum: int, frame: object) -> None:
+            raise KeyboardInterrupt
+        signal.signal(signal.SIGTERM, on_term)
+    out_root.mkdir(parents=True, exist_ok=True)
+    status = 0
+    for grid, cases, plan in plans:
+        started = time.monotonic()
+        try:
+            if args.calibrate:
+                md = calibrate(grid, out_root, cases, scales, args.calibrate_duration,
+                               progress=lambda m: print(m, flush=True))
+                print(md.read_text())
+                continue
+            if not args.report_only:
+                execute(grid, out_root / grid.paper, plan, args.quick, progress=lambda m: print(m, flush=True))
+        except KeyboardInterrupt:
+            print("interrupted: torn down; finished runs stay and a re-run resumes", file=sys.stderr)
+            return 130
+        records = collect(grid, out_root / grid.paper, plan)
+        judgements = judge_all(grid, cases, records)
+        timing_path = out_root / grid.paper / "timing.json"
+        timing = json.loads(timing_path.read_text()) if timing_path.exists() else {"runs": {}}
+        run_wall_s = sum(v["wall_s"] for v in timing["runs"].values())
+        header = {
+            "command": "bwn reproduce " + " ".join(sys.argv[2:] if len(sys.argv) > 2 else [grid.paper]),
+            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "commit": commit_text(),
+            "machine": machine_text(),
+            "selection": ("quick subset, 1 seed" if args.quick else f"full grid, {args.seeds} seeds")
+                         + (f", cases {args.cases}" if args.cases else ""),
+            "run time": f"{run_wall_s / 60:.1f} min of runs recorded in timing.json "
+                        f"(this invocation: {(time.monotonic() - started) / 60:.1f} min)",
+        }
+        md = write_outputs(grid, out_root, cases, records, judgements, header)
+        print(f"== {grid.paper}: {md}")
+        for jc in judgements:
+            print(f"  {jc.claim.id:<28} {jc.verdict}")
+        if any(not r.complete for r in records) and not args.report_only:
+            status = 1
+    return status
