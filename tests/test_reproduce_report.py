@@ -1,0 +1,260 @@
+"""The reproduction report's arithmetic: intervals, outcomes, verdicts, and that
+INVALID runs never enter a mean (bwn/stats.py, bwn/claims.py, bwn/reproduce.py)."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from bwn import claims as cl
+from bwn import grid as gr
+from bwn import reproduce, stats
+
+
+# -- intervals ------------------------------------------------------------------------
+
+def test_student_t_interval_of_three_values():
+    est = stats.mean_interval([1.0, 2.0, 3.0])
+    # mean 2, s = 1, t(0.975, 2) = 4.302653: half-width 4.302653 / sqrt(3) = 2.48414
+    assert est.n == 3 and est.mean == pytest.approx(2.0)
+    assert est.low == pytest.approx(2.0 - 2.48414, abs=1e-4)
+    assert est.high == pytest.approx(2.0 + 2.48414, abs=1e-4)
+
+
+def test_interval_of_five_values_uses_n_minus_1():
+    values = [10.0, 12.0, 9.0, 11.0, 13.0]
+    est = stats.mean_interval(values)
+    s = math.sqrt(sum((v - 11.0) ** 2 for v in values) / 4)      # sample sd, 1.5811
+    half = 2.776445 * s / math.sqrt(5)                            # t(0.975, 4)
+    assert (est.low, est.high) == (pytest.approx(11.0 - half), pytest.approx(11.0 + half))
+
+
+def test_interval_edge_cases():
+    assert stats.mean_interval([]).mean is None
+    one = stats.mean_interval([4.0])
+    assert (one.n, one.mean, one.low, one.high) == (1, 4.0, None, None)
+    same = stats.mean_interval([2.0, 2.0, 2.0])
+    assert (same.low, same.high) == (2.0, 2.0)
+    assert stats.mean_interval([1.0, float("nan"), 3.0]).n == 2     # non-finite values are not data
+
+
+# -- outcomes and verdicts ---------------------------------------------------------------
+
+E = stats.Estimate
+
+
+def test_outcome_above_by_the_whole_interval():
+    assert stats.outcome_above(E(3, 0.1, 0.02, 0.2), 0.0) == stats.YES
+    assert stats.outcome_above(E(3, 0.1, -0.02, 0.2), 0.0) == stats.UNCLEAR
+    assert stats.outcome_above(E(3, -0.1, -0.2, -0.01), 0.0) == stats.NO
+    assert stats.outcome_above(E(1, 0.1, None, None), 0.0) == stats.YES       # n=1: the point decides
+    assert stats.outcome_above(E(0, None, None, None), 0.0) == stats.NONE
+    assert stats.outcome_above(E(3, 0.9, 0.9, 0.95), 0.9, strict=False) == stats.YES
+    assert stats.outcome_above(E(3, 0.9, 0.9, 0.95), 0.9, strict=True) == stats.UNCLEAR
+
+
+def test_outcome_below_and_within():
+    assert stats.outcome_below(E(3, 0.1, 0.05, 0.15), 0.2, strict=False) == stats.YES
+    assert stats.outcome_below(E(3, 0.3, 0.25, 0.35), 0.2, strict=False) == stats.NO
+    assert stats.outcome_below(E(3, 0.0, 0.0, 0.0), 0.0, strict=False) == stats.YES
+    assert stats.outcome_within(E(3, 1.0, 0.95, 1.05), 0.9, 1.1) == stats.YES
+    assert stats.outcome_within(E(3, 1.0, 0.85, 1.05), 0.9, 1.1) == stats.UNCLEAR
+    assert stats.outcome_within(E(3, 1.5, 1.3, 1.7), 0.9, 1.1) == stats.NO
+
+
+def test_verdict_rules():
+    Y, N, U, X = stats.YES, stats.NO, stats.UNCLEAR, stats.NONE
+    assert stats.verdict([Y, Y, Y]) == stats.REPRODUCED
+    assert stats.verdict([N, U, N]) == stats.NOT_REPRODUCED
+    assert stats.verdict([Y, N]) == stats.PARTLY
+    assert stats.verdict([Y, U]) == stats.PARTLY
+    assert stats.verdict([Y, X]) == stats.PARTLY            # a case without a valid run is not a yes
+    assert stats.verdict([X, X]) == stats.NO_VALID_RUN
+    assert stats.verdict([]) == stats.NO_VALID_RUN
+
+
+# -- judging claims over runs -------------------------------------------------------------
+
+def make_grid(claims: list[gr.Claim]) -> gr.Grid:
+    cases = (gr.Case("a", "case a", "dumbbell", {}, ("x", "y"), 10, 5),
+             gr.Case("b", "case b", "dumbbell", {}, ("x", "y"), 10, 5))
+    return gr.Grid("test", "Test paper", "A. Author, Title.", "none", cases, tuple(claims))
+
+
+def rec(tmp: Path, case: str, seed: int, scheme: str, value: float, valid: bool = True,
+        metric: str = "goodput_bps:all") -> cl.RunRecord:
+    path = tmp / "test" / case / f"seed{seed}" / scheme
+    return cl.RunRecord(case, seed, scheme, path, True, valid,
+                        "valid" if valid else "INVALID: cpu: BROKEN: 3.0 s without idle CPU",
+                        {"retransmissions:all": 5.0, metric: value})
+
+
+BETTER = gr.Claim("x>y", "x beats y", "Fig. 1", "better", "goodput_bps:all", "x", "y")
+
+
+def test_better_claim_uses_paired_relative_gains(tmp_path):
+    records = []
+    for seed, (x, y) in enumerate([(1.10, 1.0), (2.24, 2.0), (3.33, 3.0)], start=1):
+        records += [rec(tmp_path, "a", seed, "x", x), rec(tmp_path, "a", seed, "y", y)]
+    grid = make_grid([BETTER])
+    j = cl.judge(grid, BETTER, [grid.case("a")], records)
+    gains = [0.10, 0.12, 0.11]
+    expected = stats.mean_interval(gains)
+    case = j.cases[0]
+    assert case.estimate.mean == pytest.approx(0.11)
+    assert (case.estimate.low, case.estimate.high) == (pytest.approx(expected.low), pytest.approx(expected.high))
+    assert case.outcome == stats.YES and j.verdict == stats.REPRODUCED
+    assert case.scheme_estimate.mean == pytest.approx((1.10 + 2.24 + 3.33) / 3)
+
+
+def test_invalid_runs_never_enter_the_mean(tmp_path):
+    records = []
+    for seed in (1, 2, 3):
+        records += [rec(tmp_path, "a", seed, "x", 1.1 + 0.01 * seed), rec(tmp_path, "a", seed, "y", 1.0)]
+    # Seed 4: x's run broke an invariant (its low goodput is the emulator's, not x's).
+    records += [rec(tmp_path, "a", 4, "x", 0.1, valid=False), rec(tmp_path, "a", 4, "y", 1.0)]
+    grid = make_grid([BETTER])
+    case = cl.judge(grid, BETTER, [grid.case("a")], records).cases[0]
+    assert case.estimate.n == 3
+    assert case.estimate.mean == pytest.approx(0.12)
+    assert case.outcome == stats.YES
+    assert [r.seed for r in case.invalid_runs] == [4]
+    assert case.versus_estimate.n == 4                 # y's seed-4 run was valid: it counts alone
+
+
+def test_lower_is_better_and_mixed_cases_give_partly(tmp_path):
+    claim = gr.Claim("x<y drops", "x drops less", "Fig. 2", "better", "retransmissions:all", "x", "y",
+                     lower_is_better=True)
+    records = []
+    for seed in (1, 2, 3):
+        records += [rec(tmp_path, "a", seed, "x", 50.0 + seed, metric=claim.metric),
+                    rec(tmp_path, "a", seed, "y", 100.0, metric=claim.metric),
+                    rec(tmp_path, "b", seed, "x", 200.0 + seed, metric=claim.metric),
+                    rec(tmp_path, "b", seed, "y", 100.0, metric=claim.metric)]
+    grid = make_grid([claim])
+    j = cl.judge(grid, claim, list(grid.cases), records)
+    a, b = j.cases
+    assert a.estimate.mean == pytest.approx(1 - 52.0 / 100.0) and a.outcome == stats.YES
+    assert b.estimate.mean == pytest.approx(1 - 202.0 / 100.0) and b.outcome == stats.NO
+    assert j.verdict == stats.PARTLY
+
+
+def test_threshold_and_target_claims(tmp_path):
+    at_least = gr.Claim("util", "high utilization", "Fig. 4", "at_least", "goodput_bps:all", "x", threshold=0.9)
+    near = gr.Claim("g4", "4.5 Mb/s", "Fig. 4", "near", "goodput_bps:all", "x", target=4.5, tolerance=0.1)
+    records = [rec(tmp_path, "a", s, "x", v) for s, v in ((1, 0.95), (2, 0.96), (3, 0.97))]
+    grid = make_grid([at_least, near])
+    assert cl.judge(grid, at_least, [grid.case("a")], records).verdict == stats.REPRODUCED
+    assert cl.judge(grid, near, [grid.case("a")], records).verdict == stats.NOT_REPRODUCED
+    # All runs INVALID: nothing to judge.
+    for r in records:
+        r.valid = False
+    assert cl.judge(grid, at_least, [grid.case("a")], records).verdict == stats.NO_VALID_RUN
+
+
+def test_outputs_mark_invalid_runs_and_carry_the_numbers(tmp_path):
+    records = []
+    for seed in (1, 2, 3):
+        records += [rec(tmp_path, "a", seed, "x", 1.1 + 0.01 * seed), rec(tmp_path, "a", seed, "y", 1.0)]
+    records += [rec(tmp_path, "a", 4, "x", 0.1, valid=False), rec(tmp_path, "a", 4, "y", 1.0)]
+    grid = make_grid([BETTER])
+    cases = [grid.case("a")]
+    judgements = reproduce.judge_all(grid, cases, records)
+    md = reproduce.write_outputs(grid, tmp_path, cases, records, judgements, {"command": "bwn reproduce test"})
+    text = md.read_text()
+    assert "| x>y | x beats y | Fig. 1 |" in text and "**reproduced**" in text
+    assert "+12.0 %" in text                                           # the mean gain, seeds 1-3
+    assert "| a | 4 | x | **INVALID** |" in text
+    assert "4 planned" not in text and "8 planned, 7 valid, 1 INVALID" in text
+    rows = list(csv.DictReader(open(tmp_path / "test-claims.csv")))
+    assert rows[0]["n"] == "3" and float(rows[0]["mean"]) == pytest.approx(0.12)
+    assert rows[0]["invalid_runs"] == "1" and rows[0]["verdict"] == "reproduced"
+    runs = list(csv.DictReader(open(tmp_path / "test-runs.csv")))
+    assert [r["valid"] for r in runs if r["seed"] == "4"] == ["0", "1"]
+
+
+# -- grids, seeds and resumption -------------------------------------------------------------
+
+@pytest.mark.parametrize("paper", gr.PAPERS)
+def test_every_grid_renders_valid_scenarios(paper):
+    grid = gr.load_grid(paper)
+    assert grid.claims and grid.selected(quick=True)
+    for case in grid.cases:
+        for scheme in case.schemes:
+            data, cfg = reproduce.config_for(grid, case, 2, scheme, quick=True)
+            assert cfg.seed == 2 and cfg.duration_s == case.quick_duration_s
+    for claim in grid.claims:
+        assert grid.claim_cases(claim, list(grid.cases)), f"{paper}: claim {claim.id!r} has no case"
+
+
+def test_quick_sets_stay_under_15_minutes():
+    for paper in gr.PAPERS:
+        grid = gr.load_grid(paper)
+        plan = reproduce.planned_runs(grid, quick=True, seeds=3)
+        assert {seed for _, seed, _ in plan} == {1}
+        assert reproduce.estimate_s(plan, quick=True) < 15 * 60, paper
+
+
+def test_seed_changes_start_times_and_flow_ids_and_is_recorded():
+    from bwn import seeding
+    grid = gr.load_grid("ebn")
+    case = grid.case("c")
+    one = gr.render(grid, case, 1, "ebn", quick=True)
+    two = gr.render(grid, case, 2, "ebn", quick=True)
+    assert one["experiment"]["seed"] == 1 and two["experiment"]["seed"] == 2
+    assert [f["start_s"] for f in one["flows"]] != [f["start_s"] for f in two["flows"]]
+    assert all(0 <= f["start_s"] < grid.start_spread_s for f in one["flows"])
+    assert gr.render(grid, case, 1, "ebn", quick=True) == one                     # replayable
+    assert seeding.flow_id(1, 0) != seeding.flow_id(2, 0)
+    assert len({seeding.flow_id(7, i) for i in range(200)}) == 200
+    assert seeding.flow_id(None, 0) == 1
+    assert seeding.linkem_seed(3, "em0") == seeding.linkem_seed(3, "em0") != seeding.linkem_seed(4, "em0")
+
+
+def test_default_tcp_drops_the_reservation_it_cannot_take():
+    grid = gr.load_grid("gtcp")
+    case = grid.case("basic")
+    gtcp = gr.render(grid, case, 1, "gtcp", quick=True)
+    tcp = gr.render(grid, case, 1, "newreno", quick=True)
+    assert [f.get("reserved_rate_mbit") for f in gtcp["flows"][:3]] == [4.408, 2.204, 1.102]
+    assert all("reserved_rate_mbit" not in f for f in tcp["flows"])
+    assert len(tcp["reservations"]) == 3                       # the edge still meters it
+
+
+def test_resume_skips_only_complete_valid_runs(tmp_path):
+    done = tmp_path / "a" / "seed1" / "x"
+    done.mkdir(parents=True)
+    (done / "run.json").write_text(json.dumps({"ok": True, "fidelity": {"valid": True}}))
+    invalid = tmp_path / "a" / "seed1" / "y"
+    invalid.mkdir(parents=True)
+    (invalid / "run.json").write_text(json.dumps({"ok": True, "fidelity": {"valid": False}}))
+    old = tmp_path / "a" / "seed2" / "x"
+    old.mkdir(parents=True)
+    (old / "run.json").write_text(json.dumps({"ok": True}))               # from before the checks
+    assert reproduce.is_done(done)
+    assert not reproduce.is_done(invalid) and not reproduce.is_done(old)
+    moved = reproduce.supersede(tmp_path, invalid)
+    assert not invalid.exists() and (moved / "run.json").exists()
+    assert moved.parent == tmp_path / "superseded"
+
+
+def test_calibration_scales_rates_and_keeps_the_bdp():
+    case = gr.load_grid("obp").case("c10-rtt100")
+    half = reproduce.scaled_case(case, 0.5)
+    assert half.params["rate_mbit"] == pytest.approx(5.51)
+    assert half.params["delay_ms"] == pytest.approx(96)
+    assert half.params["queue_packets"] == case.params["queue_packets"]
+
+
+def test_cli_rejects_bad_arguments(capsys):
+    from bwn.cli import main
+    assert main(["reproduce", "nosuchpaper", "--plan"]) == 2
+    assert "unknown paper" in capsys.readouterr().err
+    assert main(["reproduce", "ebn", "--plan", "--cases", "zz"]) == 2
+    assert "no case(s) zz" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["reproduce", "ebn", "--seeds", "0"])
+    assert main(["reproduce", "ebn", "--plan", "--quick"]) == 0
