@@ -40,6 +40,7 @@ _NS_PER_S = 1_000_000_000
 #: kept exactly. Issue 9's fidelity check reads p50/p99/max from it.
 LATE_SHIFT = 14
 LATE_BINS = 256
+_LATE_SPAN_NS = (LATE_BINS - 1) << LATE_SHIFT   # lateness beyond this goes to the last bin
 
 
 def lateness_summary(bins: List[int], max_ns: int) -> Dict[str, Any]:
@@ -224,16 +225,23 @@ class DirectionScheduler:
         n = 0
         nbytes = 0
         errors = 0
+        # Lateness: one shift and one increment per frame; frames later than the
+        # histogram's span go to its last bin, and only they update late_max
+        # (below the span the last non-empty bin bounds the maximum).
         bins = self.late_bins
         top = LATE_BINS - 1
+        span = _LATE_SPAN_NS
         late_max = self.late_max_ns
         if not heap:  # fast path: in-order frames only
             while fifo and fifo[0][0] <= now_ns:
                 due, frame = fifo.popleft()
                 late = now_ns - due
-                bins[min(late >> LATE_SHIFT, top)] += 1
-                if late > late_max:
-                    late_max = late
+                if late < span:
+                    bins[late >> LATE_SHIFT] += 1
+                else:
+                    bins[top] += 1
+                    if late > late_max:
+                        late_max = late
                 try:
                     send(frame)
                 except OSError:
@@ -253,9 +261,12 @@ class DirectionScheduler:
                 else:
                     break
                 late = now_ns - due
-                bins[min(late >> LATE_SHIFT, top)] += 1
-                if late > late_max:
-                    late_max = late
+                if late < span:
+                    bins[late >> LATE_SHIFT] += 1
+                else:
+                    bins[top] += 1
+                    if late > late_max:
+                        late_max = late
                 try:
                     send(frame)
                 except OSError:
@@ -274,7 +285,16 @@ class DirectionScheduler:
     def lateness(self) -> Dict[str, Any]:
         """How late released frames left versus their due time (p50/p99/max, us).
         Measured when the worker woke to release them, before the send call."""
-        return lateness_summary(self.late_bins, self.late_max_ns)
+        return lateness_summary(self.late_bins, self.late_max_bound_ns)
+
+    @property
+    def late_max_bound_ns(self) -> int:
+        """The maximum lateness: exact beyond the histogram's span, else the upper
+        edge of the last non-empty bin."""
+        if self.late_max_ns:
+            return self.late_max_ns
+        last = max((i for i, n in enumerate(self.late_bins) if n), default=-1)
+        return (last + 1) << LATE_SHIFT if last >= 0 else 0
 
     def pending(self) -> int:
         return len(self.fifo) + len(self.heap)
