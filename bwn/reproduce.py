@@ -43,6 +43,8 @@ STANDARD_METRICS = ("goodput_bps:all", "utilization:all", "retransmissions:all",
 #: Wall time of one run beyond its duration (network, switches, controller, teardown),
 #: for the plan's estimate; measured runs replace it (timing.json).
 OVERHEAD_S = 20.0
+#: Pause between runs so that other experiments waiting for the lock get their turn.
+LOCK_YIELD_S = 1.5
 
 
 # ---------------------------------------------------------------------------------------
@@ -125,6 +127,9 @@ def execute(grid: gr.Grid, out: Path, plan: Sequence[tuple[gr.Case, int, str]], 
         timing["runs"][str(path.relative_to(out))] = {"duration_s": duration_s, "wall_s": round(wall_s, 1)}
         timing_path.write_text(json.dumps(timing, indent=1))
         touched.add(path.parent)
+        # Let an experiment waiting for the machine's lock (it polls every
+        # 0.5 s, bwn/runlock.py) have it before our next run takes it again.
+        time.sleep(LOCK_YIELD_S)
     for seed_dir in sorted(touched):
         try:
             report.write_report(seed_dir, report.load_run_dir(seed_dir))
