@@ -185,7 +185,7 @@ def lateness_check(linkem_stats: Mapping[str, Mapping[str, Any]],
                 continue
             items.append({"emulator": name, "direction": direction, "frames": late.get("frames", 0),
                           "p50_us": late.get("p50_us"), "p99_us": late.get("p99_us"),
-                          "max_us": late.get("max_us")})
+                          "max_us": late.get("max_us"), "beyond": bool(late.get("p99_us_beyond_span"))})
     judged = [i for i in items if i["frames"] >= th.lateness_min_frames and i["p99_us"] is not None]
     if not judged:
         why = "no bwn-link in this scenario" if not linkem_stats else \
@@ -194,7 +194,8 @@ def lateness_check(linkem_stats: Mapping[str, Mapping[str, Any]],
     worst = max(judged, key=lambda i: i["p99_us"])
     bad = [i for i in judged if i["p99_us"] > th.lateness_p99_us]
     held = not bad
-    detail = (f"worst p99 {worst['p99_us']:.0f} us ({worst['emulator']} {worst['direction']}, "
+    detail = (f"worst p99 {'>= ' if worst.get('beyond') else ''}{worst['p99_us']:.0f} us "
+              f"({worst['emulator']} {worst['direction']}, "
               f"max {worst['max_us']:.0f} us) {'<=' if held else '>'} {th.lateness_p99_us:g} us")
     if bad:
         detail += f"; {len(bad)} of {len(judged)} directions over"

@@ -122,6 +122,12 @@ def test_lateness_histogram_quantiles_from_the_scheduler():
     assert summary["max_us"] == 1700.0
     bins[100] = 5                       # now only 0.5 % late: p99 is on time
     assert lateness_summary(bins, 1_700_000)["p99_us"] == pytest.approx(bin_us)
+    bins[LATE_BINS - 1] = 20            # 2 % later than the span: p99 is a lower bound
+    beyond = lateness_summary(bins, max_ns=90_000_000)
+    assert beyond["p99_us"] == pytest.approx((LATE_BINS - 1) * bin_us)
+    assert beyond["p99_us_beyond_span"] is True and beyond["max_us"] == 90_000.0
+    check = fidelity.lateness_check({"em0": {"a_to_b": {"lateness": beyond}}})
+    assert check.held is False and "worst p99 >= 4178 us" in check.detail
 
 
 def test_scheduler_records_how_late_frames_left():

@@ -44,25 +44,31 @@ _LATE_SPAN_NS = (LATE_BINS - 1) << LATE_SHIFT   # lateness beyond this goes to t
 
 
 def lateness_summary(bins: List[int], max_ns: int) -> Dict[str, Any]:
-    """p50/p99 (upper edge of the bin holding the quantile, so never optimistic)
-    and max of a lateness histogram, in microseconds."""
+    """p50/p99 and max of a lateness histogram, in microseconds.
+
+    A quantile is the upper edge of the bin that holds it (never optimistic);
+    one that falls in the last bin (later than the histogram's span) is reported
+    as the span, a lower bound, with ``<name>_beyond_span`` set."""
     total = sum(bins)
+    last = len(bins) - 1
     out: Dict[str, Any] = {"frames": total, "bin_us": (1 << LATE_SHIFT) / 1000,
                            "max_us": round(max_ns / 1000, 3)}
     for name, q in (("p50_us", 0.50), ("p99_us", 0.99)):
+        out[name] = None
         if total == 0:
-            out[name] = None
             continue
         rank = q * total
         seen = 0
         for i, n in enumerate(bins):
             seen += n
             if seen >= rank and n:
-                edge_ns = (i + 1) << LATE_SHIFT
-                out[name] = round(min(edge_ns, max_ns) / 1000, 3) if i < len(bins) - 1 \
-                    else round(max_ns / 1000, 3)
+                if i < last:
+                    out[name] = round(min((i + 1) << LATE_SHIFT, max_ns) / 1000, 3)
+                else:
+                    out[name] = round((last << LATE_SHIFT) / 1000, 3)
+                    out[f"{name}_beyond_span"] = True
                 break
-    out["bins"] = {str(i): n for i, n in enumerate(bins) if n}
+    out["bins"] = [[i, n] for i, n in enumerate(bins) if n]   # [bin index, frames]
     return out
 
 
