@@ -280,14 +280,17 @@ def write_outputs(grid: gr.Grid, out_root: Path, cases: list[gr.Case], records: 
         lines += ["## Throughput over time", "", f"![throughput over time]({plots['timeseries'].name})", ""]
     lines += ["## Runs", "", "Every run (INVALID ones are listed, never averaged). Each folder is a `bwn run` "
               "output: its `summary.md`, logs and `run.json` (fidelity figures).", "",
-              "| case | seed | scheme | valid | goodput | utilization | retransmissions | fidelity | folder |",
-              "|---|---|---|---|---:|---:|---:|---|---|"]
+              "| case | seed | scheme | valid | goodput | utilization | retransmissions | claims' metrics | fidelity | folder |",
+              "|---|---|---|---|---:|---:|---:|---|---|---|"]
+    claim_metrics = [n for n in names if n not in STANDARD_METRICS]
     for r in records:
         status = "-" if not r.complete else ("yes" if r.valid else ("**INVALID**" if r.valid is False else "?"))
+        own = ", ".join(f"{n} {_fmt_metric(n, r.metrics.get(n))}" for n in claim_metrics
+                        if r.metrics.get(n) is not None)
         lines.append(f"| {r.case} | {r.seed} | {r.scheme} | {status} | "
                      f"{_fmt_metric('goodput_bps', r.metrics.get('goodput_bps:all'))} | "
                      f"{_fmt_metric('utilization', r.metrics.get('utilization:all'))} | "
-                     f"{_fmt_metric('retransmissions', r.metrics.get('retransmissions:all'))} | "
+                     f"{_fmt_metric('retransmissions', r.metrics.get('retransmissions:all'))} | {own} | "
                      f"{r.fidelity[:200] if r.complete else 'not run or incomplete'} | "
                      f"`{r.path.relative_to(out_root)}` |")
     lines += ["", "## Cases", "", "| case | label | template | parameters | schemes | duration (s), full / quick | note |",
