@@ -105,3 +105,61 @@ def test_normal_run_is_valid(tmp_path):
     assert fid["checks"]["switch_rx_drops"]["held"] is True
     rows = list(csv.DictReader(open(tmp_path / "run" / "summary.csv")))
     assert rows and all(r["valid"] == "1" for r in rows)
+
+
+def test_switch_ring_drops_are_counted(tmp_path):
+    """The kernel's count of frames a switch did not read in time is what
+    `packet_socket_stats` reads: a stopped simple_switch in a private namespace
+    is flooded, its receive ring overflows, and the drops are counted (then reset)."""
+    import signal
+    import socket
+
+    from bwn.fidelity import packet_socket_stats
+
+    ns = f"bwnfid{os.getpid() % 100000}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    sw = None
+    try:
+        def ipns(*cmd: str) -> None:
+            subprocess.run(["ip", "netns", "exec", ns, *cmd], check=True)
+        ipns("ip", "link", "add", "fa0", "type", "veth", "peer", "name", "fb0")
+        ipns("ip", "link", "add", "fa1", "type", "veth", "peer", "name", "fb1")
+        for intf in ("fa0", "fb0", "fa1", "fb1"):
+            ipns("ip", "link", "set", intf, "up")
+        sw = subprocess.Popen(["ip", "netns", "exec", ns, "simple_switch", "--no-p4", "-i", "1@fa0",
+                               "-i", "2@fa1", "--thrift-port", str(29000 + os.getpid() % 1000)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 20
+        pid = None
+        while time.monotonic() < deadline and pid is None:     # the switch itself, below `ip netns exec`
+            out = subprocess.run(["pgrep", "-P", str(sw.pid)], capture_output=True, text=True).stdout.split()
+            pid = int(out[0]) if out else (sw.pid if _has_packet_sockets(sw.pid) else None)
+            time.sleep(0.2)
+        assert pid is not None
+        while time.monotonic() < deadline and packet_socket_stats(pid) is None:
+            time.sleep(0.2)
+        packet_socket_stats(pid)                               # reset
+        os.kill(pid, signal.SIGSTOP)
+        frame = b"\xff" * 6 + b"\x02\x00\x00\x00\x00\x01" + b"\x08\x00" + b"x" * 1000
+        script = ("import socket,sys\ns=socket.socket(socket.AF_PACKET,socket.SOCK_RAW);s.bind(('fb0',0))\n"
+                  f"f=bytes.fromhex('{frame.hex()}')\nfor _ in range(20000): s.send(f)\n")
+        ipns(sys.executable, "-c", script)
+        received, dropped = packet_socket_stats(pid)
+        os.kill(pid, signal.SIGCONT)
+        assert received >= 20000 and dropped > 1000, (received, dropped)
+        assert packet_socket_stats(pid)[1] == 0                 # read resets
+    finally:
+        if sw is not None:
+            os.killpg(sw.pid, signal.SIGCONT)
+            os.killpg(sw.pid, signal.SIGTERM)
+            try:
+                sw.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(sw.pid, signal.SIGKILL)
+                sw.wait(10)
+        subprocess.run(["ip", "netns", "del", ns])
+
+
+def _has_packet_sockets(pid: int) -> bool:
+    from bwn.fidelity import packet_socket_stats
+    return packet_socket_stats(pid) is not None
