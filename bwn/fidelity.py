@@ -368,6 +368,25 @@ def process_cpu_s(pid: int) -> Optional[float]:
     return (int(fields[11]) + int(fields[12])) / ticks
 
 
+def process_run_delay_s(pid: int) -> Optional[float]:
+    """Seconds the threads of a process spent runnable but waiting for a CPU
+    (/proc/PID/task/*/schedstat, second field), or None if unreadable."""
+    total_ns = 0
+    found = False
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as fh:
+                total_ns += int(fh.read().split()[1])
+                found = True
+        except (OSError, IndexError, ValueError):
+            continue
+    return total_ns / 1e9 if found else None
+
+
 _SYS_PIDFD_GETFD = 438
 _SOL_PACKET = 263
 _PACKET_STATISTICS = 6
@@ -501,6 +520,8 @@ class Monitor:
         self._ring: dict[str, Optional[tuple[int, int]]] = {}
         self._proc_cpu_start: dict[str, Optional[float]] = {}
         self._proc_cpu: dict[str, Optional[float]] = {}
+        self._wait_start: dict[str, Optional[float]] = {}
+        self._wait: dict[str, Optional[float]] = {}
 
     @classmethod
     def for_network(cls, out_dir: Path, built: Any, telemetry_interval_s: float,
@@ -531,8 +552,10 @@ class Monitor:
             if s.pid is not None:
                 packet_socket_stats(s.pid)               # reset: count this run only
                 self._proc_cpu_start[s.name] = process_cpu_s(s.pid)
+                self._wait_start[s.name] = process_run_delay_s(s.pid)
         for name, pid in self.linkem_pids.items():
             self._proc_cpu_start[name] = process_cpu_s(pid)
+            self._wait_start[name] = process_run_delay_s(pid)
         # Per tick: /proc/stat and, for each rate-limited port, its tx_packets
         # counter through a file descriptor kept open (one pread each).
         for p in self.ports:
@@ -587,8 +610,10 @@ class Monitor:
             self._ring[s.name] = packet_socket_stats(s.pid) if s.pid is not None else None
             if s.pid is not None:
                 self._proc_cpu[s.name] = _delta(process_cpu_s(s.pid), self._proc_cpu_start.get(s.name))
+                self._wait[s.name] = _delta(process_run_delay_s(s.pid), self._wait_start.get(s.name))
         for name, pid in self.linkem_pids.items():
             self._proc_cpu[name] = _delta(process_cpu_s(pid), self._proc_cpu_start.get(name))
+            self._wait[name] = _delta(process_run_delay_s(pid), self._wait_start.get(name))
 
     # -- judging ----------------------------------------------------------------------
     def _switch_counts(self) -> dict[str, dict[str, Any]]:
@@ -653,6 +678,8 @@ class Monitor:
                         "cpu_fraction": round(self.sampler_cpu_s / wall_s, 5),
                         "us_per_tick": round(1e6 * self.sampler_cpu_s / max(self.sampler_ticks, 1), 1)},
             "process_cpu_s": {k: (round(v, 2) if v is not None else None) for k, v in self._proc_cpu.items()},
+            # time the process's threads were runnable but had no CPU (not judged: evidence)
+            "process_wait_s": {k: (round(v, 2) if v is not None else None) for k, v in self._wait.items()},
             "queues": queues,
         }
         cpu = [(t - self.time_origin_s, total, idle) for t, total, idle in self.cpu]
