@@ -11,6 +11,7 @@ A metric is named ``NAME`` or ``NAME:ARG``:
 | ``jain`` | Jain's index of the run's flows' goodputs |
 | ``estimate_error:FLOW`` | mean |estimate - true| / true (``mean``: over the flows that have one) |
 | ``queue_fraction`` | mean queue / buffer of the busiest rate-limited port (fidelity telemetry) |
+| ``link_utilization:L1,L2`` | per link, packets its busier port sent / packets its rate allowed over the run (frames, as the papers count link utilization); the mean over the links named |
 | ``algo_ratio:A/B`` | mean goodput of the run's flows running A / that of flows running B |
 | ``target_error:FLOW=BPS`` | |goodput - BPS| / BPS |
 
@@ -96,6 +97,16 @@ def metric_value(name: str, run: report.SchemeRun, rows: list[dict[str, Any]],
         queues = (fidelity.get("measurements") or {}).get("queues") or {}
         fractions = [q.get("mean_fraction") for q in queues.values() if q.get("mean_fraction") is not None]
         return max(fractions) if fractions else None
+    if kind == "link_utilization":
+        ports = (fidelity.get("measurements") or {}).get("ports") or {}
+        per_link = []
+        for link in [x for x in arg.split(",") if x]:
+            values = [p["utilization"] for p in ports.values()
+                      if p.get("link") == link and p.get("utilization") is not None]
+            if not values:
+                return None
+            per_link.append(max(values))
+        return sum(per_link) / len(per_link) if per_link else None
     if kind == "algo_ratio":
         a, _, b = arg.partition("/")
         ga = [f.goodput_bps for f in run.flows if f.algo == a and f.goodput_bps is not None]

@@ -482,6 +482,7 @@ class PortSpec:
     rate_limited: bool
     queue_packets: int
     reserved: bool
+    link: str = ""
 
 
 class Monitor:
@@ -538,7 +539,7 @@ class Monitor:
             for pp in plan.ports:
                 if pp.port in intfs:
                     ports.append(PortSpec(plan.name, pp.port, intfs[pp.port], pp.schedule is not None,
-                                          pp.queue_packets, pp.reserved_bps > 0))
+                                          pp.queue_packets, pp.reserved_bps > 0, pp.link))
         stats = [out_dir / f"{em.name}-linkem.json" for em in built.linkem_nodes]
         pids = {em.name: em.linkem_proc.pid for em in built.linkem_nodes
                 if getattr(em, "linkem_proc", None) is not None}
@@ -559,7 +560,7 @@ class Monitor:
         # Per tick: /proc/stat and, for each rate-limited port, its tx_packets
         # counter through a file descriptor kept open (one pread each).
         for p in self.ports:
-            if p.rate_limited and not p.reserved:
+            if p.rate_limited:
                 try:
                     self._tx_fds[f"{p.switch}:{p.port}"] = os.open(
                         f"/sys/class/net/{p.intf}/statistics/tx_packets", os.O_RDONLY)
@@ -641,8 +642,8 @@ class Monitor:
         origin = self.time_origin_s
         out = {}
         for p in self.ports:
-            if not p.rate_limited or p.reserved:
-                continue   # priority queues are not work-conserving: no single rate to hold to
+            if not p.rate_limited:
+                continue
             key = f"{p.switch}:{p.port}"
             tx = [(t - origin, n) for t, n in self.tx.get(key, [])]
             queue = [(float(r["t_s"]), float(r["queue_pkts"])) for r in telemetry
@@ -651,7 +652,8 @@ class Monitor:
                    if r.get("switch") == p.switch and _int(r.get("port")) == p.port and r.get("queue_pps")]
             queue.sort()
             pps.sort()
-            out[key] = {"tx": tx, "queue": queue, "pps": pps, "queue_capacity_pkts": p.queue_packets}
+            out[key] = {"tx": tx, "queue": queue, "pps": pps, "queue_capacity_pkts": p.queue_packets,
+                        "link": p.link, "reserved": p.reserved}
         return out
 
     def result(self) -> FidelityResult:
@@ -671,6 +673,16 @@ class Monitor:
                 queues[key] = {"mean_pkts": round(sum(q) / len(q), 2), "max_pkts": max(q),
                                "capacity_pkts": p["queue_capacity_pkts"],
                                "mean_fraction": round(sum(q) / len(q) / p["queue_capacity_pkts"], 4)}
+        links = {}
+        for key, p in ports.items():
+            tx = p["tx"]
+            if len(tx) < 2 or not p["pps"]:
+                continue
+            due = integral_steps(p["pps"], tx[0][0], tx[-1][0])
+            sent = tx[-1][1] - tx[0][1]
+            links[key] = {"link": p["link"], "tx_pkts": sent, "due_pkts": round(due, 1),
+                          "utilization": round(sent / due, 4) if due > 0 else None}
+        judged_ports = {k: v for k, v in ports.items() if not v["reserved"]}   # priority queues:
         measurements = {
             "wall_s": round(wall_s, 3),
             "interval_s": self.interval_s,
@@ -681,9 +693,13 @@ class Monitor:
             # time the process's threads were runnable but had no CPU (not judged: evidence)
             "process_wait_s": {k: (round(v, 2) if v is not None else None) for k, v in self._wait.items()},
             "queues": queues,
+            # packets each rate-limited port sent / packets its configured rate allowed,
+            # over the sampled window (frames, so ACKs and headers count as on a real link)
+            "ports": links,
         }
         cpu = [(t - self.time_origin_s, total, idle) for t, total, idle in self.cpu]
-        return evaluate(cpu, linkem, switches, ports, self.thresholds, measurements,
+        # not work-conserving, so no single rate to hold the departures to
+        return evaluate(cpu, linkem, switches, judged_ports, self.thresholds, measurements,
                         self.telemetry_interval_s)
 
 

@@ -258,3 +258,14 @@ def test_cli_rejects_bad_arguments(capsys):
     with pytest.raises(SystemExit):
         main(["reproduce", "ebn", "--seeds", "0"])
     assert main(["reproduce", "ebn", "--plan", "--quick"]) == 0
+
+
+def test_link_utilization_metric_takes_each_links_busier_port():
+    from bwn import report
+    fidelity = {"measurements": {"ports": {
+        "s1:2": {"link": "b1", "utilization": 0.97}, "s2:1": {"link": "b1", "utilization": 0.05},
+        "s2:2": {"link": "b2", "utilization": 0.91}}}}
+    run = report.SchemeRun("obp", [])
+    assert cl.metric_value("link_utilization:b1", run, [], fidelity) == pytest.approx(0.97)
+    assert cl.metric_value("link_utilization:b1,b2", run, [], fidelity) == pytest.approx(0.94)
+    assert cl.metric_value("link_utilization:b3", run, [], fidelity) is None
