@@ -41,8 +41,8 @@ from bwn import stats
 #: Metrics every runs table shows (besides the claims' own).
 STANDARD_METRICS = ("goodput_bps:all", "utilization:all", "retransmissions:all", "timeouts:all", "jain")
 #: Wall time of one run beyond its duration (network, switches, controller, teardown),
-#: for the plan's estimate; measured runs replace it (timing.json).
-OVERHEAD_S = 20.0
+#: for the plan's estimate (measured here: 4-7 s, up to 20 s while waiting for the lock).
+OVERHEAD_S = 10.0
 #: Pause between runs so that other experiments waiting for the lock get their turn.
 LOCK_YIELD_S = 1.5
 
