@@ -269,3 +269,38 @@ def test_link_utilization_metric_takes_each_links_busier_port():
     assert cl.metric_value("link_utilization:b1", run, [], fidelity) == pytest.approx(0.97)
     assert cl.metric_value("link_utilization:b1,b2", run, [], fidelity) == pytest.approx(0.94)
     assert cl.metric_value("link_utilization:b3", run, [], fidelity) is None
+
+
+def test_execute_resumes_skipping_complete_valid_runs(tmp_path, monkeypatch):
+    """A second invocation runs only what is missing, incomplete or INVALID, and
+    keeps the superseded attempt."""
+    from bwn import experiment
+    calls: list[tuple[str, int]] = []
+    invalid = {"newreno"}
+
+    def fake_run_scheme(cfg, scheme, out_dir, duration_s, progress=print):
+        calls.append((scheme, cfg.seed))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        valid = scheme not in invalid
+        meta = {"ok": True, "seed": cfg.seed, "fidelity": {"valid": valid, "summary": "valid" if valid else "INVALID: cpu"}}
+        (out_dir / "run.json").write_text(json.dumps(meta))
+        return meta
+
+    monkeypatch.setattr(experiment, "run_scheme", fake_run_scheme)
+    monkeypatch.setattr(reproduce, "LOCK_YIELD_S", 0.0)
+    grid = gr.load_grid("gtcp")
+    plan = reproduce.planned_runs(grid, quick=False, seeds=2)
+    out = tmp_path / "gtcp"
+    reproduce.execute(grid, out, plan, quick=False, progress=lambda m: None)
+    assert sorted(calls) == [("gtcp", 1), ("gtcp", 2), ("newreno", 1), ("newreno", 2)]
+    assert (out / "basic" / "seed2" / "gtcp" / "scenario.toml").exists()
+    calls.clear()
+    invalid.clear()
+    reproduce.execute(grid, out, plan, quick=False, progress=lambda m: None)
+    assert sorted(calls) == [("newreno", 1), ("newreno", 2)]          # the INVALID ones, again
+    assert len(list((out / "superseded").iterdir())) == 2
+    calls.clear()
+    reproduce.execute(grid, out, plan, quick=False, progress=lambda m: None)
+    assert calls == []
+    timing = json.loads((out / "timing.json").read_text())
+    assert set(timing["runs"]) == {f"basic/seed{s}/{x}" for s in (1, 2) for x in ("gtcp", "newreno")}
