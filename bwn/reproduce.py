@@ -195,7 +195,9 @@ def evidence(claim: gr.Claim, j: cl.CaseJudgement, out: Path) -> str:
         incomplete = [r for r in runs if not r.complete]
         line = f"{scheme}: " + ("; ".join(figures) if figures else "no valid run")
         if invalid:
-            line += f"; {len(invalid)} INVALID ({invalid[0].fidelity[:160]})"
+            seen = [_fmt_metric(claim.metric, r.metrics.get(claim.metric)) for r in invalid]
+            line += (f"; {len(invalid)} INVALID, {claim.metric.split(':')[0]} there (not averaged): "
+                     f"{', '.join(seen)} ({invalid[0].fidelity[:160]})")
         if incomplete:
             line += f"; {len(incomplete)} incomplete"
         parts.append(f"{line} [{paths}]")
