@@ -112,7 +112,6 @@ def test_switch_ring_drops_are_counted(tmp_path):
     `packet_socket_stats` reads: a stopped simple_switch in a private namespace
     is flooded, its receive ring overflows, and the drops are counted (then reset)."""
     import signal
-    import socket
 
     from bwn.fidelity import packet_socket_stats
 
