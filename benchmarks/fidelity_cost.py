@@ -74,7 +74,7 @@ def bench_linkem(frames: int, batch: int, with_lateness: bool, rounds: int = 5) 
 
 
 def bench_sampler(seconds: float, n_ports: int) -> dict:
-    ports = [fidelity.PortSpec("s1", i, "lo", True, 50, False) for i in range(n_ports)]
+    ports = [fidelity.PortSpec("s1", i, "lo", True, 50) for i in range(n_ports)]
     monitor = fidelity.Monitor(Path("/nonexistent"), [], ports)
     monitor.start()
     time.sleep(seconds)

@@ -9,7 +9,8 @@ A metric is named ``NAME`` or ``NAME:ARG``:
 | ``retransmissions:FLOW``, ``timeouts:FLOW`` | the sender's counts (``all``: summed) |
 | ``rtt_mean_ms:FLOW`` | the flow's mean RTT |
 | ``jain`` | Jain's index of the run's flows' goodputs |
-| ``estimate_error:FLOW`` | mean |estimate - true| / true (``mean``: over the flows that have one) |
+| ``estimate_error:FLOW`` | the report's ``estimate_error_share``: mean |estimate - max-min fair share| / share (``mean``: over the flows that have one) |
+| ``estimate_error_rate:FLOW`` | the report's ``estimate_error_rate``: against the flow's own rate |
 | ``queue_fraction`` | mean queue / buffer of the busiest rate-limited port (fidelity telemetry) |
 | ``link_utilization:L1,L2`` | per link, packets its busier port sent / packets its rate allowed over the run (frames, as the papers count link utilization); the mean over the links named |
 | ``algo_ratio:A/B`` | mean goodput of the run's flows running A / that of flows running B |
@@ -87,12 +88,12 @@ def metric_value(name: str, run: report.SchemeRun, rows: list[dict[str, Any]],
     if kind == "jain":
         values = [r["jain"] for r in rows if r.get("jain") is not None]
         return float(values[0]) if values else None
-    if kind == "estimate_error":
+    if kind in ("estimate_error", "estimate_error_rate"):
+        col = "estimate_error_share" if kind == "estimate_error" else "estimate_error_rate"
         if arg in ("", "mean"):
-            errs = [float(r["estimate_error"]) for r in rows
-                    if r["flow"] != "all" and r.get("estimate_error") is not None]
+            errs = [float(r[col]) for r in rows if r["flow"] != "all" and r.get(col) is not None]
             return sum(errs) / len(errs) if errs else None
-        return column("estimate_error", arg)
+        return column(col, arg)
     if kind == "queue_fraction":
         queues = (fidelity.get("measurements") or {}).get("queues") or {}
         fractions = [q.get("mean_fraction") for q in queues.values() if q.get("mean_fraction") is not None]

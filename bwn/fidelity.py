@@ -481,7 +481,6 @@ class PortSpec:
     intf: str
     rate_limited: bool
     queue_packets: int
-    reserved: bool
     link: str = ""
 
 
@@ -539,7 +538,7 @@ class Monitor:
             for pp in plan.ports:
                 if pp.port in intfs:
                     ports.append(PortSpec(plan.name, pp.port, intfs[pp.port], pp.schedule is not None,
-                                          pp.queue_packets, pp.reserved_bps > 0, pp.link))
+                                          pp.queue_packets, pp.link))
         stats = [out_dir / f"{em.name}-linkem.json" for em in built.linkem_nodes]
         pids = {em.name: em.linkem_proc.pid for em in built.linkem_nodes
                 if getattr(em, "linkem_proc", None) is not None}
@@ -653,7 +652,7 @@ class Monitor:
             queue.sort()
             pps.sort()
             out[key] = {"tx": tx, "queue": queue, "pps": pps, "queue_capacity_pkts": p.queue_packets,
-                        "link": p.link, "reserved": p.reserved}
+                        "link": p.link}
         return out
 
     def result(self) -> FidelityResult:
@@ -682,7 +681,6 @@ class Monitor:
             sent = tx[-1][1] - tx[0][1]
             links[key] = {"link": p["link"], "tx_pkts": sent, "due_pkts": round(due, 1),
                           "utilization": round(sent / due, 4) if due > 0 else None}
-        judged_ports = {k: v for k, v in ports.items() if not v["reserved"]}   # priority queues:
         measurements = {
             "wall_s": round(wall_s, 3),
             "interval_s": self.interval_s,
@@ -698,8 +696,7 @@ class Monitor:
             "ports": links,
         }
         cpu = [(t - self.time_origin_s, total, idle) for t, total, idle in self.cpu]
-        # not work-conserving, so no single rate to hold the departures to
-        return evaluate(cpu, linkem, switches, judged_ports, self.thresholds, measurements,
+        return evaluate(cpu, linkem, switches, ports, self.thresholds, measurements,
                         self.telemetry_interval_s)
 
 
