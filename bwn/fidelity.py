@@ -266,15 +266,37 @@ def backlogged_stretches(queue: Sequence[tuple[float, float]], min_pkts: float,
     return [(a, b) for a, b in spans if b > a]
 
 
+def steady_windows(pps: Sequence[tuple[float, float]], queue_capacity_pkts: float) -> list[tuple[float, float, float]]:
+    """(start, end, packets/s) spans over which a port's configured rate held.
+
+    BMv2 fixes a packet's departure time when it is enqueued (behavioral-model
+    ``QueueingLogicPriRL``: ``max(now, last_sent + 1/rate)``), so after a rate
+    change the packets already queued still leave at the old rate, for up to a
+    full queue's drain time. Each span therefore starts that long after its
+    change: ``queue_capacity / min(old rate, new rate)``. The first rate holds
+    from the start."""
+    out = []
+    for i, (t, rate) in enumerate(pps):
+        end = pps[i + 1][0] if i + 1 < len(pps) else float("inf")
+        lag = 0.0
+        if i > 0:
+            slower = min(rate, pps[i - 1][1])
+            lag = queue_capacity_pkts / slower if slower > 0 else float("inf")
+        start = -float("inf") if i == 0 else t + lag
+        if end > start and rate > 0:
+            out.append((start, end, rate))
+    return out
+
+
 def departure_rate_check(ports: Mapping[str, Mapping[str, Any]], th: Thresholds = DEFAULT_THRESHOLDS,
                          max_gap_s: float = 1.0) -> Check:
     """``ports``: "switch:port" -> {"tx": [(t, tx_packets)], "queue": [(t, queue_pkts)],
-    "pps": [(t, configured packets/s)]}, all on one time base.
+    "pps": [(t, configured packets/s)], "queue_capacity_pkts": N}, all on one time base.
 
-    For each backlogged stretch in which at least ``rate_min_expected_pkts``
-    packets were due, compares the packets that left with the integral of the
-    configured rate. Broken when any such stretch is off by more than
-    ``rate_tolerance``."""
+    Within each backlogged stretch and each span of steady configured rate
+    (:func:`steady_windows`) in which at least ``rate_min_expected_pkts`` packets
+    were due, compares the packets that left with the rate times the time. Broken
+    when any such piece is off by more than ``rate_tolerance``."""
     items = []
     worst_dev = None
     worst = None
@@ -282,27 +304,32 @@ def departure_rate_check(ports: Mapping[str, Mapping[str, Any]], th: Thresholds 
         tx, queue, pps = p.get("tx") or [], p.get("queue") or [], p.get("pps") or []
         if not tx or not pps:
             continue
+        windows = steady_windows(pps, float(p.get("queue_capacity_pkts") or 0))
         departed_sum = expected_sum = 0.0
         stretches = []
         tx_times = [t for t, _ in tx]
-        for a0, b0 in backlogged_stretches(queue, th.backlog_min_pkts, max_gap_s):
-            # The counter's own samples inside the stretch: no interpolation
-            # across a change of rate at the stretch's edges.
-            i, j = bisect.bisect_left(tx_times, a0), bisect.bisect_right(tx_times, b0) - 1
-            if j <= i:
-                continue
-            (a, tx_a), (b, tx_b) = tx[i], tx[j]
-            expected = integral_steps(pps, a, b)
-            if expected < th.rate_min_expected_pkts:
-                continue
-            departed = tx_b - tx_a
-            ratio = departed / expected
-            stretches.append({"t0_s": round(a, 3), "t1_s": round(b, 3), "departed": round(departed, 1),
-                              "expected": round(expected, 1), "ratio": round(ratio, 4)})
-            departed_sum += departed
-            expected_sum += expected
-            if worst_dev is None or abs(ratio - 1) > worst_dev:
-                worst_dev, worst = abs(ratio - 1), (key, stretches[-1])
+        for s0, s1 in backlogged_stretches(queue, th.backlog_min_pkts, max_gap_s):
+            for w0, w1, rate in windows:
+                a0, b0 = max(s0, w0), min(s1, w1)
+                if b0 <= a0:
+                    continue
+                # The counter's own samples inside the piece: no interpolation
+                # across a change of rate at its edges.
+                i, j = bisect.bisect_left(tx_times, a0), bisect.bisect_right(tx_times, b0) - 1
+                if j <= i:
+                    continue
+                (a, tx_a), (b, tx_b) = tx[i], tx[j]
+                expected = rate * (b - a)
+                if expected < th.rate_min_expected_pkts:
+                    continue
+                departed = tx_b - tx_a
+                ratio = departed / expected
+                stretches.append({"t0_s": round(a, 3), "t1_s": round(b, 3), "departed": round(departed, 1),
+                                  "expected": round(expected, 1), "ratio": round(ratio, 4)})
+                departed_sum += departed
+                expected_sum += expected
+                if worst_dev is None or abs(ratio - 1) > worst_dev:
+                    worst_dev, worst = abs(ratio - 1), (key, stretches[-1])
         if stretches:
             items.append({"port": key, "stretches": len(stretches),
                           "ratio_all": round(departed_sum / expected_sum, 4),
@@ -311,8 +338,8 @@ def departure_rate_check(ports: Mapping[str, Mapping[str, Any]], th: Thresholds 
                           "detail": stretches[:20]})
     if worst is None:
         return Check("departure_rate", None, limit=th.rate_tolerance,
-                     detail=f"no port was backlogged long enough for {th.rate_min_expected_pkts:g} packets",
-                     items=items)
+                     detail=f"no port was backlogged at a steady rate long enough for "
+                            f"{th.rate_min_expected_pkts:g} packets", items=items)
     held = worst_dev <= th.rate_tolerance
     key, s = worst
     detail = (f"worst stretch {key} t={s['t0_s']:.1f}-{s['t1_s']:.1f} s: {s['departed']:.0f} packets left "

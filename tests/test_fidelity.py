@@ -219,3 +219,28 @@ def test_integral_of_steps():
 def test_run_validity_of_old_and_new_run_json():
     assert fidelity.run_validity({}) == (None, "not checked")
     assert fidelity.run_validity({"fidelity": {"valid": False, "summary": "INVALID: cpu"}}) == (False, "INVALID: cpu")
+
+
+def test_departure_rate_waits_for_packets_queued_before_a_rate_change():
+    """BMv2 schedules a packet's departure when it is enqueued: after the rate
+    halves, the 500 queued packets still leave at the old rate for 1 s. That
+    second is not judged; the rest is, at the new rate."""
+    dt, tx, count = 0.05, [], 0.0
+    for i in range(201):
+        t = i * dt
+        tx.append((t, count))
+        count += (1000.0 if t < 6 else 500.0) * dt          # old rate until 5 s + 500/500 s
+    ports = {"s1:2": {"tx": tx, "queue": [(i * 0.25, 400.0) for i in range(41)],
+                      "pps": [(0.0, 1000.0), (5.0, 500.0)], "queue_capacity_pkts": 500}}
+    check = fidelity.departure_rate_check(ports)
+    assert check.held is True, check.detail
+    starts = [s["t0_s"] for s in check.items[0]["detail"]]
+    assert starts[0] == 0.0 and starts[1] == pytest.approx(6.0)
+    ports["s1:2"]["queue_capacity_pkts"] = 0                 # as if packets switched rate at once
+    assert fidelity.departure_rate_check(ports).held is False
+
+
+def test_steady_windows():
+    wins = fidelity.steady_windows([(0.0, 100.0), (2.0, 50.0), (3.0, 200.0)], queue_capacity_pkts=50)
+    # 50 pps from 2 s: its queue drains until 2 + 50/50 = 3 s, when the rate changes again.
+    assert wins == [(-float("inf"), 2.0, 100.0), (pytest.approx(4.0), float("inf"), 200.0)]
