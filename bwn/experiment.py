@@ -6,9 +6,11 @@ controller with the links' rate schedules, starts `bwn-recv` and `bwn-send` for
 every flow, waits, collects the flow logs and the switches' telemetry, tears
 everything down, and finally writes the report (summary table and plots).
 
-Teardown is unconditional (success, failure, Ctrl-C, SIGTERM): agents and
-link emulators are ended by pid, switches by pid, Mininet removes its links
-and host namespaces; on failure the switch logs stay in the output folder.
+Bringing the network up and down is :class:`ScenarioNetwork`, shared with the
+interactive `bwn net` (bwn/session.py). Teardown is unconditional (success,
+failure, Ctrl-C, SIGTERM): agents and link emulators are ended by pid, switches
+by pid, Mininet removes its links and host namespaces; on failure the switch
+logs stay in the output folder.
 """
 from __future__ import annotations
 
@@ -303,6 +305,78 @@ class ControllerThread:
         self._thread.join(timeout=10)
 
 
+class ScenarioNetwork:
+    """A scenario's network, from build to teardown; `bwn run` and `bwn net` share it.
+
+    The constructor builds the Mininet network (nothing runs yet). :meth:`start`
+    starts the BMv2 switches and hosts, gives each host a default route and static
+    ARP, starts a `bwn-link` per delayed link and the controller (in its thread:
+    pipeline, routes, schedules, telemetry). :meth:`stop` ends all of it, however
+    far `start` got: link emulators, controller, then Mininet (switch processes,
+    links, host namespaces); it is safe to call twice. The caller holds the
+    experiment lock (bwn/runlock.py). Outputs in `out_dir`: capacity.csv,
+    telemetry.csv, the emulators' logs, switch logs in `switch-logs/`."""
+
+    def __init__(self, cfg: ExperimentConfig, out_dir: Path, progress: Callable[[str], None] = print,
+                 label: str = "") -> None:
+        self.cfg = cfg
+        self.out_dir = out_dir
+        self.log_dir = out_dir / "switch-logs"
+        self.progress = progress
+        self.label = label
+        self.p4info, self.p4blob = pipeline_files()
+        self.built = build_network(cfg, self.log_dir)
+        self.controller: Optional[BwnController] = None
+        self.controller_thread: Optional[ControllerThread] = None
+        self._stopped = False
+
+    @property
+    def net(self) -> Any:
+        return self.built.net
+
+    def start(self) -> None:
+        cfg, net = self.cfg, self.net
+        self.progress(f"{self.label}starting {len(cfg.switches)} BMv2 switches and {len(cfg.hosts)} hosts")
+        net.start()
+        configure_hosts(cfg, net)
+        for em in self.built.linkem_nodes:
+            link: LinkConfig = em.link_config
+            em.start_linkem(["--delay-ms", f"{link.delay_ms:g}"], self.out_dir / f"{em.name}-linkem.log",
+                            self.out_dir / f"{em.name}-linkem.json")
+        window = ent.WindowConfig(cfg.dataplane.window_us, cfg.dataplane.flow_window_us,
+                                  cfg.dataplane.queue_unit_bytes or _frame_bytes(AGENT_MSS_BYTES))
+        self.controller = BwnController(self.built.plans, self.p4info, self.p4blob, self.out_dir, window,
+                                        telemetry_interval_s=cfg.telemetry.interval_s)
+        self.controller_thread = ControllerThread(self.controller)
+        self.controller_thread.start()
+
+    def stop_linkems(self) -> None:
+        """End the link emulators only (a run stops its captures after them); `stop`
+        does it too."""
+        for em in self.built.linkem_nodes:
+            em.stop_linkem()
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        self.stop_linkems()
+        if self.controller_thread is not None:
+            self.controller_thread.stop()
+        self.net.stop()
+
+    def __enter__(self) -> "ScenarioNetwork":
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
 def run_scheme(cfg: ExperimentConfig, scheme: str, out_dir: Path, duration_s: float,
                progress: Callable[[str], None] = print, pcap: bool = False) -> dict[str, Any]:
     """One run of the scenario with `scheme` for the flows under test; `pcap`:
@@ -320,38 +394,25 @@ def _run_scheme_locked(cfg: ExperimentConfig, scheme: str, out_dir: Path, durati
     from bwn.linkem import netem_available
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    log_dir = out_dir / "switch-logs"
-    p4info, p4blob = pipeline_files()
-    built = build_network(cfg, log_dir)
-    net = built.net
-    controller_thread: Optional[ControllerThread] = None
+    network = ScenarioNetwork(cfg, out_dir, progress, label=f"[{scheme}] ")
+    log_dir = network.log_dir
     captures: Optional[capture.Captures] = None
     senders: list[Agent] = []
     receivers: list[Agent] = []
     ok = False
     interrupted = False
     meta: dict[str, Any] = {"scheme": scheme, "duration_s": duration_s,
-                            "delay_emulator": "bwn-link" if built.linkem_nodes else "none",
+                            "delay_emulator": "bwn-link" if network.built.linkem_nodes else "none",
                             "netem_available": netem_available(),
                             "flow_ids": {f.name: i + 1 for i, f in enumerate(cfg.flows)},
                             **flowpaths.run_meta(cfg, AGENT_MSS_BYTES, _frame_bytes(AGENT_MSS_BYTES))}
     try:
-        progress(f"[{scheme}] starting {len(cfg.switches)} BMv2 switches and {len(cfg.hosts)} hosts")
-        net.start()
-        configure_hosts(cfg, net)
-        for em in built.linkem_nodes:
-            link: LinkConfig = em.link_config
-            em.start_linkem(["--delay-ms", f"{link.delay_ms:g}"], out_dir / f"{em.name}-linkem.log",
-                            out_dir / f"{em.name}-linkem.json")
-        window = ent.WindowConfig(cfg.dataplane.window_us, cfg.dataplane.flow_window_us,
-                                  cfg.dataplane.queue_unit_bytes or _frame_bytes(AGENT_MSS_BYTES))
-        controller = BwnController(built.plans, p4info, p4blob, out_dir, window,
-                                   telemetry_interval_s=cfg.telemetry.interval_s)
-        controller_thread = ControllerThread(controller)
-        controller_thread.start()
+        network.start()
+        net, controller, controller_thread = network.net, network.controller, network.controller_thread
+        assert controller is not None and controller_thread is not None
         progress(f"[{scheme}] switches configured; running {len(cfg.flows)} flows for {duration_s:.0f} s")
         if pcap:
-            captures = capture.start_for_run(cfg, built.ends, out_dir, duration_s)
+            captures = capture.start_for_run(cfg, network.built.ends, out_dir, duration_s)
             progress(f"[{scheme}] capturing {', '.join(p.link for p in captures.points)}")
         # Capture timestamps are wall-clock; the controller's clock is the experiment's.
         meta["clock_offset_s"] = time.time() - controller.now_s()
@@ -389,13 +450,10 @@ def _run_scheme_locked(cfg: ExperimentConfig, scheme: str, out_dir: Path, durati
     finally:
         for agent in senders + receivers:
             stop_process(agent.proc)
-        for em in built.linkem_nodes:
-            em.stop_linkem()
+        network.stop_linkems()
         if captures is not None:
             meta.update(capture.finish_for_run(captures, out_dir))
-        if controller_thread is not None:
-            controller_thread.stop()
-        net.stop()
+        network.stop()
         meta["ok"] = ok
         (out_dir / "run.json").write_text(json.dumps(meta, indent=2))
         if ok:
