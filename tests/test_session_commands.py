@@ -9,8 +9,8 @@ import pytest
 
 from bwn.controller.entries import PortTelemetry
 from bwn.controller.switchctl import PortStatus, SwitchClock
-from bwn.session import (CommandError, Help, SetLoss, SetRate, Status, Terminated, _deferred_signals,
-                         format_status, parse_command)
+from bwn.netcmd import CommandError, Help, SetLoss, SetRate, Status, format_status, parse_command
+from bwn.session import Terminated, _deferred_signals
 
 LINKS = ["h1-s1", "bottleneck"]
 
