@@ -2,6 +2,8 @@
 #   make deps   Debian/Ubuntu packages, the P4 toolchain (scripts/p4-toolchain.sh), the Python venv
 #   make toolchain  only the P4 toolchain (prebuilt, packages or source; see its help)
 #   make build  compile the P4 program with p4c into build/
+#   make run    (as root) the smoke scenario's network and the Mininet CLI: bwn net smoke
+#               (SCENARIO=name for another one; see README "Try it by hand")
 #   make test   all tests (unit, namespace end-to-end, PTF on BMv2, Mininet smoke)
 #   make ptf    only the PTF suite, with its live output
 #   make schema regenerate docs/scenario.schema.json from controller/scenario.py
@@ -15,7 +17,7 @@ P4_SRCS := $(wildcard p4src/shared/*.p4 p4src/v1model/*.p4)
 APT_PACKAGES := python3 python3-venv python3-pip python3-scapy python3-thrift iproute2 iputils-ping \
 	ethtool tcpdump tshark iperf3 mininet make
 
-.PHONY: deps toolchain toolchain-tofino toolchain-pack build build-bench bench-switch test ptf schema clean
+.PHONY: deps toolchain toolchain-tofino toolchain-pack build build-bench bench-switch run test ptf schema clean
 
 deps:
 	@if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
@@ -54,6 +56,10 @@ $(BUILD)/bwn.json $(BUILD)/bwn.p4info.txtpb: $(P4_SRCS)
 	  --p4runtime-files $(BUILD)/bwn.p4info.txtpb -o $(BUILD) $(P4_MAIN)
 
 build: $(BUILD)/bwn.json
+
+SCENARIO ?= smoke
+run: build
+	$(VENV)/bin/bwn net $(SCENARIO)
 
 # The yardstick of benchmarks/switch_pps.py: a plain IPv4 router.
 $(BUILD)/plain/plain_ipv4.json: benchmarks/p4/plain_ipv4.p4

@@ -4,6 +4,7 @@
     bwn run SCENARIO --schemes ebn,newreno,vegas,westwood --duration 60 --out DIR [--pcap]
     bwn report DIR
     bwn reproduce PAPER [--seeds N] [--quick] [--out DIR]
+    bwn net SCENARIO     the scenario's network and the Mininet CLI, to try things by hand
 """
 from __future__ import annotations
 
@@ -45,14 +46,14 @@ def cmd_list(_: argparse.Namespace) -> int:
     return 0
 
 
-def resolve_scenario(name: str) -> Path:
+def resolve_scenario(name: str, command: str = "run") -> Path:
     files = scenario_files()
     if name in files:
         return files[name]
     path = Path(name)
     if path.suffix == ".toml" and path.exists():
         return path
-    print(f"bwn run: unknown scenario {name!r}; known: {', '.join(files)} (or a path to a .toml)",
+    print(f"bwn {command}: unknown scenario {name!r}; known: {', '.join(files)} (or a path to a .toml)",
           file=sys.stderr)
     raise SystemExit(2)
 
@@ -154,6 +155,39 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_net(args: argparse.Namespace) -> int:
+    from bwn.controller.config import ConfigError, load_config
+
+    path = resolve_scenario(args.scenario, "net")
+    try:
+        cfg = load_config(path)
+    except ConfigError as exc:
+        print(f"bwn net: {path}: {exc}", file=sys.stderr)
+        return 2
+    why = preflight()
+    if why:
+        print(f"bwn net: cannot run here: {why}", file=sys.stderr)
+        return 3
+    import logging
+    import tempfile
+
+    from mininet.log import setLogLevel
+
+    from bwn.session import run_session
+
+    setLogLevel("output")   # Mininet's command output (pingall, ...), not its build steps
+    logging.getLogger("finsy").setLevel(logging.ERROR)
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix=f"bwn-net-{cfg.name}-"))
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copy(path, out / "scenario.toml")
+    try:
+        return run_session(cfg, out, progress=lambda m: print(m, flush=True))
+    except Exception as exc:  # torn down already; say what failed
+        print(f"bwn net: failed: {type(exc).__name__}: {exc} (switch logs in {out / 'switch-logs'})",
+              file=sys.stderr)
+        return 1
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from bwn import report
     out = Path(args.dir)
@@ -185,6 +219,21 @@ def main(argv: Optional[list[str]] = None) -> int:
     from bwn import reproduce
     reproduce.add_arguments(p)
     p.set_defaults(func=reproduce.main)
+    p = sub.add_parser("net", help="bring a scenario's network up and open the Mininet CLI (as root)",
+                       description="Bring the scenario's network up as `bwn run` does (BMv2 switches "
+                       "programmed by the controller, bwn-link nodes for delayed links, hosts with static "
+                       "ARP; the controller keeps applying the links' schedules) without starting its "
+                       "flows, and open the Mininet CLI. Every host has bwn-send, bwn-recv, iperf3, ping "
+                       "and tcpdump. Extra commands: `bwn status`, `bwn rate LINK MBIT`, "
+                       "`bwn rate LINK schedule`, `bwn loss LINK P` (`help bwn` at the prompt). exit, "
+                       "Ctrl-D or Ctrl-C at the prompt, SIGTERM or SIGHUP tear everything down; a Ctrl-C "
+                       "while a command runs interrupts that command. Commands may come on standard "
+                       "input (a here-doc). Exit status: 0 after exit or Ctrl-D, 130 after Ctrl-C, 128 + "
+                       "the signal after SIGTERM/SIGHUP, 1 if the network could not come up.")
+    p.add_argument("scenario", help="scenario name (bwn list) or path to a TOML config")
+    p.add_argument("--out", help="folder for the controller's capacity.csv and telemetry.csv and the "
+                                 "switch logs (default: a new folder under the system's temp dir)")
+    p.set_defaults(func=cmd_net)
     p = sub.add_parser("report", help="regenerate the summary and plots of a finished run")
     p.add_argument("dir")
     p.set_defaults(func=cmd_report)

@@ -6,13 +6,16 @@ controller with the links' rate schedules, starts `bwn-recv` and `bwn-send` for
 every flow, waits, collects the flow logs and the switches' telemetry, tears
 everything down, and finally writes the report (summary table and plots).
 
-Teardown is unconditional (success, failure, Ctrl-C, SIGTERM): agents and
-link emulators are ended by pid, switches by pid, Mininet removes its links
-and host namespaces; on failure the switch logs stay in the output folder.
+Bringing the network up and down is :class:`ScenarioNetwork`, shared with the
+interactive `bwn net` (bwn/session.py). Teardown is unconditional (success,
+failure, Ctrl-C, SIGTERM): agents and link emulators are ended by pid, switches
+by pid, Mininet removes its links and host namespaces; on failure the switch
+logs stay in the output folder.
 """
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import logging
 import signal
@@ -22,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Coroutine, Optional, TypeVar
 
 from bwn import capture, fidelity, flowpaths, seeding
 from bwn.controller import entries as ent
@@ -32,6 +35,7 @@ from bwn.controller.switchctl import BwnController, PortPlan, SwitchPlan
 from bwn.wire import BWN_UDP_PORT
 
 LOG = logging.getLogger("bwn.experiment")
+T = TypeVar("T")
 VENV_BIN = Path(sys.executable).parent
 GRPC_PORT_BASE = 50100
 THRIFT_PORT_BASE = 9190
@@ -58,8 +62,10 @@ def _frame_bytes(mss_bytes: int) -> int:
     return mss_bytes + 14 + 20 + 8 + 24 + TRANSPORT_HEADER_LEN
 
 
-def build_network(cfg: ExperimentConfig, log_dir: Path) -> BuiltNetwork:
-    """Mininet network for `cfg` (not started)."""
+def build_network(cfg: ExperimentConfig, log_dir: Path, frame_bytes: Optional[int] = None) -> BuiltNetwork:
+    """Mininet network for `cfg` (not started). `frame_bytes`: the frame size that
+    converts every port's rate to BMv2's packets/s; None: the agents' data frames on
+    ports that carry a flow's data, ACK frames on the others."""
     from mininet.link import Link
     from mininet.net import Mininet
 
@@ -88,13 +94,14 @@ def build_network(cfg: ExperimentConfig, log_dir: Path) -> BuiltNetwork:
         else:
             l = net.addLink(a, b, port1=link.a_port, port2=link.b_port)
             ends[link.name] = (l.intf1, l.intf2)
-    built.plans = _switch_plans(cfg, net, ends)
+    built.plans = _switch_plans(cfg, net, ends, frame_bytes)
     return built
 
 
-def _switch_plans(cfg: ExperimentConfig, net: Any, ends: dict[str, tuple[Any, Any]]) -> list[SwitchPlan]:
-    data_frame_bytes = _frame_bytes(AGENT_MSS_BYTES)
-    ack_frame_bytes = _frame_bytes(0)
+def _switch_plans(cfg: ExperimentConfig, net: Any, ends: dict[str, tuple[Any, Any]],
+                  frame_bytes: Optional[int] = None) -> list[SwitchPlan]:
+    data_frame_bytes = frame_bytes or _frame_bytes(AGENT_MSS_BYTES)
+    ack_frame_bytes = frame_bytes or _frame_bytes(0)
     plans = []
     for sw_cfg in cfg.switches:
         sw = net.get(sw_cfg.name)
@@ -297,6 +304,20 @@ class ControllerThread:
         if self.error is not None:
             raise RuntimeError(f"controller failed: {self.error}") from self.error
 
+    def call(self, coro: Coroutine[Any, Any, T], timeout_s: float = 15.0) -> T:
+        """Run `coro` (e.g. `controller.set_link_rate(...)`) on the controller's loop,
+        from another thread, and return its result or raise its exception."""
+        if not self._loop.is_running():
+            coro.close()
+            raise RuntimeError("the controller is not running" +
+                               (f" (it failed: {self.error})" if self.error is not None else ""))
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return future.result(timeout_s)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise TimeoutError(f"the controller did not answer within {timeout_s:.0f} s") from None
+
     def stop(self) -> None:
         if self._task is not None:
             self._loop.call_soon_threadsafe(self._task.cancel)
@@ -312,6 +333,124 @@ def _fidelity_json(monitor: fidelity.Monitor, progress: Callable[[str], None], s
         return {"valid": False, "summary": f"INVALID: fidelity check failed: {exc!r}", "broken": ["check"]}
     progress(f"[{scheme}] fidelity: {result.summary()}")
     return result.to_json()
+
+
+class ScenarioNetwork:
+    """A scenario's network, from build to teardown; `bwn run` and `bwn net` share it.
+
+    The constructor builds the Mininet network (nothing runs yet). :meth:`start`
+    starts the BMv2 switches and hosts, gives each host a default route and static
+    ARP, starts a `bwn-link` per delayed link and the controller (in its thread:
+    pipeline, routes, schedules, telemetry). :meth:`stop` ends all of it, however
+    far `start` got: link emulators, controller, then Mininet (switch processes,
+    links, host namespaces), then any process still in a host's namespace (e.g.
+    one a user daemonized); it is safe to call twice. The caller holds the
+    experiment lock (bwn/runlock.py). Outputs in `out_dir`: capacity.csv,
+    telemetry.csv, the emulators' logs, switch logs in `switch-logs/`.
+    `frame_bytes`: see :func:`build_network`."""
+
+    def __init__(self, cfg: ExperimentConfig, out_dir: Path, progress: Callable[[str], None] = print,
+                 label: str = "", frame_bytes: Optional[int] = None) -> None:
+        self.cfg = cfg
+        self.out_dir = out_dir
+        self.log_dir = out_dir / "switch-logs"
+        self.progress = progress
+        self.label = label
+        self.p4info, self.p4blob = pipeline_files()
+        self.frame_bytes = frame_bytes
+        self.built = build_network(cfg, self.log_dir, frame_bytes)
+        self.controller: Optional[BwnController] = None
+        self.controller_thread: Optional[ControllerThread] = None
+        self._stopped = False
+
+    @property
+    def net(self) -> Any:
+        return self.built.net
+
+    def start(self) -> None:
+        cfg, net = self.cfg, self.net
+        self.progress(f"{self.label}starting {len(cfg.switches)} BMv2 switches and {len(cfg.hosts)} hosts")
+        net.start()
+        configure_hosts(cfg, net)
+        for em in self.built.linkem_nodes:
+            link: LinkConfig = em.link_config
+            em_seed = seeding.linkem_seed(cfg.seed, em.name)
+            em.start_linkem(["--delay-ms", f"{link.delay_ms:g}"]
+                            + (["--seed", str(em_seed)] if em_seed is not None else []),
+                            self.out_dir / f"{em.name}-linkem.log", self.out_dir / f"{em.name}-linkem.json")
+        window = ent.WindowConfig(cfg.dataplane.window_us, cfg.dataplane.flow_window_us,
+                                  cfg.dataplane.queue_unit_bytes or self.frame_bytes
+                                  or _frame_bytes(AGENT_MSS_BYTES))
+        self.controller = BwnController(self.built.plans, self.p4info, self.p4blob, self.out_dir, window,
+                                        telemetry_interval_s=cfg.telemetry.interval_s)
+        self.controller_thread = ControllerThread(self.controller)
+        self.controller_thread.start()
+        for em in self.built.linkem_nodes:
+            em.wait_linkem_ready()
+
+    def stop_linkems(self) -> None:
+        """End the link emulators only (a run stops its captures after them); `stop`
+        does it too."""
+        for em in self.built.linkem_nodes:
+            em.stop_linkem()
+
+    def stop(self) -> None:
+        """Every step is tried even if one before it failed; the first failure is
+        raised at the end. Mininet's own teardown uses the nodes' shells, so a
+        command still running in one (a CLI command cut short) is ended first; if
+        that teardown breaks off, switches and nodes are ended directly and the
+        switches' interfaces deleted."""
+        if self._stopped:
+            return
+        self._stopped = True
+        from bwn.topologies.nodes import end_processes_in, interrupt_command, node_namespaces
+        errors: list[Exception] = []
+
+        def attempt(step: Callable[..., Any], *args: Any) -> None:
+            try:
+                step(*args)
+            except Exception as exc:  # go on tearing down; raised below
+                LOG.warning("teardown: %s failed: %s", getattr(step, "__name__", step), exc)
+                errors.append(exc)
+
+        net = self.net
+        for node in net.values():
+            attempt(interrupt_command, node)
+        attempt(self.stop_linkems)
+        if self.controller_thread is not None:
+            attempt(self.controller_thread.stop)
+        namespaces = node_namespaces(net.hosts)
+        attempt(net.stop)
+        if errors:
+            for sw in net.switches:
+                attempt(sw.stop_process)
+            for node in net.hosts + net.switches:
+                attempt(node.terminate)
+            attempt(_delete_root_interfaces, net)
+        for line in end_processes_in(namespaces):
+            self.progress(f"{self.label}ended {line}")
+        if errors:
+            raise errors[0]
+
+    def __enter__(self) -> "ScenarioNetwork":
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _delete_root_interfaces(net: Any) -> None:
+    """Delete the switches' interfaces (in the root namespace) that still exist."""
+    for sw in net.switches:
+        for intf in sw.intfList():
+            if intf.name != "lo" and subprocess.run(["ip", "link", "show", intf.name],
+                                                     capture_output=True).returncode == 0:
+                subprocess.run(["ip", "link", "del", intf.name], capture_output=True)
 
 
 def run_scheme(cfg: ExperimentConfig, scheme: str, out_dir: Path, duration_s: float,
@@ -331,11 +470,8 @@ def _run_scheme_locked(cfg: ExperimentConfig, scheme: str, out_dir: Path, durati
     from bwn.linkem import netem_available
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    log_dir = out_dir / "switch-logs"
-    p4info, p4blob = pipeline_files()
-    built = build_network(cfg, log_dir)
-    net = built.net
-    controller_thread: Optional[ControllerThread] = None
+    network = ScenarioNetwork(cfg, out_dir, progress, label=f"[{scheme}] ")
+    log_dir = network.log_dir
     captures: Optional[capture.Captures] = None
     monitor: Optional[fidelity.Monitor] = None
     senders: list[Agent] = []
@@ -343,35 +479,23 @@ def _run_scheme_locked(cfg: ExperimentConfig, scheme: str, out_dir: Path, durati
     ok = False
     interrupted = False
     meta: dict[str, Any] = {"scheme": scheme, "duration_s": duration_s,
-                            "delay_emulator": "bwn-link" if built.linkem_nodes else "none",
+                            "delay_emulator": "bwn-link" if network.built.linkem_nodes else "none",
                             "netem_available": netem_available(),
                             "seed": cfg.seed,
                             "flow_ids": {f.name: seeding.flow_id(cfg.seed, i) for i, f in enumerate(cfg.flows)},
                             **flowpaths.run_meta(cfg, AGENT_MSS_BYTES, _frame_bytes(AGENT_MSS_BYTES))}
     try:
-        progress(f"[{scheme}] starting {len(cfg.switches)} BMv2 switches and {len(cfg.hosts)} hosts")
-        net.start()
-        configure_hosts(cfg, net)
-        for em in built.linkem_nodes:
-            link: LinkConfig = em.link_config
-            em_seed = seeding.linkem_seed(cfg.seed, em.name)
-            em.start_linkem(["--delay-ms", f"{link.delay_ms:g}"]
-                            + (["--seed", str(em_seed)] if em_seed is not None else []),
-                            out_dir / f"{em.name}-linkem.log", out_dir / f"{em.name}-linkem.json")
-        window = ent.WindowConfig(cfg.dataplane.window_us, cfg.dataplane.flow_window_us,
-                                  cfg.dataplane.queue_unit_bytes or _frame_bytes(AGENT_MSS_BYTES))
-        controller = BwnController(built.plans, p4info, p4blob, out_dir, window,
-                                   telemetry_interval_s=cfg.telemetry.interval_s)
-        controller_thread = ControllerThread(controller)
-        controller_thread.start()
+        network.start()
+        net, controller, controller_thread = network.net, network.controller, network.controller_thread
+        assert controller is not None and controller_thread is not None
         progress(f"[{scheme}] switches configured; running {len(cfg.flows)} flows for {duration_s:.0f} s")
         if pcap:
-            captures = capture.start_for_run(cfg, built.ends, out_dir, duration_s)
+            captures = capture.start_for_run(cfg, network.built.ends, out_dir, duration_s)
             progress(f"[{scheme}] capturing {', '.join(p.link for p in captures.points)}")
         # Capture timestamps are wall-clock; the controller's clock is the experiment's.
         meta["clock_offset_s"] = time.time() - controller.now_s()
         # Fidelity sampling (bwn/fidelity.py) while the flows run; telemetry's time base.
-        monitor = fidelity.Monitor.for_network(out_dir, built, cfg.telemetry.interval_s)
+        monitor = fidelity.Monitor.for_network(out_dir, network.built, cfg.telemetry.interval_s)
         monitor.time_origin_s = controller.t0
         monitor.start()
         launched_s = controller.now_s()
@@ -413,13 +537,12 @@ def _run_scheme_locked(cfg: ExperimentConfig, scheme: str, out_dir: Path, durati
                 monitor.stop()
             except Exception as exc:  # teardown goes on; result() then says what is missing
                 progress(f"[{scheme}] fidelity sampler: {exc!r}")
-        for em in built.linkem_nodes:
-            em.stop_linkem()
-        if captures is not None:
-            meta.update(capture.finish_for_run(captures, out_dir))
-        if controller_thread is not None:
-            controller_thread.stop()
-        net.stop()
+        try:
+            network.stop_linkems()
+            if captures is not None:
+                meta.update(capture.finish_for_run(captures, out_dir))
+        finally:
+            network.stop()
         if monitor is not None:
             meta["fidelity"] = _fidelity_json(monitor, progress, scheme)
         meta["ok"] = ok

@@ -14,6 +14,12 @@ Outputs (CSV, appended while running):
 * `telemetry.csv`: t_s, switch, port, capacity_kbps, rate_kbps, avail_kbps,
   queue_pkts, flows, ebn_code, window_start_us: the switches' telemetry digests
   (one per port and closed window; at most one row per port per interval).
+
+While it runs, a user can change a link by hand (`bwn net`'s `bwn rate` and
+`bwn loss`): :meth:`BwnController.set_link_rate` pins a link's capacity, which
+then replaces its schedule until the pin is lifted (`rate_bps=None`);
+:meth:`BwnController.set_link_loss` sets its random loss. Both survive a switch
+reconnect. :meth:`BwnController.port_status` gives each port's latest telemetry.
 """
 from __future__ import annotations
 
@@ -28,6 +34,7 @@ from typing import Callable, Optional, Protocol
 import finsy as fy
 
 from bwn.bmv2 import QueueControl
+from bwn.controller import dataplane_math as dm
 from bwn.controller import entries as ent
 from bwn.controller.schedule import bmv2_queue_rate_pps
 
@@ -64,6 +71,66 @@ class SwitchPlan:
     reservations: list[ent.Reservation] = field(default_factory=list)
 
 
+class SwitchClock:
+    """Maps a switch's 32-bit microsecond clock (the windows' start times in its
+    telemetry digests) to the controller's clock, to say how old a reported window is.
+
+    A port's digest is sent by the first packet after its window closed, so it
+    arrives at or after the window's end: arrival - window end >= the clocks'
+    offset, and the smallest such difference seen is the estimate (exact to the
+    shortest such delay, i.e. within one packet gap on a busy port). The 32-bit
+    clock wraps every 71.6 minutes; starts are unwrapped against the last one seen."""
+
+    WRAP_US = 1 << 32
+
+    def __init__(self) -> None:
+        self.offset_s: Optional[float] = None
+        self._latest_us: Optional[int] = None   # the newest window start seen, unwrapped
+
+    def observe(self, window_start_us: int, window_us: int, arrival_s: float) -> float:
+        """Note a digest; return its window's end on the switch's (unwrapped) clock, in s."""
+        if self._latest_us is None:
+            start_us = window_start_us
+        else:   # the unwrapped value nearest the newest start seen
+            delta = (window_start_us - self._latest_us) % self.WRAP_US
+            if delta >= self.WRAP_US // 2:
+                delta -= self.WRAP_US
+            start_us = self._latest_us + delta
+        self._latest_us = start_us if self._latest_us is None else max(self._latest_us, start_us)
+        end_s = (start_us + window_us) / 1e6
+        if self.offset_s is None or arrival_s - end_s < self.offset_s:
+            self.offset_s = arrival_s - end_s
+        return end_s
+
+    def age_s(self, end_s: float, now_s: float) -> float:
+        assert self.offset_s is not None
+        return max(0.0, now_s - (end_s + self.offset_s))
+
+
+@dataclass(frozen=True)
+class AppliedRate:
+    """A capacity the controller has just written to a port (dataplane and BMv2 queue)."""
+
+    switch: str
+    port: int
+    rate_bps: float
+    queue_pps: float
+
+
+@dataclass(frozen=True)
+class PortStatus:
+    """One switch port as the controller knows it now."""
+
+    switch: str
+    port: int
+    link: str
+    mode: str                          # "schedule", "pinned" (set by hand) or "unlimited"
+    applied_bps: Optional[float]       # last capacity written to the port; None: none
+    loss: float
+    window_age_s: Optional[float]      # since the end of the window `telemetry` measured
+    telemetry: Optional[ent.PortTelemetry]
+
+
 class BwnController:
     """Runs the switches of one experiment."""
 
@@ -79,6 +146,13 @@ class BwnController:
         self.t0 = clock()
         self.applied_bps: dict[tuple[str, int], float] = {}
         self.ready_count: dict[str, int] = {p.name: 0 for p in plans}
+        # Links whose capacity was set by hand: it replaces their schedule.
+        self.pinned_bps: dict[str, float] = {}
+        # Per (switch, port): the latest telemetry digest and its window's end on the
+        # switch's clock (s); every digest, not only those written to telemetry.csv.
+        self.latest_telemetry: dict[tuple[str, int], tuple[ent.PortTelemetry, float]] = {}
+        self.switch_clocks: dict[str, SwitchClock] = {p.name: SwitchClock() for p in plans}
+        self._rate_lock: Optional[asyncio.Lock] = None      # made in run(), on its loop
         self.switches = [
             fy.Switch(p.name, p.grpc_addr, fy.SwitchOptions(
                 p4info=p4info, p4blob=p4blob, device_id=p.device_id, ready_handler=self._on_ready))
@@ -95,6 +169,15 @@ class BwnController:
 
     def now_s(self) -> float:
         return self.clock() - self.t0
+
+    def _target_bps(self, pp: PortPlan, t_s: float) -> float:
+        """The capacity `pp` should have now: its link's pinned rate, else its schedule's."""
+        pinned = self.pinned_bps.get(pp.link)
+        if pinned is not None:
+            return pinned
+        assert pp.schedule is not None
+        return pp.schedule.rate_bps(t_s)
+
 
     # -- state push -------------------------------------------------------------------
     async def _on_ready(self, sw: fy.Switch) -> None:
@@ -120,14 +203,16 @@ class BwnController:
             for pp in plan.ports:
                 queues.set_depth(pp.port, pp.queue_packets)
                 if pp.schedule is not None:
-                    await self._apply_rate(sw, plan, pp, pp.schedule.rate_bps(self.now_s()), queues,
+                    await self._apply_rate(sw, plan, pp, self._target_bps(pp, self.now_s()), queues,
                                            first=True)
         finally:
             queues.close()
         self.ready_count[sw.name] += 1  # counts sessions whose state is fully installed
 
     async def _apply_rate(self, sw: fy.Switch, plan: SwitchPlan, pp: PortPlan, rate_bps: float,
-                          queues: QueueControl, first: bool = False) -> None:
+                          queues: QueueControl, first: bool = False) -> float:
+        """Write `rate_bps` to the port's dataplane capacity and its BMv2 queue rate;
+        return the queue rate (packets/s)."""
         entity = ent.port_capacity(pp.port, rate_bps, self.window)
         await (sw.insert([entity]) if first else sw.modify([entity]))
         pps = bmv2_queue_rate_pps(rate_bps, pp.frame_bytes)
@@ -135,6 +220,7 @@ class BwnController:
         self.applied_bps[(plan.name, pp.port)] = rate_bps
         self._cap_csv.writerow([f"{self.now_s():.3f}", pp.link, plan.name, pp.port, f"{rate_bps:.0f}", f"{pps:.2f}"])
         self._cap_file.flush()
+        return pps
 
     # -- periodic tasks -----------------------------------------------------------------
     async def _schedules(self) -> None:
@@ -150,15 +236,17 @@ class BwnController:
                     for pp in plan.ports:
                         if pp.schedule is None:
                             continue
-                        rate = pp.schedule.rate_bps(t)
-                        last = self.applied_bps.get((plan.name, pp.port))
-                        if last is not None and abs(rate - last) <= 0.005 * last:
-                            continue
-                        try:
-                            await self._apply_rate(sw, plan, pp, rate, queues[plan.name])
-                        except Exception as exc:  # switch restarting: its ready handler will re-apply
-                            LOG.warning("%s: could not apply rate on port %d: %s", sw.name, pp.port, exc)
-                            queues[plan.name] = _reconnect_queues(plan.thrift_port, queues[plan.name])
+                        assert self._rate_lock is not None
+                        async with self._rate_lock:  # not between a hand-set rate and its pin
+                            rate = self._target_bps(pp, t)
+                            last = self.applied_bps.get((plan.name, pp.port))
+                            if last is not None and abs(rate - last) <= 0.005 * last:
+                                continue
+                            try:
+                                await self._apply_rate(sw, plan, pp, rate, queues[plan.name])
+                            except Exception as exc:  # switch restarting: its ready handler will re-apply
+                                LOG.warning("%s: could not apply rate on port %d: %s", sw.name, pp.port, exc)
+                                queues[plan.name] = _reconnect_queues(plan.thrift_port, queues[plan.name])
         finally:
             for q in queues.values():
                 q.close()
@@ -175,6 +263,9 @@ class BwnController:
                     t = self.now_s()
                     for item in digest_list:
                         r = ent.PortTelemetry.from_digest(item)
+                        if r.port in ports:
+                            end_s = self.switch_clocks[sw.name].observe(r.window_start_us, self.window.window_us, t)
+                            self.latest_telemetry[(sw.name, r.port)] = (r, end_s)
                         if r.port not in ports or t - last_row_s.get(r.port, -1e9) < self.telemetry_interval_s:
                             continue
                         last_row_s[r.port] = t
@@ -193,6 +284,7 @@ class BwnController:
         """Run until `duration_s` elapses (or forever); `ready` is set once every
         switch has had its state installed."""
         controller = fy.Controller(self.switches)
+        self._rate_lock = asyncio.Lock()
         tasks = [asyncio.create_task(controller.run(), name="finsy")]
         try:
             while min(self.ready_count.values()) == 0:
@@ -219,14 +311,93 @@ class BwnController:
             self._tel_file.close()
 
 
-def route_entries(plan: SwitchPlan) -> list:
-    """The routing entries of `plan`, each with the options of its egress port
-    (loss, Assured Forwarding) and whether this switch is the edge of a
-    reservation to the route's destination."""
+    # -- changes by hand (on the controller's loop) -------------------------------------
+    def links(self) -> list[str]:
+        """Names of the links that have a port on some switch, in plan order."""
+        return list(dict.fromkeys(pp.link for plan in self.plans.values() for pp in plan.ports))
+
+    def _link_ports(self, link: str) -> list[tuple[fy.Switch, SwitchPlan, PortPlan]]:
+        found = [(sw, self.plans[sw.name], pp) for sw in self.switches
+                 for pp in self.plans[sw.name].ports if pp.link == link]
+        if not found:
+            raise KeyError(f"no link {link!r} on any switch; links: {', '.join(self.links())}")
+        return found
+
+    def _check_up(self, sw: fy.Switch) -> None:
+        if not sw.is_up or self.ready_count[sw.name] == 0:
+            raise RuntimeError(f"{sw.name} is not connected now; the change is kept and applied "
+                               f"when its session is back")
+
+    async def set_link_rate(self, link: str, rate_bps: Optional[float]) -> list[AppliedRate]:
+        """Pin `link`'s capacity to `rate_bps` now, at each switch port that rate-limits it
+        (the ports with a schedule), in the dataplane and the BMv2 queue; the link's
+        schedule is paused while pinned. `rate_bps=None` lifts the pin: the schedule's
+        current rate is applied and the schedule goes on."""
+        ports = [(sw, plan, pp) for sw, plan, pp in self._link_ports(link) if pp.schedule is not None]
+        if not ports:
+            raise KeyError(f"link {link!r} has no rate-limited switch port (see its apply_at)")
+        if rate_bps is not None:
+            dm.PortCapacity.from_bps(rate_bps, self.window.window_us)   # ConfigError if it cannot
+        assert self._rate_lock is not None
+        applied = []
+        async with self._rate_lock:
+            if rate_bps is None:
+                self.pinned_bps.pop(link, None)
+            else:
+                self.pinned_bps[link] = rate_bps
+            for sw, plan, pp in ports:
+                self._check_up(sw)
+                rate = self._target_bps(pp, self.now_s())
+                queues = QueueControl(plan.thrift_port)
+                try:
+                    pps = await self._apply_rate(sw, plan, pp, rate, queues)
+                finally:
+                    queues.close()
+                applied.append(AppliedRate(sw.name, pp.port, rate, pps))
+        return applied
+
+    async def set_link_loss(self, link: str, probability: float) -> list[tuple[str, int, int]]:
+        """Random loss `probability` now on every switch port that sends onto `link`
+        (as the scenario's `loss`: the routes that leave by the port check it);
+        returns (switch, port, routes changed) for each."""
+        dm.loss_threshold(probability)   # ConfigError outside [0, 1]
+        found = self._link_ports(link)
+        for _, _, pp in found:
+            pp.loss = probability   # kept: a reconnect re-installs the routes with it
+        done = []
+        for sw, plan, pp in found:
+            self._check_up(sw)
+            entries = route_entries(plan, only_port=pp.port)
+            if entries:
+                await sw.modify(entries)
+            done.append((sw.name, pp.port, len(entries) // len(ent.ROUTE_TABLES)))
+        return done
+
+    async def port_status(self) -> list[PortStatus]:
+        now = self.now_s()
+        rows = []
+        for plan in self.plans.values():
+            for pp in plan.ports:
+                mode = ("unlimited" if pp.schedule is None
+                        else "pinned" if pp.link in self.pinned_bps else "schedule")
+                seen = self.latest_telemetry.get((plan.name, pp.port))
+                rows.append(PortStatus(plan.name, pp.port, pp.link, mode,
+                                       self.applied_bps.get((plan.name, pp.port)), pp.loss,
+                                       None if seen is None else self.switch_clocks[plan.name].age_s(seen[1], now),
+                                       None if seen is None else seen[0]))
+        return rows
+
+
+def route_entries(plan: SwitchPlan, only_port: Optional[int] = None) -> list:
+    """The routing entries of `plan` (those that leave by `only_port`, if given),
+    each with the options of its egress port (loss, Assured Forwarding) and
+    whether this switch is the edge of a reservation to the route's destination."""
     ports = {pp.port: pp for pp in plan.ports}
     reserved_dsts = {r.dst for r in plan.reservations}
     out = []
     for prefix, port, dst_mac, src_mac in plan.routes:
+        if only_port is not None and port != only_port:
+            continue
         pp = ports.get(port)
         options = ent.PortOptions(loss=pp.loss if pp else 0.0,
                                   reservations=prefix.split("/")[0] in reserved_dsts,

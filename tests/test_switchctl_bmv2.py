@@ -99,3 +99,73 @@ def test_push_schedule_telemetry_and_reconnect(switch, tmp_path):
     # tests and the Mininet smoke test check telemetry with traffic).
     with open(tmp_path / "out" / "telemetry.csv") as fh:
         assert next(csv.reader(fh))[:3] == ["t_s", "switch", "port"]
+
+
+def test_rate_and_loss_set_by_hand_hold_against_the_schedule_and_a_restart(switch, tmp_path):
+    """`bwn net`'s `bwn rate` and `bwn loss`: the pinned capacity replaces the schedule
+    (a step due meanwhile is not applied), both survive a switch restart, and
+    `rate_bps=None` returns the link to its schedule."""
+    schedule = StepSchedule([(0.0, 5e6), (1.5, 2e6)])
+    plan = SwitchPlan(
+        name="s1", grpc_addr=switch.grpc_addr, thrift_port=switch.thrift_port,
+        routes=[("10.0.2.1/32", 1, "00:00:00:00:00:02", "00:00:00:00:01:01")],
+        ports=[PortPlan(port=1, link="bottleneck", schedule=schedule, queue_packets=50),
+               PortPlan(port=2, link="access", schedule=None)],
+    )
+    ctl = BwnController([plan], BUILD / "bwn.p4info.txtpb", BUILD / "bwn.json", tmp_path / "out",
+                        ent.WindowConfig(), telemetry_interval_s=0.2, schedule_interval_s=0.05)
+
+    async def cap_kbps(sw: fy.Switch) -> int:
+        [cap] = await table_entries(sw, f"{ent.INGRESS}.port_config")
+        return cap.action.args["cap_kbps"]
+
+    async def loss_thresholds(sw: fy.Switch) -> list[tuple[str, int]]:
+        """The loss threshold each routing table's entry to 10.0.2.1 checks (0: plain route)."""
+        return [(e.action.name, e.action.args.get("loss_threshold", 0))
+                for table in ent.ROUTE_TABLES for e in await table_entries(sw, table)]
+
+    async def scenario() -> None:
+        ready = asyncio.Event()
+        run = asyncio.create_task(ctl.run(duration_s=None, ready=ready))
+        await asyncio.wait_for(ready.wait(), 30)
+        sw = ctl.switches[0]
+        [applied] = await ctl.set_link_rate("bottleneck", 3e6)
+        assert (applied.switch, applied.port, applied.rate_bps) == ("s1", 1, 3e6)
+        assert applied.queue_pps == pytest.approx(3e6 / (8 * 1066))
+        assert await cap_kbps(sw) == 3000
+        assert await loss_thresholds(sw) == [("route", 0), ("route_other", 0)]
+        assert await ctl.set_link_loss("bottleneck", 0.5) == [("s1", 1, 1)]
+        assert await loss_thresholds(sw) == [("route_checked", 1 << 31), ("route_other_checked", 1 << 31)]
+        await ctl.set_link_loss("bottleneck", 0.25)
+        assert await loss_thresholds(sw) == [("route_checked", 1 << 30), ("route_other_checked", 1 << 30)]
+        assert await ctl.set_link_loss("access", 0.1) == [("s1", 2, 0)]    # no route leaves by it
+        with pytest.raises(KeyError, match="no link 'nosuch'"):
+            await ctl.set_link_rate("nosuch", 1e6)
+        with pytest.raises(KeyError, match="no rate-limited switch port"):
+            await ctl.set_link_rate("access", 1e6)
+        await asyncio.sleep(2.0)                                 # the step to 2 Mb/s falls due
+        assert await cap_kbps(sw) == 3000
+        switch.stop()
+        await asyncio.sleep(1.0)
+        await asyncio.to_thread(switch.start)
+        for _ in range(100):
+            if ctl.ready_count["s1"] >= 2:
+                break
+            await asyncio.sleep(0.2)
+        assert ctl.ready_count["s1"] >= 2, "controller did not notice the restart"
+        assert await cap_kbps(sw) == 3000
+        assert await loss_thresholds(sw) == [("route_checked", 1 << 30), ("route_other_checked", 1 << 30)]
+        await ctl.set_link_loss("bottleneck", 0.0)
+        assert await loss_thresholds(sw) == [("route", 0), ("route_other", 0)]
+        [applied] = await ctl.set_link_rate("bottleneck", None)
+        assert applied.rate_bps == 2e6
+        assert await cap_kbps(sw) == 2000
+        status = {r.port: r for r in await ctl.port_status()}
+        assert (status[1].mode, status[1].applied_bps, status[1].loss) == ("schedule", 2e6, 0.0)
+        assert (status[2].mode, status[2].loss) == ("unlimited", 0.1)
+        run.cancel()
+        await asyncio.gather(run, return_exceptions=True)
+
+    asyncio.run(scenario())
+    rows = [float(r["rate_bps"]) for r in csv.DictReader(open(tmp_path / "out" / "capacity.csv"))]
+    assert rows[:2] == [5e6, 3e6] and 2e6 not in rows[:-1] and rows[-1] == 2e6

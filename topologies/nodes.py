@@ -10,12 +10,14 @@
 """
 from __future__ import annotations
 
+import os
 import shlex
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Optional
 
 from mininet.node import Host, Switch
 
@@ -38,7 +40,114 @@ class BwnHost(Host):
         result = super().config(**params)
         self.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1")
         quiet_interfaces(self)
+        # bwn-send, bwn-recv (and bwn-link) by name in the host's shell (`bwn net`).
+        self.cmd(f'export PATH={shlex.quote(str(VENV_BIN))}:"$PATH"')
         return result
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes below `pid` (children, theirs, ...), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                stat = Path(f"/proc/{entry.name}/stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _drain(node: Any, timeout_s: float) -> bool:
+    """Read `node`'s shell output until its command ended (True) or `timeout_s` passed."""
+    deadline = time.monotonic() + timeout_s
+    while node.waiting and time.monotonic() < deadline:
+        node.monitor(timeoutms=100)
+    return not node.waiting
+
+
+def interrupt_command(node: Any, timeout_s: float = 3.0) -> None:
+    """If `node`'s shell still runs a command (a CLI command cut short by a signal),
+    end it so that the teardown can use the shell: Ctrl-C, then SIGKILL to every
+    process below the shell. Raises if the shell still does not answer."""
+    if not getattr(node, "waiting", False) or getattr(node, "shell", None) is None:
+        return
+    node.sendInt()
+    if _drain(node, timeout_s):
+        return
+    for pid in _descendants(node.shell.pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if not _drain(node, timeout_s):
+        raise RuntimeError(f"{node.name}'s shell does not answer after its command was killed")
+
+
+def netns_inode(pid: int) -> Optional[int]:
+    """The inode of process `pid`'s network namespace, or None if it is gone."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino
+    except OSError:
+        return None
+
+
+def node_namespaces(nodes: Iterable[Any]) -> dict[int, str]:
+    """Network namespace inode -> node name, for the nodes in a namespace of their own."""
+    root = netns_inode(os.getpid())
+    found = {}
+    for node in nodes:
+        ino = netns_inode(node.pid) if getattr(node, "inNamespace", False) and node.pid else None
+        if ino is not None and ino != root:
+            found[ino] = node.name
+    return found
+
+
+def end_processes_in(namespaces: dict[int, str], grace_s: float = 2.0) -> list[str]:
+    """End every process still in one of `namespaces` (after the nodes' shells were
+    told to stop): SIGTERM, then SIGKILL after `grace_s`. A process that left its
+    shell's session (a daemon a user started) would otherwise keep the namespace.
+    Returns one line per process ended."""
+    def members() -> dict[int, str]:
+        found = {}
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                ino = netns_inode(int(entry.name))
+                if ino in namespaces:
+                    found[int(entry.name)] = namespaces[ino]
+        return found
+
+    deadline = time.monotonic() + 0.5          # the shells' own exit, after their SIGHUP
+    left = members()
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = members()
+    ended = []
+    for pid, node in left.items():
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        ended.append(f"pid {pid} left in {node}'s namespace: {args.strip()}")
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, grace_s)):
+        for pid in left:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait_s
+        while left and time.monotonic() < deadline:
+            time.sleep(0.05)
+            left = members()
+        if not left:
+            break
+    return ended
 
 
 class LinkemNode(Host):
@@ -60,8 +169,21 @@ class LinkemNode(Host):
             raise RuntimeError(f"link-emulator node {self.name} needs exactly 2 interfaces, has {intfs}")
         cmd = [str(VENV_BIN / "bwn-link"), intfs[0], intfs[1], *args, "--stats-json", str(stats_path)]
         log = open(log_path, "ab")
+        self.linkem_log = log_path
         self.linkem_proc = self.popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         log.close()
+
+    def wait_linkem_ready(self, timeout_s: float = 30.0) -> None:
+        """Until `bwn-link` says its sockets are open (frames sent before are lost)."""
+        from bwn.linkem.cli import READY_MARKER
+
+        deadline = time.monotonic() + timeout_s
+        while READY_MARKER not in self.linkem_log.read_text(errors="replace"):
+            if self.linkem_proc is None or self.linkem_proc.poll() is not None:
+                raise RuntimeError(f"bwn-link on {self.name} exited: see {self.linkem_log}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"bwn-link on {self.name} not ready after {timeout_s:.0f} s: see {self.linkem_log}")
+            time.sleep(0.05)
 
     def stop_linkem(self) -> None:
         proc, self.linkem_proc = getattr(self, "linkem_proc", None), None
