@@ -457,7 +457,6 @@ def run_scheme(cfg: ExperimentConfig, scheme: str, out_dir: Path, duration_s: fl
                progress: Callable[[str], None] = print, pcap: bool = False) -> dict[str, Any]:
     """One run of the scenario with `scheme` for the flows under test; `pcap`:
     capture the bottleneck links (bwn/capture.py)."""
-    from bwn.linkem import netem_available
 
     from bwn.runlock import experiment_lock
 
