@@ -122,7 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
             "User-space link emulator (netem replacement): bridges IFACE_A and IFACE_B "
             "with raw packet sockets and applies delay, jitter, loss, reordering, "
             "duplication and a rate limit per direction.  Every frame (ARP, IPv4, ...) "
-            "is forwarded.  Runs until SIGINT/SIGTERM (or --duration-s), then prints "
+            "is forwarded; checksums left to the hardware (checksum offload) are completed "
+            "and GSO/GRO super-frames are cut into MTU-sized segments.  Runs until SIGINT/SIGTERM (or --duration-s), then prints "
             "per-direction counters.  Needs root (CAP_NET_RAW)."
         ),
         epilog=(
@@ -233,6 +234,11 @@ _COLUMNS = [
     ("tx_errors", "tx-errors"),
     ("kernel_drops", "kernel-drop"),
     ("pending_at_exit", "pending"),
+    ("csum_completed", "csum-fixed"),
+    ("gso_superframes", "gso-split"),
+    ("gso_segments", "segments"),
+    ("dropped_offload", "offload-drop"),
+    ("dropped_oversize", "oversize"),
 ]
 
 
@@ -243,12 +249,12 @@ def format_stats(stats: Dict[str, Any]) -> str:
     width = max(9, *(len(n) for n in names.values()))
     lines = [
         f"{_PROG}: stopped after {stats['duration_s']:.3f} s (seed {stats['seed']})",
-        f"{'direction':<{width}} " + " ".join(f"{title:>11}" for _, title in _COLUMNS),
+        f"{'direction':<{width}} " + " ".join(f"{title:>12}" for _, title in _COLUMNS),
     ]
     for direction in DIRECTIONS:
         d = stats[direction]
         lines.append(
-            f"{names[direction]:<{width}} " + " ".join(f"{d.get(k, 0):>11}" for k, _ in _COLUMNS)
+            f"{names[direction]:<{width}} " + " ".join(f"{d.get(k, 0):>12}" for k, _ in _COLUMNS)
         )
     return "\n".join(lines)
 

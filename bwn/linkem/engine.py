@@ -15,6 +15,12 @@ Design choices:
   does not postpone the wake-up by its default 50 us.
 * **Batched receive**: when the socket is readable, up to ``batch`` frames are
   read with non-blocking ``recv`` calls, stopping early if a release falls due.
+* **Offloads**: the receive sockets prepend a ``virtio_net_hdr`` to each
+  frame (``PACKET_VNET_HDR``).  A frame whose first two header bytes have no
+  NEEDS_CSUM flag and no GSO type, and that fits the egress MTU, is forwarded
+  as is (one slice drops the header); anything else goes to
+  :class:`bwn.linkem.offload.IngressOffload`, which completes checksums,
+  segments super-frames and counts what it must drop.
 * **Stopping**: a self-pipe in every ``select`` wakes the workers at once; no
   polling.  Frames still in the delay line at stop are discarded and counted
   (``pending_at_exit``).
@@ -29,10 +35,11 @@ import select
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from . import rawsock
 from .config import DIRECTIONS, Impairment, LinkConfig
+from .offload import VNET_HDR_LEN, ETH_HLEN, IngressOffload
 from .scheduler import DirectionScheduler
 
 __all__ = ["LinkEmulator", "DirectionWorker", "SWITCH_INTERVAL_S"]
@@ -62,6 +69,7 @@ class DirectionWorker:
         ignores_outgoing: bool = True,
         batch: int = DEFAULT_BATCH,
         rt_priority: int = 0,
+        offload: Optional[IngressOffload] = None,
     ) -> None:
         self.name = name
         self.rx = rx
@@ -72,6 +80,8 @@ class DirectionWorker:
         self.ignores_outgoing = ignores_outgoing
         self.batch = batch
         self.rt_priority = rt_priority
+        self.offload = offload or IngressOffload(scheduler.counters, 65535 + _L2_HEADROOM,
+                                                 recv_bufsize=bufsize)
         self.stopping = False
         self.error: Optional[BaseException] = None
         self.rt_active = False
@@ -117,6 +127,11 @@ class DirectionWorker:
         empty: List[int] = []
         bufsize = self.bufsize
         batch = range(self.batch)
+        offload = self.offload
+        fix = offload.frames
+        # Longest read (virtio_net_hdr + frame) that needs no look beyond the
+        # header's first two bytes; longer ones may be oversize or tagged.
+        fast_max = VNET_HDR_LEN + offload.max_frame_bytes
         wakeups = 0
         try:
             while not self.stopping:
@@ -138,11 +153,11 @@ class DirectionWorker:
                 for _ in batch:
                     try:
                         if filter_outgoing:
-                            frame, addr = recvfrom(bufsize)
+                            data, addr = recvfrom(bufsize)
                             if addr[2] == outgoing:
                                 continue
                         else:
-                            frame = recv(bufsize)
+                            data = recv(bufsize)
                     except BlockingIOError:
                         break
                     except InterruptedError:
@@ -150,13 +165,26 @@ class DirectionWorker:
                     except OSError as exc:
                         if exc.errno == errno.ENETDOWN:  # link set down: wait for it
                             break
+                        if exc.errno == errno.EINVAL:  # the kernel could not describe the
+                            offload.bad_offload(0, "offload state the kernel cannot "  # frame
+                                                "describe in a virtio_net_hdr (tunnel GSO?)")
+                            continue
                         raise
                     now = mono()
-                    admit(frame, now)
+                    # virtio_net_hdr: flags (bit 0 NEEDS_CSUM), gso_type.
+                    if data[0] & 1 or data[1] or len(data) > fast_max:
+                        for frame in fix(data):
+                            admit(frame, now)
+                    else:
+                        admit(data[VNET_HDR_LEN:], now)
                     if due is not None and now >= due:
                         break
         finally:
             self.wakeups = wakeups
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _parse_config(
@@ -184,7 +212,9 @@ class LinkEmulator:
     ``b_to_a`` defaults to ``a_to_b`` (a symmetric link).  If ``seed`` is None a
     random one is drawn and reported in the stats, so any run can be replayed.
     ``rt_priority`` > 0 runs the workers with SCHED_FIFO (needs CAP_SYS_NICE):
-    useful on a loaded machine; off by default.
+    useful on a loaded machine; off by default.  ``warn`` receives one-line
+    warnings (MTU mismatch, the first frame of each kind dropped for its
+    offload state or size); default: standard error.
 
     The emulator runs in the caller's process.  To put it in a network
     namespace, run the ``bwn-link`` command there (see :mod:`bwn.linkem.netns`).
@@ -202,6 +232,7 @@ class LinkEmulator:
         promiscuous: bool = True,
         rt_priority: int = 0,
         batch: int = DEFAULT_BATCH,
+        warn: Optional[Callable[[str], None]] = None,
     ) -> None:
         if iface_a == iface_b:
             raise ValueError(f"interface {iface_a!r} given twice: the two ends must differ")
@@ -217,6 +248,7 @@ class LinkEmulator:
         self.promiscuous = promiscuous
         self.rt_priority = rt_priority
         self.batch = batch
+        self.warn: Callable[[str], None] = warn if warn is not None else _stderr
         self.workers: Dict[str, DirectionWorker] = {}
         self._threads: List[threading.Thread] = []
         self._sockets: List[Any] = []
@@ -246,17 +278,31 @@ class LinkEmulator:
             tx_b = rawsock.open_tx_socket(self.iface_b)
             self._sockets.append(tx_b)
             self._pipe = os.pipe()
-            # Room for any frame, even a GRO/TSO super-frame (which then fails
-            # to transmit and shows up as tx_errors): recv cost does not
-            # depend on the buffer size, a truncated frame would be corrupt.
-            mtu = max(rawsock.interface_mtu(self.iface_a), rawsock.interface_mtu(self.iface_b))
-            bufsize = max(mtu, 65535) + _L2_HEADROOM
-            ends = {"a_to_b": (rx_a, tx_b, out_a), "b_to_a": (rx_b, tx_a, out_b)}
+            # Room for any frame, even a GSO/GRO super-frame of 64 KiB (cut
+            # into segments by IngressOffload): recv cost does not depend on
+            # the buffer size, and a truncated frame would be corrupt.
+            mtu_a = rawsock.interface_mtu(self.iface_a)
+            mtu_b = rawsock.interface_mtu(self.iface_b)
+            bufsize = max(mtu_a, mtu_b, 65535) + _L2_HEADROOM + VNET_HDR_LEN
+            if mtu_a != mtu_b:
+                big, small = (self.iface_a, self.iface_b) if mtu_a > mtu_b else (self.iface_b, self.iface_a)
+                self.warn(
+                    f"bwn-link: warning: MTU {max(mtu_a, mtu_b)} on {big} but {min(mtu_a, mtu_b)} on "
+                    f"{small}: frames from {big} longer than {small} allows are dropped and counted "
+                    f"as oversize (ip link set {small} mtu {max(mtu_a, mtu_b)} if the far end takes it)"
+                )
+            ends = {
+                "a_to_b": (rx_a, tx_b, out_a, self.iface_a, self.iface_b, mtu_b),
+                "b_to_a": (rx_b, tx_a, out_b, self.iface_b, self.iface_a, mtu_a),
+            }
             for name in DIRECTIONS:
-                rx, tx, ignores = ends[name]
+                rx, tx, ignores, ingress, egress, egress_mtu = ends[name]
                 sched = DirectionScheduler(self.config.direction(name), self.config.direction_seed(name))
+                offload = IngressOffload(sched.counters, egress_mtu + ETH_HLEN, ingress, egress,
+                                         self.warn, bufsize)
                 self.workers[name] = DirectionWorker(
-                    name, rx, tx, sched, self._pipe[0], bufsize, ignores, self.batch, self.rt_priority
+                    name, rx, tx, sched, self._pipe[0], bufsize, ignores, self.batch,
+                    self.rt_priority, offload,
                 )
             self._old_switch_interval = sys.getswitchinterval()
             sys.setswitchinterval(min(self._old_switch_interval, SWITCH_INTERVAL_S))

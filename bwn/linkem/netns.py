@@ -24,6 +24,9 @@ Design choices:
   emulator's veths have no address (its kernel neither answers nor forwards;
   ``ip_forward`` is 0 in a new namespace), and every veth has GRO/GSO/TSO and
   checksum offloads off, so frames are at most MTU-sized with real checksums.
+  ``Topology(default_offloads=True)`` leaves them as ``ip link add`` makes them
+  (checksum offload, TSO, GSO on), as a user's own topology would have them;
+  bwn-link completes such frames itself (see :mod:`bwn.linkem.offload`).
 """
 
 from __future__ import annotations
@@ -226,10 +229,12 @@ class Topology:
     ``if_b`` (the hosts' interfaces), ``emu_if_a`` / ``emu_if_b`` (the
     emulator's interfaces: ``emu_if_a`` faces host A, so "A->B" in the
     emulator's stats is traffic from host A to host B), ``ip_a`` / ``ip_b``.
+    ``default_offloads=True`` keeps the kernel's offload settings on all four
+    veths instead of turning them off.
     """
 
     def __init__(self, tag: Optional[str] = None, ip_a: str = "10.77.0.1", ip_b: str = "10.77.0.2",
-                 prefix_len: int = 24, mtu: int = 1500) -> None:
+                 prefix_len: int = 24, mtu: int = 1500, default_offloads: bool = False) -> None:
         self.tag = tag or new_tag()
         if not re.fullmatch(r"[a-z0-9]{1,11}", self.tag):
             raise ValueError("tag must be 1-11 lowercase letters/digits (interface names <= 15)")
@@ -238,6 +243,7 @@ class Topology:
         self.if_a, self.emu_if_a = f"{self.tag}a", f"{self.tag}ea"
         self.if_b, self.emu_if_b = f"{self.tag}b", f"{self.tag}eb"
         self.ip_a, self.ip_b, self.prefix_len, self.mtu = ip_a, ip_b, prefix_len, mtu
+        self.default_offloads = default_offloads
         self.workdir = ""  # temporary directory (logs, stats), made by create()
         self._procs: List[subprocess.Popen] = []
         self._emulators: List[EmulatorProcess] = []
@@ -272,8 +278,9 @@ class Topology:
                 "peer", "name", self.emu_if_b, "netns", self.ns_emu, "mtu", str(self.mtu))
             for ns, ifs in ((self.ns_a, [self.if_a]), (self.ns_emu, [self.emu_if_a, self.emu_if_b]),
                             (self.ns_b, [self.if_b])):
-                script = "; ".join(f"ethtool -K {i} {' '.join(_OFFLOADS)} >/dev/null 2>&1" for i in ifs)
-                self.run(ns, ["sh", "-c", script + "; true"])
+                if not self.default_offloads:
+                    script = "; ".join(f"ethtool -K {i} {' '.join(_OFFLOADS)} >/dev/null 2>&1" for i in ifs)
+                    self.run(ns, ["sh", "-c", script + "; true"])
                 for i in ifs:
                     _ip("-n", ns, "link", "set", i, "up")
             _ip("-n", self.ns_a, "addr", "add", f"{self.ip_a}/{self.prefix_len}", "dev", self.if_a)

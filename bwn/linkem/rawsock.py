@@ -15,6 +15,11 @@ Design choices:
   interface flag: the kernel reference-counts it and drops it when the socket
   is closed, even if the process is killed, so the interface's original state
   is always restored and nothing else's promiscuous setting is disturbed.
+* **Offload metadata**: ``PACKET_VNET_HDR`` makes the kernel put a
+  ``virtio_net_hdr`` before every received frame, saying whether its checksum
+  is still to be completed and whether it is a GSO super-frame (see
+  :mod:`bwn.linkem.offload`).  Transmit sockets do not use it: what they send
+  is complete.
 * A large ``SO_RCVBUF`` (``SO_RCVBUFFORCE`` as root) absorbs bursts while a
   worker sleeps; kernel-side drops are read from ``PACKET_STATISTICS``.
 """
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import fcntl
 import socket
 import struct
@@ -43,6 +49,7 @@ SOL_PACKET = 263
 PACKET_ADD_MEMBERSHIP = 1
 PACKET_MR_PROMISC = 1
 PACKET_STATISTICS = 6
+PACKET_VNET_HDR = 15
 PACKET_IGNORE_OUTGOING = 23
 PACKET_OUTGOING = 4
 SO_RCVBUFFORCE = 33
@@ -79,9 +86,16 @@ def open_rx_socket(name: str, promiscuous: bool = True) -> Tuple[socket.socket, 
 
     Returns ``(socket, ignores_outgoing)``; if the second item is False the
     caller must drop frames whose ``recvfrom`` pkttype is ``PACKET_OUTGOING``.
+    Every frame read from it starts with a 10-byte ``virtio_net_hdr``
+    (``PACKET_VNET_HDR``).
     """
     sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
     try:
+        try:
+            sock.setsockopt(SOL_PACKET, PACKET_VNET_HDR, 1)
+        except OSError as exc:
+            raise OSError(exc.errno, f"packet socket option PACKET_VNET_HDR refused ({exc.strerror}): "
+                          "bwn-link needs it to see checksum and segmentation offloads") from None
         ignores_outgoing = True
         try:
             sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
@@ -100,6 +114,9 @@ def open_rx_socket(name: str, promiscuous: bool = True) -> Tuple[socket.socket, 
                 sock.recv(65536)
             except BlockingIOError:
                 break
+            except OSError as exc:
+                if exc.errno != errno.EINVAL:  # EINVAL: a frame the kernel could not
+                    break                      # describe in a vnet header; consumed
         kernel_drops(sock)  # reset the kernel's counters
         return sock, ignores_outgoing
     except BaseException:

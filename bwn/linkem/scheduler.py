@@ -77,6 +77,15 @@ class Counters:
 
         rx_frames + duplicated == forwarded_frames + dropped_loss + dropped_queue
                                    + dropped_limit + tx_errors + pending_at_exit
+                                   + dropped_offload + dropped_oversize
+
+    ``rx_frames`` counts frames as a wire would carry them: a GSO super-frame
+    counts as the segments it was cut into (``gso_superframes`` of them made
+    ``gso_segments``), a frame dropped before the scheduler as one.  The
+    offload counters are kept by :class:`bwn.linkem.offload.IngressOffload`:
+    ``csum_completed`` (checksums completed), ``dropped_offload`` (offload
+    state that could not be completed), ``dropped_oversize`` (larger than the
+    egress MTU).
     """
 
     __slots__ = (
@@ -92,6 +101,11 @@ class Counters:
         "tx_errors",
         "pending_at_exit",
         "kernel_drops",
+        "csum_completed",
+        "gso_superframes",
+        "gso_segments",
+        "dropped_offload",
+        "dropped_oversize",
     )
 
     def __init__(self) -> None:
