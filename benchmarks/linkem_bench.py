@@ -13,13 +13,27 @@ Two measurements, each in a fresh namespace topology
     one-way delay minus D is the delay the emulator adds (plus two veth hops).
     The maximum rate is the highest offered rate at which the 99th percentile
     of that excess stays below 1 ms and fewer than 0.1 % of frames are lost.
+(c) ``tcp``:  kernel TCP (iperf3) A->B for ``--tcp-s`` seconds at D = 5 ms:
+    goodput and the emulator's CPU time per forwarded frame.
+(d) ``offload``: no sockets, no root: CPU time per frame of the engine's
+    per-frame dispatch (the virtio_net_hdr test and slice every frame pays),
+    of checksum completion (100- and 1514-byte UDP frames) and of cutting a
+    64 KiB TSO super-frame, per segment (bwn.linkem.offload).
+
+``--default-offloads`` leaves the veths' offloads as the kernel makes them
+(checksum offload, TSO, GSO on) instead of turning them off: every UDP frame
+then reaches bwn-link with a partial checksum to complete, and TCP comes as
+GSO super-frames to cut.  ``--payload-bytes`` sets the UDP payload of (b)
+(default 58: 100-byte frames; 1472 makes 1514-byte frames).
 
 Usage::
 
     sudo .venv/bin/python benchmarks/linkem_bench.py            # both, ~2 min
     sudo .venv/bin/python benchmarks/linkem_bench.py rtt
     sudo .venv/bin/python benchmarks/linkem_bench.py rate --rates 5000,10000,20000
+    sudo .venv/bin/python benchmarks/linkem_bench.py tcp --default-offloads
     ... --rt-priority 10     # run the emulator with SCHED_FIFO
+    ... --default-offloads   # leave checksum offload and TSO/GSO on (see above)
 
 This is not a test: it prints a table and asserts nothing.
 """
@@ -189,9 +203,13 @@ def _ping(topo: Topology, count: int, interval: float) -> List[float]:
     return json.loads(out) if out.strip() else []
 
 
+def _topology(args: argparse.Namespace) -> Topology:
+    return Topology(default_offloads=True) if args.default_offloads else Topology()
+
+
 def bench_rtt(args: argparse.Namespace) -> List[Dict[str, Any]]:
     rows = []
-    with Topology() as topo:
+    with _topology(args) as topo:
         for delay_ms in args.delays:
             for load in (0, args.load_pps):
                 emu = topo.start_emulator(Impairment(delay_us=int(delay_ms * 1000)),
@@ -246,7 +264,7 @@ def _udp_rcvbuf_errors(topo: Topology, ns: str) -> int:
 def bench_rate(args: argparse.Namespace) -> List[Dict[str, Any]]:
     """Flood A->B with iperf3 UDP (100-byte frames) plus timestamped probes."""
     rows = []
-    with Topology() as topo:
+    with _topology(args) as topo:
         for pps in args.rates:
             emu = topo.start_emulator(Impairment(delay_us=int(args.rate_delay_ms * 1000)),
                                       rt_priority=args.rt_priority)
@@ -260,7 +278,8 @@ def bench_rate(args: argparse.Namespace) -> List[Dict[str, Any]]:
             probe_rx.stdout.readline()
             time.sleep(0.3)  # iperf3 server listening
             flood = topo.popen(topo.ns_a, [
-                "iperf3", "-c", topo.ip_b, "-u", "-l", str(PAYLOAD), "-b", str(int(pps * PAYLOAD * 8)),
+                "iperf3", "-c", topo.ip_b, "-u", "-l", str(args.payload_bytes),
+                "-b", str(int(pps * args.payload_bytes * 8)),
                 "-t", str(args.rate_s), "-J"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             time.sleep(0.5)  # probes only while the flood runs
             probes = topo.run(topo.ns_a, _bench_cmd("_send", topo.ip_b, str(args.probe_pps),
@@ -291,6 +310,7 @@ def bench_rate(args: argparse.Namespace) -> List[Dict[str, Any]]:
                 "kernel_drops": a2b["kernel_drops"],
                 "receiver_drops": rcvbuf_errors,
                 "emulator_fwd_pps": a2b["forwarded_frames"] / counts["seconds"],
+                "csum_completed": a2b.get("csum_completed", 0),
                 "cpu_us_per_frame": 1e6 * a2b.get("cpu_s", 0) / max(1, a2b["rx_frames"]),
                 "emulator_drop_pct": 100 * (a2b["kernel_drops"] + a2b["tx_errors"]) / max(1, a2b["rx_frames"]),
                 # Judged on the emulator alone: drops in the iperf3 receiver
@@ -306,7 +326,99 @@ def bench_rate(args: argparse.Namespace) -> List[Dict[str, Any]]:
     return rows
 
 
-def print_tables(rtt: List[Dict[str, Any]], rate: List[Dict[str, Any]]) -> None:
+def bench_tcp(args: argparse.Namespace) -> List[Dict[str, Any]]:
+    """Kernel TCP (iperf3) A->B through the emulator at D = 5 ms each way."""
+    rows = []
+    with _topology(args) as topo:
+        emu = topo.start_emulator(Impairment(delay_us=5000), rt_priority=args.rt_priority)
+        server = topo.popen(topo.ns_b, ["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        res = topo.run(topo.ns_a, ["iperf3", "-c", topo.ip_b, "-t", str(args.tcp_s), "-J",
+                                   "--connect-timeout", "3000"], check=False, timeout=args.tcp_s + 30)
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        time.sleep(0.3)
+        stats = emu.stop()
+        a2b, b2a = stats["a_to_b"], stats["b_to_a"]
+        try:
+            report = json.loads(res.stdout)
+            mbit = report["end"]["sum_received"]["bits_per_second"] / 1e6
+        except (ValueError, KeyError):
+            mbit = 0.0
+        cpu_s = a2b.get("cpu_s", 0) + b2a.get("cpu_s", 0)
+        frames = a2b["forwarded_frames"] + b2a["forwarded_frames"]
+        row = {
+            "goodput_mbit": mbit,
+            "a2b_frames": a2b["forwarded_frames"], "b2a_frames": b2a["forwarded_frames"],
+            "gso_superframes": a2b.get("gso_superframes", 0), "gso_segments": a2b.get("gso_segments", 0),
+            "csum_completed": a2b.get("csum_completed", 0) + b2a.get("csum_completed", 0),
+            "a2b_cpu_us_per_frame": 1e6 * a2b.get("cpu_s", 0) / max(1, a2b["forwarded_frames"]),
+            "cpu_us_per_frame": 1e6 * cpu_s / max(1, frames),
+            "kernel_drops": a2b["kernel_drops"] + b2a["kernel_drops"],
+            "tx_errors": a2b["tx_errors"] + b2a["tx_errors"],
+        }
+        rows.append(row)
+        print(f"  tcp: {mbit:.1f} Mbit/s, A->B {row['a2b_frames']} frames ({row['gso_superframes']} "
+              f"super-frames cut into {row['gso_segments']}), {row['csum_completed']} checksums completed, "
+              f"A->B CPU {row['a2b_cpu_us_per_frame']:.2f} us/frame, both {row['cpu_us_per_frame']:.2f} us/frame",
+              flush=True)
+    return rows
+
+
+def bench_offload(args: argparse.Namespace) -> List[Dict[str, Any]]:
+    """In-process cost of the offload paths, best of 5 runs of ``--offload-n`` frames."""
+    from bwn.linkem.offload import GSO_TCPV4, NEEDS_CSUM, IngressOffload, vnet_header
+    from bwn.linkem.scheduler import Counters
+
+    def udp_frame(payload: int) -> bytes:
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 28 + payload, 1, 0x4000, 64, 17, 0,
+                         socket.inet_aton("10.0.0.1"), socket.inet_aton("10.0.0.2"))
+        return bytes(12) + b"\x08\x00" + ip + struct.pack("!HHHH", 1, 2, 8 + payload, 0x1234) + bytes(payload)
+
+    def tcp_frame(payload: int) -> bytes:
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 52 + payload, 1, 0x4000, 64, 6, 0,
+                         socket.inet_aton("10.0.0.1"), socket.inet_aton("10.0.0.2"))
+        tcp = struct.pack("!HHIIBBHHH", 1, 2, 1000, 1, 8 << 4, 0x18, 500, 0x1234, 0) + bytes(12)
+        return bytes(12) + b"\x08\x00" + ip + tcp + bytes(range(256)) * (payload // 256) + bytes(payload % 256)
+
+    stage = IngressOffload(Counters(), 1514, warn=lambda _line: None)
+    n = args.offload_n
+    cases = [
+        ("dispatch, complete frame (every frame)", vnet_header() + udp_frame(58), "fast", 1),
+        ("complete checksum, 100-byte UDP frame", vnet_header(NEEDS_CSUM, 0, 0, 0, 34, 6) + udp_frame(58), "slow", 1),
+        ("complete checksum, 1514-byte UDP frame", vnet_header(NEEDS_CSUM, 0, 0, 0, 34, 6) + udp_frame(1472),
+         "slow", 1),
+        ("cut 64 KiB TSO super-frame, per segment",
+         vnet_header(NEEDS_CSUM, GSO_TCPV4, 66, 1448, 34, 16) + tcp_frame(45 * 1448), "slow", 45),
+    ]
+    rows = []
+    for name, data, path, segs in cases:
+        fast_max = 10 + 1514
+        best = float("inf")
+        for _ in range(5):
+            t0 = time.process_time()
+            if path == "fast":
+                for _ in range(n):
+                    if data[0] & 1 or data[1] or len(data) > fast_max:
+                        raise AssertionError("fast-path frame took the slow path")
+                    data[10:]
+            else:
+                reps = max(1, n // segs)
+                for _ in range(reps):
+                    if data[0] & 1 or data[1] or len(data) > fast_max:
+                        out = stage.frames(data)
+                assert len(out) == segs
+            dt = time.process_time() - t0
+            best = min(best, dt / (n if path == "fast" else reps * segs))
+        rows.append({"case": name, "us_per_frame": best * 1e6})
+        print(f"  {name:<44} {best * 1e6:6.2f} us/frame", flush=True)
+    return rows
+
+
+def print_tables(rtt: List[Dict[str, Any]], rate: List[Dict[str, Any]], payload_bytes: int = PAYLOAD) -> None:
     if rtt:
         print("\n(a) ICMP echo RTT added by bwn-link beyond 2*D (ms), 10 ms interval")
         print(f"{'D ms':>6} {'load pps':>9} {'pings':>6} {'min':>7} {'median':>7} {'p99':>7} {'max':>7}")
@@ -314,8 +426,8 @@ def print_tables(rtt: List[Dict[str, Any]], rate: List[Dict[str, Any]]) -> None:
             print(f"{r['delay_ms']:>6} {r['load_pps']:>9} {r['pings']:>6} {r['min']:>7.3f} "
                   f"{r['p50']:>7.3f} {r['p99']:>7.3f} {r['max']:>7.3f}")
     if rate:
-        print("\n(b) 100-byte UDP frames A->B (iperf3 -u -l 58) + 500/s timestamped probes: "
-              "one-way delay beyond D (ms)")
+        print(f"\n(b) {payload_bytes + 42}-byte UDP frames A->B (iperf3 -u -l {payload_bytes}) + 500/s "
+              "timestamped probes: one-way delay beyond D (ms)")
         print(f"{'offered':>8} {'sent/s':>8} {'emu fwd/s':>9} {'emu drop%':>9} {'rcvr drop':>9} "
               f"{'p50':>7} {'p99':>7} {'max':>8} {'us/frame':>8} {'ok':>3}")
         for r in rate:
@@ -340,7 +452,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         role_recv(float(argv[1]), float(argv[2]))
         return 0
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("what", nargs="?", choices=["rtt", "rate", "all"], default="all")
+    p.add_argument("what", nargs="?", choices=["rtt", "rate", "tcp", "offload", "all"], default="all",
+                   help="all = rtt and rate")
     p.add_argument("--delays", default="0,5,20,100", help="ms, comma separated")
     p.add_argument("--load-pps", type=float, default=10000)
     p.add_argument("--ping-s", type=float, default=3.0, help="seconds of pings per row")
@@ -349,8 +462,21 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--rate-delay-ms", type=float, default=10.0)
     p.add_argument("--probe-pps", type=float, default=500, help="timestamped probes during the flood")
     p.add_argument("--rt-priority", type=int, default=0)
+    p.add_argument("--default-offloads", action="store_true",
+                   help="leave checksum offload and TSO/GSO on the veths (default: off)")
+    p.add_argument("--payload-bytes", type=int, default=PAYLOAD,
+                   help="UDP payload of the rate flood (58: 100-byte frames)")
+    p.add_argument("--tcp-s", type=float, default=5.0, help="seconds of iperf3 TCP in 'tcp'")
+    p.add_argument("--offload-n", type=int, default=20000, help="frames per run in 'offload'")
     p.add_argument("--json", help="also write the rows to this file")
     args = p.parse_args(argv)
+    if args.what == "offload":
+        print(f"bwn-link offload paths: load average {os.getloadavg()[0]:.2f}, CPU time per frame "
+              f"(best of 5 x {args.offload_n})", flush=True)
+        rows = bench_offload(args)
+        if args.json:
+            Path(args.json).write_text(json.dumps({"offload": rows}, indent=2))
+        return 0
     reason = missing_requirements()
     if reason:
         print(f"cannot run: {reason}", file=sys.stderr)
@@ -358,12 +484,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     args.delays = [float(x) if "." in x else int(x) for x in args.delays.split(",")]
     args.rates = [int(x) for x in args.rates.split(",")]
     print(f"bwn-link benchmark: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}, "
-          f"rt_priority={args.rt_priority}", flush=True)
+          f"rt_priority={args.rt_priority}, offloads {'default' if args.default_offloads else 'off'}",
+          flush=True)
     rtt = bench_rtt(args) if args.what in ("rtt", "all") else []
     rate = bench_rate(args) if args.what in ("rate", "all") else []
-    print_tables(rtt, rate)
+    tcp = bench_tcp(args) if args.what == "tcp" else []
+    print_tables(rtt, rate, args.payload_bytes)
     if args.json:
-        Path(args.json).write_text(json.dumps({"rtt": rtt, "rate": rate}, indent=2))
+        Path(args.json).write_text(json.dumps({"rtt": rtt, "rate": rate, "tcp": tcp}, indent=2))
     return 0
 
 

@@ -77,6 +77,7 @@ VNET_HDR_LEN = 10
 #: flags, gso_type, hdr_len, gso_size, csum_start, csum_offset (host order:
 #: packet sockets use the legacy virtio layout in native endianness).
 _VNET = struct.Struct("=BBHHHH")
+_CSUM_FIELDS = struct.Struct("=HH")  # csum_start, csum_offset at byte 6
 
 NEEDS_CSUM = 1
 DATA_VALID = 2
@@ -166,36 +167,33 @@ def _l4_offset(frame: bytes) -> Tuple[int, int, int, int]:
     raise OffloadError(f"ethertype 0x{ethertype:04x} is neither IPv4 nor IPv6")
 
 
-def complete_checksum(frame: bytes, csum_start: int, csum_offset: int) -> bytes:
-    """``frame`` with the checksum the kernel left undone filled in.
+def complete_checksum(frame: bytes, csum_start: int, csum_offset: int, base: int = 0) -> bytes:
+    """``frame[base:]`` with the checksum the kernel left undone filled in.
 
-    ``csum_start``/``csum_offset`` are the kernel's (``virtio_net_hdr``): the
-    checksum covers ``frame[csum_start:]`` -- the field itself holds the
+    ``csum_start``/``csum_offset`` are the kernel's (``virtio_net_hdr``),
+    relative to the frame, which starts at ``base`` in ``frame`` (10 when the
+    virtio_net_hdr is still in front of it): the checksum covers everything
+    from ``csum_start`` to the end -- the field itself holds the
     pseudo-header sum the kernel seeded it with -- and is written, big-endian,
     at ``csum_start + csum_offset``.  Raises :class:`OffloadError` if that
     field is not inside the frame, or for SCTP (whose "checksum" is a CRC32c).
     """
-    pos = csum_start + csum_offset
+    start = base + csum_start
+    pos = start + csum_offset
     if pos + 2 > len(frame):
         raise OffloadError(
-            f"checksum field at {csum_start}+{csum_offset} is outside the {len(frame)}-byte frame"
+            f"checksum field at {csum_start}+{csum_offset} is outside the "
+            f"{len(frame) - base}-byte frame"
         )
     if csum_offset == 8:  # SCTP's offset; TCP's is 16, UDP's 6
         try:
-            proto = _l4_offset(frame)[2]
+            proto = _l4_offset(frame[base:])[2]
         except OffloadError:
             proto = -1
         if proto == _IPPROTO_SCTP:
             raise OffloadError("SCTP checksum offload (CRC32c) is not completed by bwn-link")
-    csum = inet_checksum(frame[csum_start:])
-    return frame[:pos] + csum.to_bytes(2, "big") + frame[pos + 2:]
-
-
-def _pseudo_sum(frame: bytes, ethertype: int, l3: int, proto: int, l4_len: int) -> int:
-    """Word sum of the TCP/UDP pseudo-header (modulo 0xFFFF suffices)."""
-    if ethertype == _ETH_P_IP:
-        return int.from_bytes(frame[l3 + 12:l3 + 20], "big") + proto + l4_len
-    return int.from_bytes(frame[l3 + 8:l3 + 40], "big") + proto + l4_len
+    csum = inet_checksum(frame[start:])
+    return frame[base:pos] + csum.to_bytes(2, "big") + frame[pos + 2:]
 
 
 def segment(frame: bytes, gso_type: int, gso_size: int, csum_start: Optional[int] = None) -> List[bytes]:
@@ -245,50 +243,53 @@ def segment(frame: bytes, gso_type: int, gso_size: int, csum_start: Optional[int
         if n < l4 + 8:
             raise OffloadError("UDP header outside the frame")
     payload_len = n - l4 - l4_hlen
-    eth_ip = frame[:l4]  # Ethernet, IP and IPv6 extension headers
-    l4_hdr = frame[l4:l4 + l4_hlen]
+    # One template of all headers (Ethernet, IP, IPv6 extensions, TCP/UDP),
+    # rewritten in place per segment; its L4 part is an even number of bytes,
+    # so the payload's word sum can be added to it without concatenating.
+    tcp = proto == _IPPROTO_TCP
     ipv4 = ethertype == _ETH_P_IP
+    payload_at = l4 + l4_hlen
+    tmpl = bytearray(frame[:payload_at])
+    csum_at = l4 + (16 if tcp else 6)
+    tmpl[csum_at:csum_at + 2] = b"\0\0"
     if ipv4:
         ip_hlen = l4 - l3
         ip_id = (frame[l3 + 4] << 8) | frame[l3 + 5]
+        addr_sum = int.from_bytes(frame[l3 + 12:l3 + 20], "big")
     else:
         ext_len = l4 - l3 - 40
-    seq = int.from_bytes(l4_hdr[4:8], "big") if proto == _IPPROTO_TCP else 0
-    flags = l4_hdr[13] if proto == _IPPROTO_TCP else 0
+        addr_sum = int.from_bytes(frame[l3 + 8:l3 + 40], "big")
+    pseudo = addr_sum + proto  # + the L4 length, per segment
+    seq = int.from_bytes(frame[l4 + 4:l4 + 8], "big") if tcp else 0
+    flags = frame[l4 + 13] if tcp else 0
     count = max(1, -(-payload_len // gso_size))
+    last = count - 1
     out: List[bytes] = []
     for i in range(count):
-        chunk = frame[l4 + l4_hlen + i * gso_size:l4 + l4_hlen + (i + 1) * gso_size]
+        at = payload_at + i * gso_size
+        chunk = frame[at:at + gso_size]
         l4_len = l4_hlen + len(chunk)
-        # Network header: lengths (and IPv4 id, header checksum).
-        if ipv4:
-            ip = bytearray(eth_ip[l3:])
-            ip[2:4] = (ip_hlen + l4_len).to_bytes(2, "big")
-            ip[4:6] = ((ip_id + i) & 0xFFFF).to_bytes(2, "big")
-            ip[10:12] = b"\0\0"
-            ip[10:12] = inet_checksum(bytes(ip)).to_bytes(2, "big")
-            head = eth_ip[:l3] + bytes(ip)
+        if ipv4:  # total length, identification, header checksum
+            tmpl[l3 + 2:l3 + 4] = (ip_hlen + l4_len).to_bytes(2, "big")
+            tmpl[l3 + 4:l3 + 6] = ((ip_id + i) & 0xFFFF).to_bytes(2, "big")
+            tmpl[l3 + 10:l3 + 12] = b"\0\0"
+            tmpl[l3 + 10:l3 + 12] = inet_checksum(tmpl[l3:l4]).to_bytes(2, "big")
         else:
-            head = (eth_ip[:l3 + 4] + (ext_len + l4_len).to_bytes(2, "big") + eth_ip[l3 + 6:])
-        # Transport header.
-        hdr = bytearray(l4_hdr)
-        if proto == _IPPROTO_TCP:
-            hdr[4:8] = ((seq + i * gso_size) & 0xFFFFFFFF).to_bytes(4, "big")
+            tmpl[l3 + 4:l3 + 6] = (ext_len + l4_len).to_bytes(2, "big")
+        if tcp:
+            tmpl[l4 + 4:l4 + 8] = ((seq + i * gso_size) & 0xFFFFFFFF).to_bytes(4, "big")
             f = flags
-            if i < count - 1:
+            if i < last:
                 f &= ~(_TCP_FIN | _TCP_PSH)
-            if i > 0:
+            if i:
                 f &= ~_TCP_CWR
-            hdr[13] = f
-            hdr[16:18] = b"\0\0"
-            csum_at = 16
+            tmpl[l4 + 13] = f
         else:
-            hdr[4:6] = l4_len.to_bytes(2, "big")
-            hdr[6:8] = b"\0\0"
-            csum_at = 6
-        seg_l4 = bytes(hdr) + chunk
-        csum = inet_checksum(seg_l4, _pseudo_sum(head, ethertype, l3, proto, l4_len))
-        out.append(head + seg_l4[:csum_at] + csum.to_bytes(2, "big") + seg_l4[csum_at + 2:])
+            tmpl[l4 + 4:l4 + 6] = l4_len.to_bytes(2, "big")
+        tmpl[csum_at:csum_at + 2] = b"\0\0"
+        csum = inet_checksum(chunk, pseudo + l4_len + int.from_bytes(tmpl[l4:], "big"))
+        tmpl[csum_at:csum_at + 2] = csum.to_bytes(2, "big")
+        out.append(bytes(tmpl) + chunk)
     return out
 
 
@@ -356,15 +357,16 @@ class IngressOffload:
 
     def frames(self, data: bytes) -> List[bytes]:
         """Frames to forward for one read ``data`` (virtio_net_hdr + frame)."""
-        if len(data) < VNET_HDR_LEN:
-            self.bad_offload(len(data), f"{len(data)} bytes: no virtio_net_hdr")
+        size = len(data)
+        if size < VNET_HDR_LEN:
+            self.bad_offload(size, f"{size} bytes: no virtio_net_hdr")
             return []
-        flags, gso_type, _hdr_len, gso_size, csum_start, csum_offset = _VNET.unpack_from(data)
-        frame = data[VNET_HDR_LEN:]
-        if self.recv_bufsize and len(data) >= self.recv_bufsize:
-            self.bad_offload(len(frame), "frame longer than the receive buffer, truncated")
+        if self.recv_bufsize and size >= self.recv_bufsize:
+            self.bad_offload(size - VNET_HDR_LEN, "frame longer than the receive buffer, truncated")
             return []
-        if gso_type != GSO_NONE:
+        if data[1] != GSO_NONE:
+            flags, gso_type, _hdr_len, gso_size, csum_start, _off = _VNET.unpack_from(data)
+            frame = data[VNET_HDR_LEN:]
             try:
                 segs = segment(frame, gso_type, gso_size, csum_start if flags & NEEDS_CSUM else None)
             except OffloadError as exc:
@@ -381,14 +383,17 @@ class IngressOffload:
                             f"the sender's segments ({gso_size} payload bytes) need a larger MTU "
                             f"on {self.egress}, or the same MTU on both links (ip link set DEV mtu N)"))
             return fits
-        if flags & NEEDS_CSUM:
+        if data[0] & NEEDS_CSUM:
+            csum_start, csum_offset = _CSUM_FIELDS.unpack_from(data, 6)
             try:
-                frame = complete_checksum(frame, csum_start, csum_offset)
+                frame = complete_checksum(data, csum_start, csum_offset, VNET_HDR_LEN)
             except OffloadError as exc:
-                self.bad_offload(len(frame), str(exc))
+                self.bad_offload(size - VNET_HDR_LEN, str(exc))
                 return []
             self.c.csum_completed += 1
-        if not self._fits(frame):
+        else:
+            frame = data[VNET_HDR_LEN:]
+        if len(frame) > self.max_frame_bytes and not self._fits(frame):
             self._oversize(frame, (
                 f"a super-frame without segmentation metadata (LRO?) or a larger MTU on "
                 f"{self.ingress}: run 'ethtool -K {self.ingress} lro off gro off' in its namespace, "
