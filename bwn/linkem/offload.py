@@ -52,7 +52,9 @@ from __future__ import annotations
 
 import struct
 import sys
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Set, Tuple
+
+from .scheduler import Counters
 
 __all__ = [
     "VNET_HDR_LEN",
@@ -307,7 +309,7 @@ class IngressOffload:
 
     def __init__(
         self,
-        counters: object,
+        counters: Counters,
         max_frame_bytes: int,
         ingress: str = "ingress",
         egress: str = "egress",
@@ -320,7 +322,7 @@ class IngressOffload:
         self.egress = egress
         self.recv_bufsize = recv_bufsize
         self._warn = warn if warn is not None else _stderr
-        self._warned: set = set()
+        self._warned: Set[str] = set()
 
     def warn_once(self, kind: str, text: str) -> None:
         if kind not in self._warned:
