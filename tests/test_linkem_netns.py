@@ -229,6 +229,21 @@ def test_python_api_in_namespace(topo):
     assert stats["seed"] == 3 and stats["a_to_b"]["forwarded_frames"] == 5
 
 
+def test_emulator_runs_this_checkout_whatever_the_working_directory(topo, tmp_path, monkeypatch):
+    """``python -m bwn.linkem`` started from another checkout must not run that one."""
+    fake = tmp_path / "bwn" / "linkem"
+    fake.mkdir(parents=True)
+    (tmp_path / "bwn" / "__init__.py").write_text("")
+    (fake / "__init__.py").write_text("")
+    (fake / "__main__.py").write_text("import sys\nprint('wrong bwn-link')\nsys.exit(3)\n")
+    monkeypatch.chdir(tmp_path)
+    emu = topo.start_emulator(Impairment(delay_us=1000))
+    emu.stop()
+    assert emu.returncode == 0 and "wrong bwn-link" not in emu.output
+    out = topo.python(topo.ns_a, "import bwn.linkem, sys; print(bwn.linkem.__file__)").stdout
+    assert not out.startswith(str(tmp_path)), out
+
+
 def test_netem_available_is_a_bool():
     value = netem_available()
     print(f"\nnetem_available() = {value}")

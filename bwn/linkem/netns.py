@@ -166,9 +166,11 @@ class EmulatorProcess:
             rt_priority=rt_priority, extra_args=extra_args,
         )
         self._log = open(self.log_path, "w+")
+        # cwd: ``python -m`` puts the working directory first on sys.path, so
+        # started from another checkout it would run that checkout's bwn-link.
         self.proc = subprocess.Popen(
             self.argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
-            env=_python_env(),
+            env=_python_env(), cwd=_PROJECT_ROOT,
         )
         self.returncode: Optional[int] = None
         self.output = ""
@@ -379,6 +381,7 @@ class Topology:
     def python(self, ns: str, code: str, *args: str, **kwargs: Any) -> subprocess.CompletedProcess:
         """Run a Python snippet in ``ns`` with this interpreter and the project importable."""
         kwargs.setdefault("env", _python_env())
+        kwargs.setdefault("cwd", _PROJECT_ROOT)  # "-c" puts the cwd first on sys.path
         return self.run(ns, [sys.executable, "-c", code, *args], **kwargs)
 
     def start_emulator(
