@@ -13,7 +13,7 @@ import select
 import socket
 import threading
 import time
-from typing import List, Optional, Tuple
+from typing import List, Tuple
 
 import pytest
 from scapy.layers.inet import IP, TCP, UDP
