@@ -18,6 +18,9 @@ network it stands for. Every `bwn run` samples, while the flows run:
 * **Departure rate**: each rate-limited egress port's packets out per second,
   while its queue was backlogged, against the rate the controller configured
   (``capacity.csv``, ``queue_pps``: BMv2 serves a rate in packets per second).
+* **bwn-link offload drops**: frames each delay emulator dropped before its link
+  model because it could not complete their offload state or they exceeded the
+  egress MTU (``dropped_offload``, ``dropped_oversize`` in its ``--stats-json``).
 
 The invariants and their thresholds (:class:`Thresholds`, justified in
 ``docs/fidelity.md``) are checked after the run; ``run.json["fidelity"]`` holds
@@ -60,12 +63,17 @@ class Thresholds:
     cpu_idle_floor: float = 0.01           # a sample with idle share <= this is "no CPU idle"
     cpu_saturated_max_s: float = 1.0       # longest tolerated stretch of such samples
     switch_ring_drop_max_frac: float = 0.0  # kernel drops at a switch's receive rings / frames in
+    linkem_offload_drops_max: int = 0      # frames a bwn-link dropped for offload state or size
 
 
 DEFAULT_THRESHOLDS = Thresholds()
 
 #: The invariants, in report order.
-INVARIANTS = ("cpu", "linkem_lateness", "switch_rx_drops", "departure_rate")
+INVARIANTS = ("cpu", "linkem_lateness", "switch_rx_drops", "departure_rate", "linkem_offload_drops")
+
+#: bwn-link's counters of frames it dropped before its link model: offload state it
+#: could not complete, and frames longer than the egress MTU (docs/linkem.md).
+LINKEM_OFFLOAD_COUNTERS = ("dropped_offload", "dropped_oversize")
 
 
 @dataclass
@@ -231,6 +239,48 @@ def switch_drop_check(switches: Mapping[str, Mapping[str, Any]],
     return Check("switch_rx_drops", held, worst_frac, th.switch_ring_drop_max_frac, "fraction", detail, items)
 
 
+def linkem_offload_drops(linkem_stats: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One item per emulator direction whose stats carry the offload counters
+    (bwn-link from before them has none): emulator, direction, received frames,
+    ``dropped_offload``, ``dropped_oversize``."""
+    items = []
+    for name, stats in sorted(linkem_stats.items()):
+        for direction in ("a_to_b", "b_to_a"):
+            d = stats.get(direction) or {}
+            if not any(k in d for k in LINKEM_OFFLOAD_COUNTERS):
+                continue
+            item: dict[str, Any] = {"emulator": name, "direction": direction, "rx_frames": d.get("rx_frames")}
+            for key in LINKEM_OFFLOAD_COUNTERS:
+                item[key] = int(d.get(key) or 0)
+            items.append(item)
+    return items
+
+
+def linkem_offload_check(linkem_stats: Mapping[str, Mapping[str, Any]],
+                         th: Thresholds = DEFAULT_THRESHOLDS) -> Check:
+    """Broken when the bwn-link emulators together dropped more than
+    ``linkem_offload_drops_max`` frames (0) for their offload state
+    (``dropped_offload``) or their size (``dropped_oversize``): losses the
+    scenario never asked for (docs/fidelity.md, invariant 5)."""
+    items = linkem_offload_drops(linkem_stats)
+    if not items:
+        why = "no bwn-link in this scenario" if not linkem_stats else \
+            "the bwn-link statistics carry no offload counters"
+        return Check("linkem_offload_drops", None, limit=th.linkem_offload_drops_max, unit="frames",
+                     detail=why, items=items)
+    totals = {key: sum(i[key] for i in items) for key in LINKEM_OFFLOAD_COUNTERS}
+    total = sum(totals.values())
+    held = total <= th.linkem_offload_drops_max
+    detail = (f"{total} frames dropped by bwn-link before its link model "
+              f"(dropped_offload {totals['dropped_offload']}, dropped_oversize {totals['dropped_oversize']})")
+    if total:
+        worst = max(items, key=lambda i: sum(i[k] for k in LINKEM_OFFLOAD_COUNTERS))
+        detail += f"; most at {worst['emulator']} {worst['direction']}"
+    detail += f" ({'<=' if held else '>'} {th.linkem_offload_drops_max})"
+    return Check("linkem_offload_drops", held, float(total), float(th.linkem_offload_drops_max), "frames",
+                 detail, items)
+
+
 def integral_steps(points: Sequence[tuple[float, float]], t0: float, t1: float) -> float:
     """Integral over [t0, t1] of the step function through ``points`` (t, value),
     sorted by t; the first value also holds before the first point."""
@@ -353,7 +403,8 @@ def evaluate(cpu: Sequence[tuple[float, float, float]], linkem_stats: Mapping[st
              th: Thresholds = DEFAULT_THRESHOLDS, measurements: Optional[dict[str, Any]] = None,
              telemetry_interval_s: float = 0.25) -> FidelityResult:
     checks = [cpu_check(cpu, th), lateness_check(linkem_stats, th), switch_drop_check(switches, th),
-              departure_rate_check(ports, th, max_gap_s=max(1.0, 4 * telemetry_interval_s))]
+              departure_rate_check(ports, th, max_gap_s=max(1.0, 4 * telemetry_interval_s)),
+              linkem_offload_check(linkem_stats, th)]
     return FidelityResult(checks, th, measurements or {})
 
 
@@ -721,6 +772,8 @@ class Monitor:
             # packets each rate-limited port sent / packets its configured rate allowed,
             # over the sampled window (frames, so ACKs and headers count as on a real link)
             "ports": links,
+            # frames each bwn-link dropped before its link model (also judged: linkem_offload_drops)
+            "linkem_offload_drops": linkem_offload_drops(linkem),
         }
         cpu = [(t - self.time_origin_s, total, idle) for t, total, idle in self.cpu]
         return evaluate(cpu, linkem, switches, ports, self.thresholds, measurements,

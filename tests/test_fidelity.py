@@ -2,6 +2,8 @@
 alone, at its threshold and not before (bwn/fidelity.py, docs/fidelity.md)."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from bwn import fidelity
@@ -26,11 +28,15 @@ def cpu_samples(idle_shares, dt=0.1, ticks_per_sample=20):
     return out
 
 
-def linkem(p99_us=200.0, frames=5000, max_us=900.0):
-    """One emulator: a_to_b as given, b_to_a on time with 5000 frames."""
+def linkem(p99_us=200.0, frames=5000, max_us=900.0, dropped_offload=0, dropped_oversize=0):
+    """One emulator: a_to_b as given, b_to_a on time with 5000 frames; the
+    offload drops (bwn-link's counters) in a_to_b."""
     late = {"frames": frames, "p50_us": 16.4, "p99_us": p99_us, "max_us": max_us}
     on_time = {"frames": 5000, "p50_us": 16.4, "p99_us": 50.0, "max_us": 200.0}
-    return {"em0": {"a_to_b": {"lateness": late}, "b_to_a": {"lateness": on_time}}}
+    return {"em0": {"a_to_b": {"lateness": late, "rx_frames": frames, "dropped_offload": dropped_offload,
+                               "dropped_oversize": dropped_oversize},
+                    "b_to_a": {"lateness": on_time, "rx_frames": 5000, "dropped_offload": 0,
+                               "dropped_oversize": 0}}}
 
 
 def switches(ring_drops=0, in_pkts=10_000):
@@ -162,6 +168,65 @@ def test_switch_ring_drops_break_alone():
 def test_switch_ring_stats_unreadable_is_not_judged():
     check = fidelity.switch_drop_check({"s1": {"in_pkts": 10, "ring_drops": None}})
     assert check.held is None
+
+
+# -- bwn-link: nothing dropped for its offload state or size -----------------------------
+
+@pytest.mark.parametrize("counter", ["dropped_offload", "dropped_oversize"])
+def test_linkem_offload_drops_break_alone(counter):
+    result = evaluate(linkem_stats=linkem(**{counter: 3}))
+    assert [c.name for c in result.broken] == ["linkem_offload_drops"]
+    check = result.broken[0]
+    assert check.value == 3.0 and check.limit == 0
+    assert f"{counter} 3" in check.detail and "em0 a_to_b" in check.detail
+    assert result.summary().startswith("INVALID: linkem_offload_drops: BROKEN: 3 frames")
+    one = fidelity.linkem_offload_check(linkem(**{counter: 1}))
+    assert one.held is False, "a single dropped frame breaks it"
+
+
+def test_linkem_offload_drops_are_summed_over_emulators_and_directions():
+    stats = {**linkem(dropped_offload=1), "em1": linkem(dropped_oversize=2)["em0"]}
+    stats["em1"]["b_to_a"]["dropped_offload"] = 4
+    check = fidelity.linkem_offload_check(stats)
+    assert check.held is False and check.value == 7.0
+    assert "dropped_offload 5, dropped_oversize 2" in check.detail
+    assert "most at em1 b_to_a" in check.detail
+    assert [(i["emulator"], i["direction"]) for i in check.items] == \
+        [("em0", "a_to_b"), ("em0", "b_to_a"), ("em1", "a_to_b"), ("em1", "b_to_a")]
+
+
+def test_linkem_offload_drops_not_judged_without_counters():
+    assert fidelity.linkem_offload_check({}).held is None
+    assert "no bwn-link" in fidelity.linkem_offload_check({}).detail
+    old = {"em0": {"a_to_b": {"lateness": {"frames": 10}}, "b_to_a": {}}}   # bwn-link before the counters
+    check = fidelity.linkem_offload_check(old)
+    assert check.held is None and "no offload counters" in check.detail
+
+
+def test_monitor_records_and_judges_the_offload_counters_bwn_link_writes(tmp_path):
+    """The counters under the names bwn-link's Counters writes into --stats-json,
+    read back by the runner's Monitor: a measurement and a broken invariant."""
+    from bwn.linkem.scheduler import Counters
+
+    def stats(**counts):
+        c = Counters()
+        c.rx_frames = 1000
+        for key, value in counts.items():
+            setattr(c, key, value)
+        return {"iface_a": "em0-eth0", "iface_b": "em0-eth1", "a_to_b": c.as_dict(), "b_to_a": Counters().as_dict()}
+
+    path = tmp_path / "em0-linkem.json"
+    path.write_text(json.dumps(stats(dropped_oversize=2)))
+    monitor = fidelity.Monitor(tmp_path, [], [], linkem_stats=[path])
+    monitor.start()
+    monitor.stop()
+    result = monitor.result().to_json()
+    assert result["valid"] is False and result["broken"] == ["linkem_offload_drops"]
+    recorded = result["measurements"]["linkem_offload_drops"]
+    assert recorded[0] == {"emulator": "em0", "direction": "a_to_b", "rx_frames": 1000,
+                           "dropped_offload": 0, "dropped_oversize": 2}
+    path.write_text(json.dumps(stats()))
+    assert monitor.result().to_json()["checks"]["linkem_offload_drops"]["held"] is True
 
 
 # -- departure rate within 5 % of the configured rate while backlogged -------------------
