@@ -25,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Coroutine, Optional, TypeVar
+from typing import Any, Callable, Coroutine, Mapping, Optional, Sequence, TypeVar
 
 from bwn import capture, fidelity, flowpaths, seeding
 from bwn.controller import entries as ent
@@ -197,7 +197,11 @@ def parse_scheme(spec: str) -> tuple[str, list[str]]:
 
 
 def start_agents(cfg: ExperimentConfig, net: Any, scheme: str, out_dir: Path,
-                 duration_s: float) -> tuple[list[Agent], list[Agent]]:
+                 duration_s: float, log_interval_ms: Optional[float] = None) -> tuple[list[Agent], list[Agent]]:
+    """A `bwn-recv` per destination host (its summary of every flow, written when it
+    ends, in `recv-<host>.summary.json`), then a `bwn-send` per flow (log and summary
+    in `flows/`). `log_interval_ms`: the senders' `--log-interval-ms` (None: theirs,
+    10 ms; a long soak logs less often)."""
     flows_dir = out_dir / "flows"
     flows_dir.mkdir(parents=True, exist_ok=True)
     receivers: list[Agent] = []
@@ -205,7 +209,8 @@ def start_agents(cfg: ExperimentConfig, net: Any, scheme: str, out_dir: Path,
         node = net.get(dst)
         log = out_dir / f"recv-{dst}.log"
         with open(log, "wb") as fh:
-            cmd = [str(VENV_BIN / "bwn-recv"), "--listen", f"{cfg.host(dst).ip.ip}:{BWN_UDP_PORT}"]
+            cmd = [str(VENV_BIN / "bwn-recv"), "--listen", f"{cfg.host(dst).ip.ip}:{BWN_UDP_PORT}",
+                   "--summary-json", str(out_dir / f"recv-{dst}.summary.json")]
             if cfg.receive_window_bytes:
                 cmd += ["--window-bytes", str(cfg.receive_window_bytes)]
             proc = node.popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
@@ -218,6 +223,8 @@ def start_agents(cfg: ExperimentConfig, net: Any, scheme: str, out_dir: Path,
                "--mss", str(AGENT_MSS_BYTES), "--flow-id", str(seeding.flow_id(cfg.seed, i)),
                "--log", str(flows_dir / f"{f.name}.jsonl"),
                "--summary-json", str(flows_dir / f"{f.name}.summary.json")]
+        if log_interval_ms is not None:
+            cmd += ["--log-interval-ms", f"{log_interval_ms:g}"]
         if f.bytes is not None:
             cmd += ["--bytes", str(f.bytes)]
         else:
@@ -347,10 +354,13 @@ class ScenarioNetwork:
     one a user daemonized); it is safe to call twice. The caller holds the
     experiment lock (bwn/runlock.py). Outputs in `out_dir`: capacity.csv,
     telemetry.csv, the emulators' logs, switch logs in `switch-logs/`.
-    `frame_bytes`: see :func:`build_network`."""
+    `frame_bytes`: see :func:`build_network`. `linkem_args`: link name -> more
+    `bwn-link` options for that link's emulator (e.g. the soak's jitter and loss,
+    benchmarks/soak.py); the scenario's delay and seed are always given."""
 
     def __init__(self, cfg: ExperimentConfig, out_dir: Path, progress: Callable[[str], None] = print,
-                 label: str = "", frame_bytes: Optional[int] = None) -> None:
+                 label: str = "", frame_bytes: Optional[int] = None,
+                 linkem_args: Optional[Mapping[str, Sequence[str]]] = None) -> None:
         self.cfg = cfg
         self.out_dir = out_dir
         self.log_dir = out_dir / "switch-logs"
@@ -358,6 +368,7 @@ class ScenarioNetwork:
         self.label = label
         self.p4info, self.p4blob = pipeline_files()
         self.frame_bytes = frame_bytes
+        self.linkem_args = {name: list(args) for name, args in (linkem_args or {}).items()}
         self.built = build_network(cfg, self.log_dir, frame_bytes)
         self.controller: Optional[BwnController] = None
         self.controller_thread: Optional[ControllerThread] = None
@@ -376,7 +387,8 @@ class ScenarioNetwork:
             link: LinkConfig = em.link_config
             em_seed = seeding.linkem_seed(cfg.seed, em.name)
             em.start_linkem(["--delay-ms", f"{link.delay_ms:g}"]
-                            + (["--seed", str(em_seed)] if em_seed is not None else []),
+                            + (["--seed", str(em_seed)] if em_seed is not None else [])
+                            + self.linkem_args.get(link.name, []),
                             self.out_dir / f"{em.name}-linkem.log", self.out_dir / f"{em.name}-linkem.json")
         window = ent.WindowConfig(cfg.dataplane.window_us, cfg.dataplane.flow_window_us,
                                   cfg.dataplane.queue_unit_bytes or self.frame_bytes
