@@ -153,6 +153,18 @@ def _watch_network(network: Any) -> list[soak.Watched]:
     return out
 
 
+def _end_senders(procs: list[Any], grace_s: float = 3.0) -> None:
+    """`bwn.experiment.end_sender` for all senders at once: SIGINT (end the stream),
+    SIGINT again (abort; both write the summary), then SIGKILL, `grace_s` apart."""
+    for sig in (signal.SIGINT, signal.SIGINT, signal.SIGKILL):
+        running = [p for p in procs if p.poll() is None]
+        for p in running:
+            p.send_signal(sig)
+        deadline = time.monotonic() + grace_s
+        while any(p.poll() is None for p in running) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
 def run_soak(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: dict[str, list[str]],
              progress: Callable[[str], None]) -> tuple[int, dict[str, Any]]:
     """One soak, holding the experiment lock. Returns (exit status, soak.json)."""
@@ -232,16 +244,15 @@ def _run_locked(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: 
         deadline = time.monotonic() + args.drain_s
         while any(s.proc.poll() is None for s in senders) and time.monotonic() < deadline:
             time.sleep(0.25)
-        for agent in senders:
-            experiment.end_sender(agent.proc)
+        _end_senders([agent.proc for agent in senders])
         status = "complete"
     except SoakFailure as exc:
         problems.append(str(exc))
         progress(f"[soak] FAILED: {exc}")
     except (KeyboardInterrupt, Terminated) as exc:
         status = "interrupted"
-        problems.append(f"interrupted ({type(exc).__name__}{': ' + str(exc) if str(exc) else ''})")
-        progress("[soak] interrupted: tearing down")
+        problems.append(f"by {exc}" if isinstance(exc, Terminated) else "by Ctrl-C (SIGINT)")
+        progress(f"[soak] interrupted {problems[-1]}: tearing down")
         raise
     except Exception as exc:
         problems.append(f"{type(exc).__name__}: {exc}")
@@ -249,7 +260,10 @@ def _run_locked(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: 
     finally:
         _ignore_signals()            # from here the teardown runs to its end
         wall_s = wall_s or time.monotonic() - started
-        for agent in senders + receivers:     # receivers write their summaries on SIGINT
+        # Senders first (SIGINT, a second one aborts: either way bwn-send writes its
+        # summary), then the receivers (SIGINT: they write theirs).
+        _end_senders([agent.proc for agent in senders])
+        for agent in receivers:
             experiment.stop_process(agent.proc)
         sampler_bytes = None
         if monitor is not None:

@@ -362,7 +362,8 @@ class Report:
                  f"{'delivered B':>12} {'lost B':>7} {'unconfirmed B':>14}")
         lines += [fhead, "-" * len(fhead)]
         for f in self.flows:
-            lines.append(f"{f.flow:<10} {f.algo or '-':<9} {f.sender_status or '-':<12} "
+            status = (f.sender_status or "-").split(":")[0]     # the reason is in the problems
+            lines.append(f"{f.flow:<10} {f.algo or '-':<9} {status:<12} "
                          f"{_num(f.handed_over_bytes):>14} {_num(f.acked_bytes):>12} "
                          f"{_num(f.delivered_bytes):>12} {_num(f.lost_bytes):>7} {_num(f.unconfirmed_bytes):>14}"
                          + (f"  {'; '.join(f.problems)}" if f.problems else ""))
