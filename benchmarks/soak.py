@@ -197,6 +197,7 @@ def _run_locked(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: 
     status, problems = "failed", []
     exited: dict[str, str] = {}
     started = time.monotonic()
+    started_utc = datetime.now(timezone.utc).isoformat(timespec="seconds")
     wall_s = 0.0
     try:
         with _deferred_signals():    # a node half made by Mininet would escape the teardown
@@ -279,14 +280,14 @@ def _run_locked(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: 
         finally:
             recorder.close()
             result = _finish(cfg, out_dir, args, linkem_args, recorder, monitor, exited, wall_s,
-                             status, problems, sampler_bytes, progress)
+                             status, problems, sampler_bytes, started_utc, progress)
     return (0 if result["passed"] else 1), result
 
 
 def _finish(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: dict[str, list[str]],
             recorder: soak.Recorder, monitor: Optional[fidelity.Monitor], exited: dict[str, str],
             wall_s: float, status: str, problems: list[str], sampler_bytes: Optional[int],
-            progress: Callable[[str], None]) -> dict[str, Any]:
+            started_utc: str, progress: Callable[[str], None]) -> dict[str, Any]:
     """Judge, write soak.json, print the table."""
     from bwn import seeding
 
@@ -309,12 +310,14 @@ def _finish(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: dict
     report = soak.Report(processes, flows, wall_s, args.warmup_s, str(fid.get("summary")),
                          status, problems)
     passed = status == "complete" and not problems and report.lost_bytes == 0
+    sampled_s = (fid.get("measurements") or {}).get("wall_s")
     result = {
         "passed": passed, "status": status, "problems": problems,
         "command": " ".join(shlex.quote(a) for a in sys.argv),
         "scenario": cfg.name, "minutes": args.minutes, "interval_s": args.interval_s,
         "warmup_s": args.warmup_s, "drain_s": args.drain_s, "linkem_args": linkem_args,
-        "started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "started_utc": started_utc,
+        "ended_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "wall_s": round(wall_s, 1),
         "lost_bytes": report.lost_bytes,
         "handed_over_bytes": sum(f.handed_over_bytes or 0 for f in flows),
@@ -323,6 +326,7 @@ def _finish(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: dict
         "fidelity": fid,
         # The runner keeps the fidelity sampler's samples in memory (part of its growth).
         "fidelity_sampler_bytes": sampler_bytes,
+        "fidelity_sampled_s": sampled_s,
         "series": {name: {"kind": recorder.watched[name].kind, "pid": recorder.watched[name].pid,
                           "t_s": [s.t_s for s in samples], "rss_bytes": [s.rss_bytes for s in samples],
                           "anon_bytes": [s.anon_bytes for s in samples], "cpu_s": [s.cpu_s for s in samples]}
@@ -333,8 +337,10 @@ def _finish(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: dict
         shutil.rmtree(out_dir / "switch-logs", ignore_errors=True)
     progress("")
     progress(report.table())
-    if sampler_bytes is not None:
-        progress(f"fidelity sampler's samples held by the runner at the end: {sampler_bytes / soak.MIB:.1f} MiB")
+    if sampler_bytes is not None and sampled_s:
+        progress(f"runner: the fidelity sampler held {sampler_bytes / soak.MIB:.1f} MiB of samples after "
+                 f"{sampled_s:.0f} s, {sampler_bytes / soak.MIB / sampled_s * 3600:.1f} MiB/h of the "
+                 f"runner's growth by design (docs/soak.md)")
     progress(f"soak.json, soak.csv and the run's files: {out_dir}")
     return result
 
