@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scenario", default=str(DEFAULT_SCENARIO), metavar="TOML",
                    help="scenario file (default topologies/scenarios/soak.toml: 8 flows of 8 "
                         "algorithms, 2 switches, 2 bwn-link emulators); its duration is replaced "
-                        "by --minutes")
+                        "by --minutes; flows marked under-test run its first scheme")
     p.add_argument("--linkem-args", action="append", metavar="LINK:OPTIONS",
                    help="more bwn-link options for one delayed link's emulator, repeatable "
                         f"(default {DEFAULT_LINKEM_ARGS[0]!r}; 'none' for no extra options). "
