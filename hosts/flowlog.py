@@ -20,13 +20,14 @@ SENDER_FIELDS: Sequence[str] = (
     "time_s", "flow_id", "algo", "cwnd", "ssthresh", "pacing_rate_bps", "rtt_sample_us",
     "srtt_us", "min_rtt_us", "rto_us", "bytes_in_flight", "delivered_bytes", "retransmits",
     "timeouts", "in_recovery", "estimate_bps", "echo_hop_count", "echo_ebn_code",
-    "echo_ebn_kbps", "echo_narrow_kbps", "echo_tight_kbps", "extra",
+    "echo_ebn_kbps", "echo_narrow_kbps", "echo_tight_kbps", "extra", "pipe_bytes",
+    "sacked_bytes",
 )
 
 RECEIVER_FIELDS: Sequence[str] = (
     "time_s", "flow_id", "peer", "delivered_bytes", "ooo_bytes", "segments",
     "duplicate_segments", "out_of_order_segments", "acks_sent", "hop_count", "ebn_code",
-    "narrow_kbps", "tight_kbps",
+    "narrow_kbps", "tight_kbps", "spurious_retransmissions", "sack_blocks_sent",
 )
 
 
@@ -164,11 +165,14 @@ def format_summary(summary: Dict[str, Any]) -> str:
         value = summary.get(key)
         return "-" if value is None else fmt.format(value * scale)
 
+    spurious = summary.get("spurious_retransmits")
     return (
         f"flow {summary.get('flow_id')} {summary.get('algo', '')}: "
         f"{summary.get('bytes')} bytes in {f('duration_s', fmt='{:.3f}')} s, "
         f"goodput {f('goodput_bps', 1e-6, '{:.3f}')} Mb/s, "
-        f"retransmits {summary.get('retransmits')}, timeouts {summary.get('timeouts')}, "
+        f"retransmits {summary.get('retransmits')}"
+        f"{'' if spurious is None else f' ({spurious} spurious)'}, "
+        f"timeouts {summary.get('timeouts')}, {'SACK' if summary.get('sack') else 'no SACK'}, "
         f"RTT p50/p95/p99/mean {f('rtt_p50_ms')}/{f('rtt_p95_ms')}/{f('rtt_p99_ms')}/"
         f"{f('rtt_mean_ms')} ms ({summary.get('status', '')})"
     )

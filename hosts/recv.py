@@ -29,6 +29,11 @@ from .transport_loop import (
 )
 from .transport_receiver import (
     DEFAULT_DELACK_US,
+    DEFAULT_HALF_OPEN_TIMEOUT_US,
+    DEFAULT_IDLE_TIMEOUT_US,
+    DEFAULT_MAX_FLOWS,
+    DEFAULT_MAX_HALF_OPEN,
+    DEFAULT_MAX_OOO_BYTES,
     DEFAULT_WINDOW_BYTES,
     FileSink,
     Receiver,
@@ -38,6 +43,10 @@ from .transport_receiver import (
 
 PROG = "bwn-recv"
 MAX_DELACK_MS = 200.0
+WARN_INTERVAL_US = 10_000_000   # at most one "unusable datagrams" warning per 10 s
+#: Receiver counters that mean someone sent something this receiver cannot use.
+GARBAGE_KEYS = ("malformed", "unknown_flow", "unknown_rst", "half_open_evicted",
+                "flows_refused", "ooo_dropped_budget")
 
 
 def _window(text: str) -> int:
@@ -45,6 +54,32 @@ def _window(text: str) -> int:
     if not 1 <= value <= 0xFFFFFFFF:
         raise argparse.ArgumentTypeError(f"must be 1..4294967295 bytes, got {text!r}")
     return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"needs a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"needs a number of seconds, got {text!r}") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be > 0 seconds, got {text!r}")
+    return value
+
+
+def format_stats(stats: Dict[str, int]) -> str:
+    """One line of receiver counters, the non-zero ones."""
+    parts = [f"{k} {v}" for k, v in stats.items() if v and k != "datagrams"]
+    return f"{stats.get('datagrams', 0)} datagrams" + (", " + ", ".join(parts) if parts else "")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,6 +117,24 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --once: keep answering retransmitted FINs this long (default 1)")
     p.add_argument("--summary-json", metavar="FILE",
                    help="write the summaries of all flows as a JSON list on exit")
+    p.add_argument("--stats-json", metavar="FILE",
+                   help="write the receiver-wide counters on exit (datagrams by kind: "
+                        "malformed, unknown flow, SYNs, half-open flows expired/evicted, "
+                        "refused flows, out-of-order data dropped; docs/transport.md)")
+    p.add_argument("--max-flows", type=_count, default=DEFAULT_MAX_FLOWS, metavar="N",
+                   help=f"open flows at most (default {DEFAULT_MAX_FLOWS}); the first DATA "
+                        "of one more is answered by RST. Each open flow may hold an --out file")
+    p.add_argument("--max-half-open", type=_count, default=DEFAULT_MAX_HALF_OPEN, metavar="N",
+                   help=f"flows that sent a SYN but no data yet, at most (default "
+                        f"{DEFAULT_MAX_HALF_OPEN}); a new SYN evicts the oldest. They time out "
+                        f"after {DEFAULT_HALF_OPEN_TIMEOUT_US // 1_000_000} s")
+    p.add_argument("--max-ooo-bytes", type=parse_size, default=DEFAULT_MAX_OOO_BYTES,
+                   metavar="N", help="out-of-order data held for all flows together, at most "
+                                     "(default 64Mi); beyond it segments are not stored")
+    p.add_argument("--idle-timeout", type=_positive_seconds,
+                   default=DEFAULT_IDLE_TIMEOUT_US / 1e6, metavar="SECONDS",
+                   help=f"close a flow that sent nothing for this long (default "
+                        f"{DEFAULT_IDLE_TIMEOUT_US // 1_000_000})")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
     return p
 
@@ -157,10 +210,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     receiver = Receiver(
         receiver_emitter(sock), OutputFiles(args.out),
         window_bytes=args.window_bytes, delayed_ack=args.delayed_ack,
-        delack_us=int(args.delack_ms * 1000), log=log, on_flow_end=on_flow_end)
+        delack_us=int(args.delack_ms * 1000), log=log, on_flow_end=on_flow_end,
+        max_flows=args.max_flows, max_half_open=args.max_half_open,
+        max_ooo_bytes=args.max_ooo_bytes, idle_timeout_us=int(args.idle_timeout * 1e6))
     linger_us = int(args.linger * 1e6)
+    warned = {"at_us": 0, "garbage": 0}
+
+    def garbage_count() -> int:
+        stats = receiver.stats_dict()
+        return sum(stats[k] for k in GARBAGE_KEYS)
 
     def should_stop(t: int) -> bool:
+        if not args.quiet and t - warned["at_us"] >= WARN_INTERVAL_US:
+            g = garbage_count()
+            if g > warned["garbage"]:
+                print(f"{PROG}: warning: {g - warned['garbage']} datagrams this receiver could "
+                      f"not use since the last report ({format_stats(receiver.stats_dict())})",
+                      file=sys.stderr, flush=True)
+                warned["garbage"] = g
+            warned["at_us"] = t
         return bool(args.once and ended and t - ended[0][1] >= linger_us)
 
     bound = sock.getsockname()
@@ -174,9 +242,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         sock.close()
         if log is not None:
             log.close()
+    stats = receiver.stats_dict()
+    if not args.quiet:
+        print(f"{PROG}: receiver: {format_stats(stats)}", flush=True)
     if args.summary_json:
         with open(args.summary_json, "w") as fh:
             json.dump(summaries, fh, indent=2)
+            fh.write("\n")
+    if args.stats_json:
+        with open(args.stats_json, "w") as fh:
+            json.dump(stats, fh, indent=2)
             fh.write("\n")
     if args.once and ended and ended[0][0].summary(now_us())["status"] != "complete":
         return 1

@@ -100,6 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="application-limited source: data becomes available at R Mb/s "
                         "(payload), sent in whole segments as it appears (e.g. a 0.02 Mb/s "
                         "background flow); the algorithm may allow more")
+    p.add_argument("--no-sack", action="store_true",
+                   help="do not offer SACK: NS-2-like NewReno recovery (one hole per RTT, "
+                        "go-back-N after a timeout), the baseline of the papers; by default "
+                        "SACK (RFC 2018) and RFC 6675 recovery are used when the receiver "
+                        "accepts them")
     p.add_argument("--flow-id", type=_flow_id, metavar="N",
                    help="32-bit flow id the receiver demultiplexes on (default: random)")
     p.add_argument("--log", metavar="FILE",
@@ -180,6 +185,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         connect_timeout_us=int(args.connect_timeout * 1e6),
         duration_us=None if args.duration is None else int(args.duration * 1e6),
         app_rate_bps=None if args.app_rate_mbit is None else args.app_rate_mbit * 1e6,
+        sack=not args.no_sack,
     )
     if config.min_rto_us > config.max_rto_us:
         p.error("--min-rto-ms must be at most 60000")

@@ -18,6 +18,14 @@ Transport header (network byte order)::
     28   4   ts_val_us    sender of this packet's clock, us mod 2**32
                           (on an ACK: the receiver's ACK send time, used by SARBE)
     32   4   ts_ecr_us    echo of ts_val of the segment that triggered this ACK
+    36   -   options      4 * (hdr_words - 9) bytes of options (kind, length, data),
+                          docs/transport.md "Options": SACK_PERMITTED (SYN, SYN|ACK),
+                          SACK blocks (ACK, RFC 2018), RCV_STATS (FIN|ACK)
+
+Header format revision 2 (options) keeps version 1: the base 36 bytes are
+unchanged, a reader that knows no options skips them by ``hdr_words`` (which is
+what that field was reserved for), and SACK is used only when both ends said so
+in the handshake (RFC 2018 sec. 2), so old and new ends interoperate.
 
 The fast paths pack both headers with one :class:`struct.Struct`
 (:data:`PACKET_STRUCT`); :class:`TransportHeader` is the readable codec used by
@@ -27,7 +35,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 from bwn.wire import (
     BWN_HEADER_LEN,
@@ -66,6 +74,19 @@ DEFAULT_MTU_BYTES = 1500
 DEFAULT_MSS_BYTES = DEFAULT_MTU_BYTES - IP_UDP_OVERHEAD_BYTES - HEADERS_LEN
 MAX_MSS_BYTES = 65507 - HEADERS_LEN  # largest UDP payload over IPv4
 
+# Options (docs/transport.md "Options"). Every option this module writes is
+# padded with NOPs in front to a multiple of 4 bytes, so hdr_words stays exact.
+OPT_EOL = 0
+OPT_NOP = 1
+OPT_SACK_PERMITTED = 2     # len 2, SYN (offer) and SYN|ACK (accept)
+OPT_SACK = 3               # len 2 + 16 n: n blocks [left, right) as two uint64
+OPT_RCV_STATS = 4          # len 18: four uint32 receiver counters, FIN|ACK
+MAX_SACK_BLOCKS = 4        # RFC 2018's limit; an ACK is at most 60 + 68 bytes
+MAX_HDR_WORDS = 0xFF
+SACK_BLOCK_STRUCT = struct.Struct("!QQ")
+RCV_STATS_STRUCT = struct.Struct("!IIII")
+U32_MAX = 0xFFFFFFFF
+
 TRANSPORT_STRUCT = struct.Struct("!BBBBIQQIII")
 assert TRANSPORT_STRUCT.size == TRANSPORT_HEADER_LEN
 
@@ -95,8 +116,92 @@ def flag_names(flags: int) -> str:
     return "|".join(names) if names else "-"
 
 
-def pack_data_headers(buf: bytearray, flags: int, flow_id: int, seq: int, ts_val_us: int) -> None:
-    """Write a sender->receiver packet's headers into ``buf[0:60]``.
+class OptionError(ValueError):
+    """Malformed transport options (a length that runs past the header, a bad SACK block)."""
+
+
+@dataclass(frozen=True)
+class TransportOptions:
+    """The options of one packet, decoded (unknown kinds are skipped)."""
+
+    sack_permitted: bool = False
+    sack_blocks: Tuple[Tuple[int, int], ...] = ()
+    rcv_stats: Optional[Tuple[int, int, int, int]] = None  # segments, duplicates, out of order, spurious
+
+
+def encode_options(*, sack_permitted: bool = False,
+                   sack_blocks: Sequence[Tuple[int, int]] = (),
+                   rcv_stats: Optional[Sequence[int]] = None) -> bytes:
+    """The option bytes (a multiple of 4) for the given options.
+
+    Each option is preceded by two NOPs so that its data is 4-byte aligned,
+    as TCP stacks do for SACK (RFC 2018 sec. 3, appendix)."""
+    out = bytearray()
+    if sack_permitted:
+        out += bytes((OPT_NOP, OPT_NOP, OPT_SACK_PERMITTED, 2))
+    if sack_blocks:
+        if len(sack_blocks) > MAX_SACK_BLOCKS:
+            raise OptionError(f"at most {MAX_SACK_BLOCKS} SACK blocks, got {len(sack_blocks)}")
+        out += bytes((OPT_NOP, OPT_NOP, OPT_SACK, 2 + 16 * len(sack_blocks)))
+        for left, right in sack_blocks:
+            if not 0 <= left < right < 1 << 64:
+                raise OptionError(f"SACK block must have 0 <= left < right < 2**64, got [{left}, {right})")
+            out += SACK_BLOCK_STRUCT.pack(left, right)
+    if rcv_stats is not None:
+        out += bytes((OPT_NOP, OPT_NOP, OPT_RCV_STATS, 2 + RCV_STATS_STRUCT.size))
+        out += RCV_STATS_STRUCT.pack(*(min(max(int(v), 0), U32_MAX) for v in rcv_stats))
+    return bytes(out)
+
+
+def parse_options(data: Any, start: int, end: int) -> TransportOptions:
+    """Decode the options in ``data[start:end]``; :class:`OptionError` if malformed.
+
+    Kinds this end does not know are skipped by their length (RFC 793 style);
+    EOL ends the list."""
+    sack_permitted = False
+    blocks: Tuple[Tuple[int, int], ...] = ()
+    stats: Optional[Tuple[int, int, int, int]] = None
+    i = start
+    while i < end:
+        kind = data[i]
+        if kind == OPT_EOL:
+            break
+        if kind == OPT_NOP:
+            i += 1
+            continue
+        if i + 1 >= end:
+            raise OptionError(f"option kind {kind} at byte {i - start} has no length byte")
+        length = data[i + 1]
+        if length < 2 or i + length > end:
+            raise OptionError(f"option kind {kind} has length {length}, "
+                              f"{end - i} bytes left in the header")
+        if kind == OPT_SACK_PERMITTED:
+            if length != 2:
+                raise OptionError(f"SACK_PERMITTED must have length 2, got {length}")
+            sack_permitted = True
+        elif kind == OPT_SACK:
+            n, rest = divmod(length - 2, 16)
+            if rest or not 1 <= n <= MAX_SACK_BLOCKS:
+                raise OptionError(f"SACK option length {length} is not 2 + 16 * (1..{MAX_SACK_BLOCKS})")
+            found = []
+            for k in range(n):
+                left, right = SACK_BLOCK_STRUCT.unpack_from(data, i + 2 + 16 * k)
+                if left >= right:
+                    raise OptionError(f"SACK block [{left}, {right}) is empty or reversed")
+                found.append((left, right))
+            blocks = tuple(found)
+        elif kind == OPT_RCV_STATS:
+            if length != 2 + RCV_STATS_STRUCT.size:
+                raise OptionError(f"RCV_STATS must have length {2 + RCV_STATS_STRUCT.size}, got {length}")
+            stats = RCV_STATS_STRUCT.unpack_from(data, i + 2)
+        i += length
+    return TransportOptions(sack_permitted=sack_permitted, sack_blocks=blocks, rcv_stats=stats)
+
+
+def pack_data_headers(buf: bytearray, flags: int, flow_id: int, seq: int, ts_val_us: int,
+                      options: bytes = b"") -> int:
+    """Write a sender->receiver packet's headers into ``buf``; returns their length
+    (60 + ``len(options)``; ``options`` from :func:`encode_options`).
 
     The BWN header is a fresh DATA header: forward section unset (the largest
     values, docs/wire-format.md "Unset values"), echo section unset, no flags.
@@ -105,8 +210,12 @@ def pack_data_headers(buf: bytearray, flags: int, flow_id: int, seq: int, ts_val
         buf, 0,
         DATA_VK, 0, EBN_CODE_UNSET, EBN_CODE_UNSET, NARROW_KBPS_UNSET, TIGHT_KBPS_UNSET,
         NARROW_KBPS_UNSET, TIGHT_KBPS_UNSET, 0, 0, 0,
-        TRANSPORT_VERSION, flags, HDR_WORDS, 0, flow_id, seq, 0, 0, ts_val_us & TS_MASK, 0,
+        TRANSPORT_VERSION, flags, HDR_WORDS + (len(options) >> 2), 0, flow_id, seq, 0, 0,
+        ts_val_us & TS_MASK, 0,
     )
+    if options:
+        buf[HEADERS_LEN:HEADERS_LEN + len(options)] = options
+    return HEADERS_LEN + len(options)
 
 
 def pack_ack_headers(
@@ -118,8 +227,10 @@ def pack_ack_headers(
     ts_val_us: int,
     ts_ecr_us: int,
     echo: Optional[Tuple[int, int, int, int]],
-) -> None:
-    """Write a receiver->sender ACK's headers into ``buf[0:60]``.
+    options: bytes = b"",
+) -> int:
+    """Write a receiver->sender ACK's headers into ``buf``; returns their length
+    (60 + ``len(options)``).
 
     ``echo`` is the newest forward section received, ``(hop_count, ebn_code,
     narrow_kbps, tight_kbps)``, or ``None`` before any DATA (then the echo
@@ -135,9 +246,12 @@ def pack_ack_headers(
         buf, 0,
         ACK_VK, 0, EBN_CODE_UNSET, e_ebn, NARROW_KBPS_UNSET, TIGHT_KBPS_UNSET,
         e_narrow, e_tight, e_hop, bwn_flags, 0,
-        TRANSPORT_VERSION, flags, HDR_WORDS, 0, flow_id, 0, ack, rwnd_bytes,
+        TRANSPORT_VERSION, flags, HDR_WORDS + (len(options) >> 2), 0, flow_id, 0, ack, rwnd_bytes,
         ts_val_us & TS_MASK, ts_ecr_us & TS_MASK,
     )
+    if options:
+        buf[HEADERS_LEN:HEADERS_LEN + len(options)] = options
+    return HEADERS_LEN + len(options)
 
 
 def feedback_from_echo(
@@ -173,13 +287,25 @@ class TransportHeader:
     ts_ecr_us: int = 0
     version: int = TRANSPORT_VERSION
     hdr_words: int = HDR_WORDS
+    options_raw: bytes = b""   # the 4 * (hdr_words - 9) option bytes
 
     LEN = TRANSPORT_HEADER_LEN
 
     def pack(self) -> bytes:
+        """Base header and options; ``hdr_words`` is the one given (tests may lie)."""
         return TRANSPORT_STRUCT.pack(
             self.version, self.flags, self.hdr_words, 0, self.flow_id, self.seq,
-            self.ack, self.rwnd_bytes, self.ts_val_us & TS_MASK, self.ts_ecr_us & TS_MASK)
+            self.ack, self.rwnd_bytes, self.ts_val_us & TS_MASK,
+            self.ts_ecr_us & TS_MASK) + self.options_raw
+
+    @classmethod
+    def with_options(cls, options: bytes, **fields: Any) -> "TransportHeader":
+        """A header whose ``hdr_words`` covers ``options`` (from :func:`encode_options`)."""
+        return cls(hdr_words=HDR_WORDS + len(options) // 4, options_raw=options, **fields)
+
+    @property
+    def options(self) -> TransportOptions:
+        return parse_options(self.options_raw, 0, len(self.options_raw))
 
     @classmethod
     def unpack(cls, data: bytes, offset: int = BWN_HEADER_LEN) -> "TransportHeader":
@@ -189,9 +315,23 @@ class TransportHeader:
                 f"got {len(data) - offset}")
         (version, flags, words, _res, flow_id, seq, ack, rwnd, ts_val,
          ts_ecr) = TRANSPORT_STRUCT.unpack_from(data, offset)
+        if words < HDR_WORDS or offset + 4 * words > len(data):
+            raise ValueError(f"hdr_words {words} does not fit a {len(data) - offset}-byte "
+                             f"transport header (at least {HDR_WORDS})")
+        raw = bytes(data[offset + TRANSPORT_HEADER_LEN:offset + 4 * words])
         return cls(flags=flags, flow_id=flow_id, seq=seq, ack=ack, rwnd_bytes=rwnd,
-                   ts_val_us=ts_val, ts_ecr_us=ts_ecr, version=version, hdr_words=words)
+                   ts_val_us=ts_val, ts_ecr_us=ts_ecr, version=version, hdr_words=words,
+                   options_raw=raw)
 
     def describe(self) -> str:
-        return (f"flow={self.flow_id} {flag_names(self.flags)} seq={self.seq} ack={self.ack} "
+        text = (f"flow={self.flow_id} {flag_names(self.flags)} seq={self.seq} ack={self.ack} "
                 f"rwnd={self.rwnd_bytes} tsval={self.ts_val_us} tsecr={self.ts_ecr_us}")
+        if self.options_raw:
+            opts = self.options
+            if opts.sack_permitted:
+                text += " sackOK"
+            if opts.sack_blocks:
+                text += " sack=" + ",".join(f"[{a},{b})" for a, b in opts.sack_blocks)
+            if opts.rcv_stats is not None:
+                text += " rcvstats=" + "/".join(map(str, opts.rcv_stats))
+        return text

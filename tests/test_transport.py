@@ -94,16 +94,19 @@ def fwd_index_of_seq(seq: int) -> int:
 # -- the stream arrives intact --------------------------------------------------------------
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("cc_cls", [NewReno, Reno])
-def test_stream_intact_under_loss_reorder_duplication(seed: int, cc_cls: type) -> None:
+@pytest.mark.parametrize("sack", [True, False], ids=["sack", "no-sack"])
+def test_stream_intact_under_loss_reorder_duplication(seed: int, cc_cls: type, sack: bool) -> None:
+    """10 % loss, 5 % reordering and 5 % duplication in both directions."""
     rng = random.Random(seed)
     data = bytes(rng.getrandbits(8) for _ in range(300_000))
-    fwd = LinkModel(delay_us=10_000, rate_bps=8e6, queue_packets=30, loss=0.03,
-                    duplicate=0.03, reorder=0.05, reorder_extra_us=3_000)
-    rev = LinkModel(delay_us=10_000, loss=0.03, duplicate=0.03, reorder=0.05)
+    fwd = LinkModel(delay_us=10_000, rate_bps=8e6, queue_packets=30, loss=0.10,
+                    duplicate=0.05, reorder=0.05, reorder_extra_us=3_000)
+    rev = LinkModel(delay_us=10_000, loss=0.10, duplicate=0.05, reorder=0.05)
     sim = Simulation(fwd, rev, seed=seed, delayed_ack=bool(seed % 2))
-    s = sim.add_flow(cc_cls(), BytesSource(data), config=cfg())
-    sim.run(until_us=300_000_000)
+    s = sim.add_flow(cc_cls(), BytesSource(data), config=cfg(sack=sack))
+    sim.run(until_us=600_000_000)
     assert s.state is SenderState.DONE, s.summary(sim.now_us)
+    assert s.sack is sack
     sink = sim.sink_of(s)
     assert sink.closed and bytes(sink.data) == data
     assert s.st.delivered_bytes == len(data)
@@ -132,13 +135,14 @@ def test_concurrent_flows_demultiplexed() -> None:
 
 
 # -- loss recovery ---------------------------------------------------------------------------
-def test_fast_retransmit_after_three_dupacks() -> None:
+@pytest.mark.parametrize("sack", [True, False], ids=["sack", "no-sack"])
+def test_fast_retransmit_after_three_dupacks(sack: bool) -> None:
     lost_seq = 20 * MSS
     fwd = LinkModel(delay_us=10_000, drop_indices={fwd_index_of_seq(lost_seq)})
     sim = Simulation(fwd, LinkModel(delay_us=10_000), seed=1)
     sim.keep_log = True
     cc = Recorder()
-    s = sim.add_flow(cc, PatternSource(100 * MSS, MSS), config=cfg())
+    s = sim.add_flow(cc, PatternSource(100 * MSS, MSS), config=cfg(sack=sack))
     sim.run(until_us=30_000_000)
     assert s.state is SenderState.DONE and s.timeouts == 0
     assert s.fast_recoveries == 1 and s.retransmits == 1
@@ -161,7 +165,8 @@ def test_fast_retransmit_after_three_dupacks() -> None:
     assert s.st.ssthresh == pytest.approx(max(enter[1] / MSS / 2, 2.0))
 
 
-def test_two_dupacks_do_not_retransmit() -> None:
+@pytest.mark.parametrize("sack", [True, False], ids=["sack", "no-sack"])
+def test_two_dupacks_do_not_retransmit(sack: bool) -> None:
     # Reordering by two packets: two duplicate ACKs, no fast retransmit.
     delayed = fwd_index_of_seq(20 * MSS)
     count = {"n": 0}
@@ -179,7 +184,7 @@ def test_two_dupacks_do_not_retransmit() -> None:
 
     sim.forward._one = one  # type: ignore[assignment]
     cc = Recorder()
-    s = sim.add_flow(cc, PatternSource(60 * MSS, MSS), config=cfg())
+    s = sim.add_flow(cc, PatternSource(60 * MSS, MSS), config=cfg(sack=sack))
     sim.run(until_us=30_000_000)
     assert s.state is SenderState.DONE
     assert s.fast_recoveries == 0 and s.retransmits == 0
@@ -192,7 +197,7 @@ def test_newreno_partial_ack_retransmits_each_hole_without_timeout() -> None:
     sim = Simulation(fwd, LinkModel(delay_us=10_000), seed=1)
     sim.keep_log = True
     cc = Recorder()
-    s = sim.add_flow(cc, PatternSource(150 * MSS, MSS), config=cfg())
+    s = sim.add_flow(cc, PatternSource(150 * MSS, MSS), config=cfg(sack=False))
     sim.run(until_us=30_000_000)
     assert s.state is SenderState.DONE
     assert s.timeouts == 0 and s.fast_recoveries == 1
@@ -216,7 +221,7 @@ def test_reno_style_ends_recovery_at_first_new_ack() -> None:
     fwd = LinkModel(delay_us=10_000, drop_indices={fwd_index_of_seq(q) for q in lost})
     sim = Simulation(fwd, LinkModel(delay_us=10_000), seed=1)
     cc = Recorder(style="reno")
-    s = sim.add_flow(cc, PatternSource(150 * MSS, MSS), config=cfg())
+    s = sim.add_flow(cc, PatternSource(150 * MSS, MSS), config=cfg(sack=False))
     sim.run(until_us=30_000_000)
     assert s.state is SenderState.DONE
     names = cc.names()
@@ -265,7 +270,7 @@ def test_rto_exponential_backoff_and_karn() -> None:
     sim = Simulation(fwd, LinkModel(delay_us=10_000), seed=1)
     sim.keep_log = True
     cc = Recorder()
-    s = sim.add_flow(cc, PatternSource(None, MSS), config=cfg(duration_us=4_000_000))
+    s = sim.add_flow(cc, PatternSource(None, MSS), config=cfg(duration_us=4_000_000, sack=False))
     sim.run(until_us=30_000_000)
     assert s.state is SenderState.DONE
     timeout_times = [v[2] for n, v in cc.events if n == "timeout" and v[2] >= blackout[0]]

@@ -16,7 +16,8 @@ segment sent          :meth:`CongestionControl.on_packet_sent`
 new cumulative ACK    :meth:`CongestionControl.on_ack` (outside recovery)
 partial ACK           :meth:`CongestionControl.on_partial_ack` (in recovery)
 duplicate ACK         :meth:`CongestionControl.on_dupack` (always, also in recovery)
-3rd duplicate ACK     :meth:`CongestionControl.on_enter_recovery`
+3rd duplicate ACK     :meth:`CongestionControl.on_enter_recovery` (with SACK: RFC 6675's
+                      trigger, which may also be a new ACK, after its ``on_ack``)
 full ACK              :meth:`CongestionControl.on_exit_recovery`
 RTO expiry            :meth:`CongestionControl.on_timeout`
 every ACK             :meth:`CongestionControl.on_feedback` (before the above,
@@ -24,13 +25,22 @@ every ACK             :meth:`CongestionControl.on_feedback` (before the above,
 ====================  =========================================================
 
 Units: ``cwnd`` and ``ssthresh`` are in segments of ``mss_bytes`` (floats, as
-in the papers, which count packets); the transport may send while
-``bytes_in_flight < cwnd * mss_bytes``. ``pacing_rate_bps`` (bits per second)
+in the papers, which count packets); the transport sends a segment while
+``pipe_bytes + segment <= cwnd * mss_bytes``. ``pacing_rate_bps`` (bits per second)
 limits the sending rate when set; a rate-based algorithm (OBP) sets it and keeps
 ``cwnd`` large. Times are integer microseconds from a monotonic clock.
 
+**SACK** (``CcState.sack``, negotiated per flow; docs/transport.md): the transport
+recovers losses as RFC 6675 says and compares cwnd with ``pipe`` (the data RFC 6675
+presumes in the network: SACKed and lost segments excluded), so a window must *not*
+be inflated by duplicate ACKs or deflated by partial ACKs there; the defaults below
+do RFC 6675's ``cwnd = ssthresh`` at the start of recovery and leave cwnd alone
+until the end. Without SACK ``pipe_bytes == bytes_in_flight`` and the defaults are
+NewReno's inflation/deflation.
+
 The defaults below are NewReno (RFC 5681 slow start and congestion avoidance,
-RFC 6582 fast recovery), so a module overrides only what its paper changes.
+RFC 6582 fast recovery, or RFC 6675 with SACK), so a module overrides only what
+its paper changes.
 """
 from __future__ import annotations
 
@@ -92,13 +102,34 @@ class CcState:
     in_recovery: bool = False
     recovery_point: int = 0          # highest seq sent when recovery started (RFC 6582 "recover")
     max_cwnd: float = 1e6            # receive-window bound, in segments
+    # Sequence space (byte offsets; RFC 793 names). snd_nxt falls back to snd_una
+    # after a timeout (go-back-N); snd_max is one past the highest byte ever sent.
+    snd_una: int = 0
+    snd_nxt: int = 0
+    snd_max: int = 0
+    sack: bool = False               # SACK in use: RFC 6675 recovery, cwnd compared with pipe
+    pipe_bytes: int = 0              # what cwnd is compared with (== bytes_in_flight without SACK)
+    #: Bytes of a data frame beyond its payload (Ethernet + IPv4 + UDP + BWN +
+    #: transport header): a segment of ``mss_bytes`` is ``mss_bytes + this`` on the
+    #: wire, the unit in which switches meter and count.
+    frame_overhead_bytes: int = 0
+    # Set by the algorithm, used and reset by the transport: this many segments of
+    # *new* data leave at once, outside cwnd (GTCP's forced transmissions). Credits
+    # that cannot be used at once (no new data, receive window full) are dropped.
+    force_new_segments: int = 0
     # The algorithm's own estimate, for the flow log (bits per second or None).
     estimate_bps: Optional[float] = None
     extra: dict = field(default_factory=dict)  # algorithm-specific values to log
 
     @property
     def flight_segments(self) -> float:
+        """FlightSize (RFC 5681: sent and not cumulatively acknowledged) in segments."""
         return self.bytes_in_flight / self.mss_bytes
+
+    @property
+    def frame_bytes(self) -> int:
+        """Bytes on the wire of one full-sized segment."""
+        return self.mss_bytes + self.frame_overhead_bytes
 
     def clamp(self) -> None:
         """Keep cwnd within [1, max_cwnd] segments and ssthresh >= 2 segments."""
@@ -131,7 +162,8 @@ class CongestionControl(ABC):
 
     def on_dupack(self, st: CcState, ack: AckInfo) -> None:
         # RFC 6582 step 4: each further duplicate ACK inflates cwnd by one segment.
-        if st.in_recovery:
+        # With SACK the transport's pipe already drops by what the receiver got.
+        if st.in_recovery and not st.sack:
             st.cwnd += 1.0
 
     def ssthresh_after_loss(self, st: CcState) -> float:
@@ -139,13 +171,16 @@ class CongestionControl(ABC):
         return max(st.flight_segments / 2.0, 2.0)
 
     def on_enter_recovery(self, st: CcState) -> None:
-        # RFC 6582 step 3 (RFC 5681 fast retransmit): cwnd = ssthresh + 3 * SMSS
+        # RFC 6582 step 3 (RFC 5681 fast retransmit): cwnd = ssthresh + 3 * SMSS;
+        # with SACK, RFC 6675 step 4.2: ssthresh = cwnd = FlightSize / 2.
         st.ssthresh = self.ssthresh_after_loss(st)
-        st.cwnd = st.ssthresh + 3.0
+        st.cwnd = st.ssthresh + (0.0 if st.sack else 3.0)
 
     def on_partial_ack(self, st: CcState, ack: AckInfo) -> None:
-        # RFC 6582 step 5: deflate by the amount acked, add back one SMSS.
-        st.cwnd = max(st.cwnd - ack.acked_bytes / st.mss_bytes + 1.0, 1.0)
+        # RFC 6582 step 5: deflate by the amount acked, add back one SMSS
+        # (with SACK nothing: RFC 6675 keeps cwnd = ssthresh through recovery).
+        if not st.sack:
+            st.cwnd = max(st.cwnd - ack.acked_bytes / st.mss_bytes + 1.0, 1.0)
 
     def on_exit_recovery(self, st: CcState, ack: AckInfo) -> None:
         # RFC 6582 step 6, option (1): cwnd = min(ssthresh, FlightSize + SMSS)

@@ -130,7 +130,9 @@ class EstimateRecoveryMixin:
         else:
             st.ssthresh = ssthresh
             self._recovery_target = min(st.cwnd, ssthresh)
-            st.cwnd = self._recovery_target + 3.0
+            # NewReno's inflation by the 3 duplicate ACKs; not with SACK, where the
+            # transport's pipe already excludes what the receiver got (RFC 6675).
+            st.cwnd = self._recovery_target + (0.0 if st.sack else 3.0)
         st.clamp()
 
     def on_exit_recovery(self, st: CcState, ack: AckInfo) -> None:
