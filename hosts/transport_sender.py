@@ -525,6 +525,10 @@ class Sender:
         if sb.rescue_rxt is None or una > sb.rescue_rxt:
             high = sb.highest_unsacked(una, mx)
             if high is not None:
+                if end is not None and high >= end > una and not sb.is_sacked(end - 1):
+                    # Our FIN is a packet of its own; the last data byte is what the
+                    # receiver needs first (TCP would carry both in one segment).
+                    high = end - 1
                 start = max(high + 1 - mss, sb.hole_start(high, una))
                 if end is not None and start >= end:
                     return start, 0, 4                    # the FIN itself

@@ -5,7 +5,8 @@ Drives real :class:`~bwn.hosts.transport_sender.Sender` and
 (fake clock in microseconds, seeded randomness): propagation delay, a
 drop-tail bottleneck (rate + queue), random loss, duplication and reordering,
 and drops of chosen packet numbers for exact unit tests. ``stamp`` lets a test
-play the BWN switch on DATA packets (see :func:`stamp_constant`).
+play the BWN switch on DATA packets (see :func:`stamp_constant`), ``reverse_stamp``
+rewrites (or drops, returning None) what the receiver sends back.
 
 Used by tests/test_transport*.py; usable by the algorithms' tests too::
 
@@ -131,6 +132,8 @@ class Simulation:
         delayed_ack: bool = False,
         window_bytes: int = 4 * 1024 * 1024,
         stamp: Optional[Callable[[bytes, int], bytes]] = None,
+        reverse_stamp: Optional[Callable[[bytes, int], Optional[bytes]]] = None,
+        receiver_kw: Optional[Dict[str, object]] = None,
     ) -> None:
         self.rng = random.Random(seed)
         self.now_us = 0
@@ -141,9 +144,11 @@ class Simulation:
         self._pending_dst: Optional[Addr] = None
         self._pending_src: Optional[Addr] = None
         self.stamp = stamp
+        self.reverse_stamp = reverse_stamp
         self.sinks: Dict[Tuple[Addr, int], MemorySink] = {}
-        self.receiver = Receiver(self._receiver_emit, self._sink_factory,
-                                 delayed_ack=delayed_ack, window_bytes=window_bytes)
+        self.receiver = Receiver(self._receiver_emit, self._sink_factory,  # type: ignore[arg-type]
+                                 delayed_ack=delayed_ack, window_bytes=window_bytes,
+                                 **(receiver_kw or {}))
         self.senders: Dict[Addr, Sender] = {}
         self.sent_log: List[Tuple[int, str, bytes]] = []  # (time, "fwd"/"rev", packet)
         self.keep_log = False
@@ -167,9 +172,13 @@ class Simulation:
         self._push(at_us, 1, self._pending_dst, pkt)
 
     def _receiver_emit(self, view: memoryview, addr: Addr) -> bool:
-        pkt = bytes(view)
+        pkt: Optional[bytes] = bytes(view)
         if self.keep_log:
             self.sent_log.append((self.now_us, "rev", pkt))
+        if self.reverse_stamp is not None:
+            pkt = self.reverse_stamp(pkt, self.now_us)   # a forger on the way back
+            if pkt is None:
+                return True
         self._pending_dst = addr
         self.reverse.send(pkt, self.now_us)
         return True
@@ -193,6 +202,10 @@ class Simulation:
         self.senders[addr] = sender
         sender.start(self.now_us if start_us is None else start_us)
         return sender
+
+    def inject(self, pkt: bytes, src: Addr, at_us: Optional[int] = None) -> None:
+        """Deliver ``pkt`` to the receiver as if sent from ``src`` (garbage, replays)."""
+        self._push(self.now_us if at_us is None else at_us, 0, src, pkt)
 
     def sink_of(self, sender: Sender) -> MemorySink:
         for addr, s in self.senders.items():

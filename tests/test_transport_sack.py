@@ -1,0 +1,312 @@
+"""SACK: the RFC 2018 option, the RFC 6675 scoreboard and loss recovery, the
+handshake that turns it on, and the counters reported in the FIN|ACK.
+
+The scoreboard is checked by hand against RFC 6675's definitions; the recovery
+over the simulated channel (bwn.hosts.transport_sim) with chosen losses."""
+from __future__ import annotations
+
+from typing import Any, List, Optional, Tuple
+
+import pytest
+
+from bwn.hosts.cc.newreno import NewReno
+from bwn.hosts.transport_receiver import MemorySink, ReceiverFlow
+from bwn.hosts.transport_sack import Scoreboard
+from bwn.hosts.transport_sender import SenderConfig, SenderState
+from bwn.hosts.transport_sim import LinkModel, Simulation
+from bwn.hosts.transport_source import PatternSource, pattern_bytes
+from bwn.hosts.transport_wire import (
+    F_ACK,
+    F_DATA,
+    F_FIN,
+    F_RETX,
+    F_SYN,
+    HEADERS_LEN,
+    OPT_SACK,
+    TransportHeader,
+    encode_options,
+)
+
+MSS = 1000
+
+
+def cfg(**kw: Any) -> SenderConfig:
+    kw.setdefault("mss_bytes", MSS)
+    return SenderConfig(**kw)
+
+
+def fwd_index(seq: int) -> int:
+    return 1 + seq // MSS   # forward packet number of a first transmission (SYN is 0)
+
+
+def sent(sim: Simulation, direction: str) -> List[Tuple[int, TransportHeader]]:
+    return [(t, TransportHeader.unpack(p)) for t, d, p in sim.sent_log if d == direction]
+
+
+# -- the scoreboard (RFC 6675 sec. 4) -----------------------------------------------------------
+def test_update_merges_clips_and_ignores_blocks_never_sent() -> None:
+    sb = Scoreboard(MSS)
+    assert sb.update([(3000, 4000), (5000, 6000)], 1000, 10_000) == 2000
+    assert sb.update([(4000, 5000)], 1000, 10_000) == 1000         # fills the gap: merged
+    assert sb.ranges == [(3000, 6000)]
+    assert sb.update([(3000, 6000)], 1000, 10_000) == 0             # nothing new: no DupAck
+    assert sb.update([(500, 2000)], 1000, 10_000) == 1000           # clipped at snd_una
+    assert sb.update([(9000, 12_000)], 1000, 10_000) == 0           # beyond snd_max: ignored
+    assert sb.ranges == [(1000, 2000), (3000, 6000)]
+    sb.advance(3500)
+    assert sb.ranges == [(3500, 6000)] and sb.sacked_bytes == 2500
+
+
+def test_is_lost_by_bytes_and_by_segments() -> None:
+    sb = Scoreboard(MSS)
+    sb.update([(2000, 4000)], 0, 20_000)            # 2 segments SACKed above 0..2000
+    assert not sb.is_lost(0, 0)                     # not more than 2 * SMSS
+    sb.update([(5000, 5100)], 0, 20_000)            # a third, small, discontiguous one
+    assert sb.is_lost(0, 0) and sb.is_lost(1999, 0) # 3 SACKed segments above
+    assert not sb.is_lost(4000, 0)                  # only 1 above the hole 4000..5000
+    sb2 = Scoreboard(MSS)
+    sb2.update([(1000, 3001)], 0, 20_000)           # 2001 bytes > 2 * SMSS
+    assert sb2.is_lost(0, 0)
+
+
+def test_pipe_counts_unsacked_not_lost_plus_retransmitted() -> None:
+    # Segments 0..9 sent; 2 and 5 lost; 3,4 and 6..9 SACKed.
+    sb = Scoreboard(MSS)
+    sb.update([(3000, 5000), (6000, 10_000)], 0, 10_000)
+    # Lost: unSACKed below the highest point with > 2 segments SACKed above -> 0,1,2,5.
+    assert sb.lost_boundary(0) == 6000
+    assert sb.pipe(0, 10_000, high_rxt=0) == 0
+    # After retransmitting segment 0..1000 (HighRxt), it counts once.
+    assert sb.pipe(0, 10_000, high_rxt=1000) == 1000
+    # New data 10..11 sent: not lost, in pipe.
+    assert sb.pipe(0, 12_000, high_rxt=1000) == 3000
+
+
+def test_next_hole_and_rescue_candidates() -> None:
+    sb = Scoreboard(MSS)
+    sb.update([(3000, 5000), (6000, 10_000)], 0, 12_000)
+    assert sb.next_lost_hole(0, 0) == (0, 3000)
+    assert sb.next_lost_hole(0, 3000) == (5000, 6000)
+    assert sb.next_lost_hole(0, 6000) is None        # above the highest SACK: not rule (1)
+    assert sb.highest_unsacked(0, 12_000) == 11_999  # rule (4) must include it
+    assert sb.hole_start(11_999, 0) == 10_000
+
+
+# -- the handshake ------------------------------------------------------------------------
+@pytest.mark.parametrize("sender_sack,receiver_sack", [(True, True), (False, True), (True, False)])
+def test_sack_used_only_when_both_ends_agree(sender_sack: bool, receiver_sack: bool) -> None:
+    fwd = LinkModel(delay_us=5_000, drop_indices={fwd_index(20 * MSS), fwd_index(25 * MSS)})
+    sim = Simulation(fwd, LinkModel(delay_us=5_000), seed=1,
+                     receiver_kw={"sack": receiver_sack})
+    sim.keep_log = True
+    s = sim.add_flow(NewReno(), PatternSource(60 * MSS, MSS), config=cfg(sack=sender_sack))
+    sim.run(until_us=20_000_000)
+    assert s.state is SenderState.DONE
+    assert bytes(sim.sink_of(s).data) == pattern_bytes(0, 60 * MSS)
+    agreed = sender_sack and receiver_sack
+    assert s.sack is agreed and s.summary(sim.now_us)["sack"] is agreed
+    syn = sent(sim, "fwd")[0][1]
+    assert syn.flags & F_SYN and syn.options.sack_permitted is sender_sack
+    syn_ack = sent(sim, "rev")[0][1]
+    assert syn_ack.options.sack_permitted is agreed
+    with_blocks = [h for _, h in sent(sim, "rev") if h.options.sack_blocks]
+    assert bool(with_blocks) is agreed               # no SACK blocks unless agreed
+    # Data segments never carry options: their frames are what the switches count.
+    assert all(h.hdr_words == 9 for _, h in sent(sim, "fwd") if h.flags & F_DATA)
+
+
+# -- the receiver's SACK blocks (RFC 2018 sec. 4) ------------------------------------------
+def test_first_block_holds_the_triggering_segment_then_recent_ones() -> None:
+    flow = ReceiverFlow(("x", 1), 1, MemorySink(), 1 << 20, 0, sack_ok=True)
+    data = pattern_bytes(0, 20 * MSS)
+
+    def seg(k: int) -> List[Tuple[int, int]]:
+        flow.on_segment(k * MSS, memoryview(data[k * MSS:(k + 1) * MSS]), False)
+        return flow.sack_blocks()
+
+    assert seg(0) == []                                     # in order: no block
+    assert seg(2) == [(2000, 3000)]
+    assert seg(5) == [(5000, 6000), (2000, 3000)]
+    assert seg(8) == [(8000, 9000), (5000, 6000), (2000, 3000)]
+    assert seg(3) == [(2000, 4000), (8000, 9000), (5000, 6000)]   # merged, reported first
+    assert seg(11) == [(11_000, 12_000), (2000, 4000), (8000, 9000), (5000, 6000)]
+    assert seg(14)[0] == (14_000, 15_000) and len(flow.sack_blocks()) == 4  # at most 4
+    assert seg(1) [0] != (2000, 4000)                       # advanced the ACK: not first
+    assert flow.rcv_nxt == 4000 and all(a >= 4000 for a, _ in flow.sack_blocks())
+
+
+def test_receiver_without_sack_sends_no_blocks() -> None:
+    flow = ReceiverFlow(("x", 1), 1, MemorySink(), 1 << 20, 0, sack_ok=False)
+    flow.on_segment(5 * MSS, memoryview(b"x" * MSS), False)
+    assert flow.sack_blocks() == []
+
+
+# -- RFC 6675 recovery ------------------------------------------------------------------------
+def test_many_losses_in_one_window_recovered_in_one_rtt() -> None:
+    lost = [30, 32, 34, 36, 38, 40]
+    fwd = LinkModel(delay_us=10_000, drop_indices={fwd_index(k * MSS) for k in lost})
+    sim = Simulation(fwd, LinkModel(delay_us=10_000), seed=1)
+    sim.keep_log = True
+    s = sim.add_flow(NewReno(), PatternSource(150 * MSS, MSS), config=cfg())
+    sim.run(until_us=30_000_000)
+    assert s.state is SenderState.DONE and s.sack
+    assert bytes(sim.sink_of(s).data) == pattern_bytes(0, 150 * MSS)
+    assert s.timeouts == 0 and s.fast_recoveries == 1
+    retx = [(t, h.seq) for t, h in sent(sim, "fwd") if h.flags & F_RETX]
+    assert [q for _, q in retx] == [k * MSS for k in lost]  # each hole once, in order
+    assert retx[-1][0] - retx[0][0] < 25_000                # within about one RTT (20 ms)
+    summ = s.summary(sim.now_us)
+    assert summ["spurious_retransmits"] == 0 and summ["duplicate_segments"] == 0
+
+
+def test_newreno_needs_an_rtt_per_hole_where_sack_does_not() -> None:
+    lost = [30, 32, 34, 36]
+
+    def retransmission_spread_us(sack: bool) -> int:
+        fwd = LinkModel(delay_us=10_000, drop_indices={fwd_index(k * MSS) for k in lost})
+        sim = Simulation(fwd, LinkModel(delay_us=10_000), seed=1)
+        sim.keep_log = True
+        s = sim.add_flow(NewReno(), PatternSource(150 * MSS, MSS), config=cfg(sack=sack))
+        sim.run(until_us=30_000_000)
+        assert s.state is SenderState.DONE and s.timeouts == 0
+        times = [t for t, h in sent(sim, "fwd") if h.flags & F_RETX]
+        assert len(times) == len(lost)
+        return times[-1] - times[0]
+
+    assert retransmission_spread_us(True) < 1_000                 # all holes at once
+    assert retransmission_spread_us(False) >= 3 * 20_000           # one per 20 ms RTT
+
+
+def test_timeout_resends_only_what_was_not_sacked() -> None:
+    # A blackout on the forward path from 0.3 s to 0.35 s loses a burst; the ACKs
+    # of the segments after it SACK everything else. The lost retransmission of the
+    # first hole forces a timeout; then only the holes are resent.
+    n = 3000  # long enough that everything resent arrives before the stream ends
+    fwd = LinkModel(delay_us=10_000, rate_bps=20e6,
+                    drop_if=lambda t, p: 150_000 <= t < 152_000 or _first_retx(t, p))
+    sim = Simulation(fwd, LinkModel(delay_us=10_000), seed=1)
+    sim.keep_log = True
+    s = sim.add_flow(NewReno(), PatternSource(n * MSS, MSS), config=cfg())
+    sim.run(until_us=30_000_000)
+    assert s.state is SenderState.DONE and s.timeouts == 1
+    assert bytes(sim.sink_of(s).data) == pattern_bytes(0, n * MSS)
+    summ = s.summary(sim.now_us)
+    lost = sim.forward.stats.dropped_index
+    assert summ["retransmits"] == lost                 # each lost segment resent once
+    assert summ["spurious_retransmits"] == 0           # nothing the receiver had was resent
+    # Without SACK the same losses make go-back-N resend data the receiver holds.
+    fwd2 = LinkModel(delay_us=10_000, rate_bps=20e6,
+                     drop_if=lambda t, p: 150_000 <= t < 152_000 or _first_retx(t, p, key=2))
+    sim2 = Simulation(fwd2, LinkModel(delay_us=10_000), seed=1)
+    s2 = sim2.add_flow(NewReno(), PatternSource(n * MSS, MSS), config=cfg(sack=False))
+    sim2.run(until_us=30_000_000)
+    assert s2.state is SenderState.DONE and s2.timeouts == 1
+    assert s2.summary(sim2.now_us)["spurious_retransmits"] > 0
+
+
+_dropped_retx: dict = {}
+
+
+def _first_retx(t: int, pkt: bytes, key: int = 1) -> bool:
+    """Drop the first retransmission a flow sends (a lost fast retransmit)."""
+    h = TransportHeader.unpack(pkt)
+    if h.flags & F_RETX and h.flags & F_DATA and key not in _dropped_retx:
+        _dropped_retx[key] = h.seq
+        return True
+    return False
+
+
+def test_rescue_retransmission_repairs_a_lost_tail_without_timeout() -> None:
+    # 40 segments; 30 and the last one (39) lost. After the fast retransmit of 30 no
+    # new data exists and nothing is SACKed above 39, so rules (1)-(3) never pick it:
+    # without rule (4) (one rescue per recovery, once HighACK > RescueRxt) only the
+    # retransmission timer would.
+    n = 40
+    fwd = LinkModel(delay_us=10_000, drop_indices={fwd_index(30 * MSS), fwd_index(39 * MSS)})
+    sim = Simulation(fwd, LinkModel(delay_us=10_000), seed=1)
+    sim.keep_log = True
+    s = sim.add_flow(NewReno(), PatternSource(n * MSS, MSS), config=cfg())
+    sim.run(until_us=30_000_000)
+    assert s.state is SenderState.DONE
+    assert s.timeouts == 0 and s.rescue_retransmits == 1 and s.fast_recoveries == 1
+    retx = [(t, h.seq) for t, h in sent(sim, "fwd") if h.flags & F_RETX and h.flags & F_DATA]
+    assert [q for _, q in retx] == [30 * MSS, 39 * MSS]
+    assert retx[1][0] - retx[0][0] == 20_000          # when the fast retransmit is ACKed
+
+
+def test_sack_recovery_keeps_cwnd_at_ssthresh_no_inflation() -> None:
+    seen: List[Tuple[str, float, float]] = []
+
+    class Spy(NewReno):
+        def on_dupack(self, st: Any, ack: Any) -> None:
+            super().on_dupack(st, ack)
+            if st.in_recovery:
+                seen.append(("dup", st.cwnd, st.ssthresh))
+
+        def on_enter_recovery(self, st: Any) -> None:
+            super().on_enter_recovery(st)
+            seen.append(("enter", st.cwnd, st.ssthresh))
+
+    lost = [40, 45]
+    fwd = LinkModel(delay_us=10_000, drop_indices={fwd_index(k * MSS) for k in lost})
+    sim = Simulation(fwd, LinkModel(delay_us=10_000), seed=1)
+    s = sim.add_flow(Spy(), PatternSource(120 * MSS, MSS), config=cfg())
+    sim.run(until_us=30_000_000)
+    assert s.state is SenderState.DONE and seen
+    assert seen[0][0] == "enter" and seen[0][1] == seen[0][2]       # RFC 6675 4.2
+    assert all(c == seen[0][1] for _, c, _ in seen)                # no inflation
+
+
+def test_lying_receiver_reneges_and_the_sender_still_finishes() -> None:
+    # The way back adds a SACK block for data the receiver does not have (forged),
+    # so the walk after a timeout would skip it forever; the sender must notice.
+    def forge(pkt: bytes, now_us: int) -> Optional[bytes]:
+        h = TransportHeader.unpack(pkt)
+        if h.flags & (F_SYN | F_FIN) or not h.flags & F_ACK or h.ack >= 50 * MSS:
+            return pkt
+        lie = encode_options(sack_blocks=[(h.ack + MSS, h.ack + 3 * MSS)])
+        forged = TransportHeader.with_options(lie, flags=h.flags, flow_id=h.flow_id,
+                                              ack=h.ack, rwnd_bytes=h.rwnd_bytes,
+                                              ts_val_us=h.ts_val_us, ts_ecr_us=h.ts_ecr_us)
+        return pkt[:24] + forged.pack()
+
+    fwd = LinkModel(delay_us=5_000, drop_indices={fwd_index(10 * MSS), fwd_index(11 * MSS)})
+    sim = Simulation(fwd, LinkModel(delay_us=5_000), seed=1, reverse_stamp=forge)
+    s = sim.add_flow(NewReno(), PatternSource(60 * MSS, MSS), config=cfg())
+    sim.run(until_us=60_000_000)
+    assert s.state is SenderState.DONE
+    assert bytes(sim.sink_of(s).data) == pattern_bytes(0, 60 * MSS)
+    assert s.sack_reneging >= 1
+
+
+def test_sack_block_options_fit_an_ack() -> None:
+    opts = encode_options(sack_blocks=[(1, 2)] * 4)
+    assert opts[2] == OPT_SACK and len(opts) == 68 and HEADERS_LEN + len(opts) == 128
+
+
+# -- counters ---------------------------------------------------------------------------------
+def test_duplicate_out_of_order_and_spurious_counters_reach_the_sender() -> None:
+    # One packet duplicated by the network, one reordered behind two others, and
+    # the receiver's counts arrive in the FIN|ACK (RCV_STATS).
+    dup_at, late_at = fwd_index(10 * MSS), fwd_index(20 * MSS)
+    count = {"n": 0}
+    fwd = LinkModel(delay_us=10_000, rate_bps=8e6, reorder_extra_us=3_000)
+    sim = Simulation(fwd, LinkModel(delay_us=10_000), seed=1)
+    orig = sim.forward.send
+
+    def send(pkt: bytes, now_us: int) -> None:
+        i = count["n"]
+        count["n"] += 1
+        fwd.duplicate = 1.0 if i == dup_at else 0.0
+        fwd.reorder = 1.0 if i == late_at else 0.0
+        orig(pkt, now_us)
+
+    sim.forward.send = send  # type: ignore[assignment]
+    s = sim.add_flow(NewReno(), PatternSource(40 * MSS, MSS), config=cfg())
+    sim.run(until_us=20_000_000)
+    summ = s.summary(sim.now_us)
+    assert summ["status"] == "complete"
+    assert summ["duplicate_segments"] == 1
+    assert summ["out_of_order_segments"] == 2            # the two that overtook the late one
+    assert summ["spurious_retransmits"] == 0 and summ["retransmits"] == 0
+    assert summ["receiver_segments"] == 40 + 1 + 1       # 40 data, 1 copy, the FIN
