@@ -65,8 +65,11 @@ def test_is_lost_by_bytes_and_by_segments() -> None:
     assert sb.is_lost(0, 0) and sb.is_lost(1999, 0) # 3 SACKed segments above
     assert not sb.is_lost(4000, 0)                  # only 1 above the hole 4000..5000
     sb2 = Scoreboard(MSS)
-    sb2.update([(1000, 3001)], 0, 20_000)           # 2001 bytes > 2 * SMSS
+    sb2.update([(1000, 3001)], 0, 20_000)           # 2001 bytes > 2 * SMSS: 3 segments
     assert sb2.is_lost(0, 0)
+    sb3 = Scoreboard(MSS)
+    sb3.update([(1000, 3000)], 0, 20_000)           # exactly 2 * SMSS: not lost
+    assert not sb3.is_lost(0, 0)
 
 
 def test_pipe_counts_unsacked_not_lost_plus_retransmitted() -> None:
@@ -178,42 +181,39 @@ def test_newreno_needs_an_rtt_per_hole_where_sack_does_not() -> None:
 
 
 def test_timeout_resends_only_what_was_not_sacked() -> None:
-    # A blackout on the forward path from 0.3 s to 0.35 s loses a burst; the ACKs
-    # of the segments after it SACK everything else. The lost retransmission of the
-    # first hole forces a timeout; then only the holes are resent.
+    # A blackout on the forward path loses a burst (segments 160-169 at 20 Mb/s); the
+    # ACKs of the later segments SACK everything else. Two of the retransmissions of
+    # the burst (160, 165) are lost as well, which only a timeout repairs; the walk
+    # after it resends 160, then 165, and nothing the receiver SACKed.
     n = 3000  # long enough that everything resent arrives before the stream ends
-    fwd = LinkModel(delay_us=10_000, rate_bps=20e6,
-                    drop_if=lambda t, p: 150_000 <= t < 152_000 or _first_retx(t, p))
-    sim = Simulation(fwd, LinkModel(delay_us=10_000), seed=1)
-    sim.keep_log = True
-    s = sim.add_flow(NewReno(), PatternSource(n * MSS, MSS), config=cfg())
-    sim.run(until_us=30_000_000)
-    assert s.state is SenderState.DONE and s.timeouts == 1
-    assert bytes(sim.sink_of(s).data) == pattern_bytes(0, n * MSS)
+    lose_twice = {160 * MSS, 165 * MSS}
+
+    def drop(t: int, pkt: bytes, seen: set) -> bool:
+        h = TransportHeader.unpack(pkt)
+        if h.flags & F_RETX and h.seq in lose_twice and h.seq not in seen:
+            seen.add(h.seq)
+            return True
+        return 150_000 <= t < 152_000
+
+    def run(sack: bool) -> Tuple[Any, Simulation]:
+        seen: set = set()
+        fwd = LinkModel(delay_us=10_000, rate_bps=20e6, drop_if=lambda t, p: drop(t, p, seen))
+        sim = Simulation(fwd, LinkModel(delay_us=10_000), seed=1)
+        sim.keep_log = True
+        s = sim.add_flow(NewReno(), PatternSource(n * MSS, MSS), config=cfg(sack=sack))
+        sim.run(until_us=30_000_000)
+        assert s.state is SenderState.DONE and s.timeouts >= 1
+        assert bytes(sim.sink_of(s).data) == pattern_bytes(0, n * MSS)
+        return s, sim
+
+    s, sim = run(True)
+    assert s.timeouts == 1
     summ = s.summary(sim.now_us)
-    lost = sim.forward.stats.dropped_index
-    assert summ["retransmits"] == lost                 # each lost segment resent once
+    assert summ["retransmits"] == sim.forward.stats.dropped_index  # each loss resent once
     assert summ["spurious_retransmits"] == 0           # nothing the receiver had was resent
     # Without SACK the same losses make go-back-N resend data the receiver holds.
-    fwd2 = LinkModel(delay_us=10_000, rate_bps=20e6,
-                     drop_if=lambda t, p: 150_000 <= t < 152_000 or _first_retx(t, p, key=2))
-    sim2 = Simulation(fwd2, LinkModel(delay_us=10_000), seed=1)
-    s2 = sim2.add_flow(NewReno(), PatternSource(n * MSS, MSS), config=cfg(sack=False))
-    sim2.run(until_us=30_000_000)
-    assert s2.state is SenderState.DONE and s2.timeouts == 1
+    s2, sim2 = run(False)
     assert s2.summary(sim2.now_us)["spurious_retransmits"] > 0
-
-
-_dropped_retx: dict = {}
-
-
-def _first_retx(t: int, pkt: bytes, key: int = 1) -> bool:
-    """Drop the first retransmission a flow sends (a lost fast retransmit)."""
-    h = TransportHeader.unpack(pkt)
-    if h.flags & F_RETX and h.flags & F_DATA and key not in _dropped_retx:
-        _dropped_retx[key] = h.seq
-        return True
-    return False
 
 
 def test_rescue_retransmission_repairs_a_lost_tail_without_timeout() -> None:

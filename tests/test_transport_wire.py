@@ -1,0 +1,111 @@
+"""The transport header contract: the codec, the fast packers and the committed
+vectors of docs/transport-vectors.json agree; malformed options are refused."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bwn.hosts.cc.newreno import NewReno
+from bwn.hosts.transport_receiver import MemorySink, Receiver
+from bwn.hosts.transport_sender import Sender
+from bwn.hosts.transport_source import PatternSource
+from bwn.hosts.transport_vectors import header_vectors, invalid_vectors
+from bwn.hosts.transport_wire import (
+    F_ACK,
+    F_SYN,
+    HEADERS_LEN,
+    OptionError,
+    TransportHeader,
+    encode_options,
+    pack_ack_headers,
+    pack_data_headers,
+    parse_options,
+)
+from bwn.wire import BWN_HEADER_LEN
+
+VECTORS = json.loads((Path(__file__).resolve().parents[1] / "docs" /
+                      "transport-vectors.json").read_text())
+
+
+def test_committed_vectors_are_what_the_generator_makes() -> None:
+    assert VECTORS["header"] == header_vectors()
+    assert VECTORS["invalid_options"] == invalid_vectors()
+
+
+@pytest.mark.parametrize("vec", VECTORS["header"], ids=lambda v: v["name"][:40])
+def test_codec_matches_vectors(vec: dict) -> None:
+    raw = bytes.fromhex(vec["hex"])
+    h = TransportHeader.unpack(b"\0" * BWN_HEADER_LEN + raw)
+    f = vec["fields"]
+    assert (h.version, h.flags, h.hdr_words, h.flow_id, h.seq, h.ack, h.rwnd_bytes,
+            h.ts_val_us, h.ts_ecr_us) == (f["version"], f["flags"], f["hdr_words"],
+                                          f["flow_id"], f["seq"], f["ack"], f["rwnd_bytes"],
+                                          f["ts_val_us"], f["ts_ecr_us"])
+    assert len(raw) == 4 * f["hdr_words"]
+    o = h.options
+    assert o.sack_permitted == vec["options"]["sack_permitted"]
+    assert [list(b) for b in o.sack_blocks] == vec["options"]["sack_blocks"]
+    assert (None if o.rcv_stats is None else list(o.rcv_stats)) == vec["options"]["rcv_stats"]
+    assert h.pack() == raw
+
+
+@pytest.mark.parametrize("vec", VECTORS["header"], ids=lambda v: v["name"][:40])
+def test_fast_packers_match_vectors(vec: dict) -> None:
+    f, o = vec["fields"], vec["options"]
+    opts = encode_options(sack_permitted=o["sack_permitted"],
+                          sack_blocks=[tuple(b) for b in o["sack_blocks"]],
+                          rcv_stats=o["rcv_stats"])
+    buf = bytearray(HEADERS_LEN + 128)
+    if f["flags"] & F_ACK:
+        n = pack_ack_headers(buf, f["flags"], f["flow_id"], f["ack"], f["rwnd_bytes"],
+                             f["ts_val_us"], f["ts_ecr_us"], None, opts)
+    else:
+        n = pack_data_headers(buf, f["flags"], f["flow_id"], f["seq"], f["ts_val_us"], opts)
+    assert bytes(buf[BWN_HEADER_LEN:n]).hex() == vec["hex"]
+
+
+@pytest.mark.parametrize("vec", VECTORS["invalid_options"], ids=lambda v: v["name"][:40])
+def test_malformed_options_are_refused(vec: dict) -> None:
+    raw = bytes.fromhex(vec["hex"])
+    with pytest.raises(OptionError, match=vec["error"]):
+        parse_options(raw, 0, len(raw))
+
+
+def test_unknown_options_are_skipped_and_eol_ends_the_list() -> None:
+    raw = bytes([9, 4, 0xAA, 0xBB]) + encode_options(sack_permitted=True) + bytes([0, 77, 1])
+    assert parse_options(raw, 0, len(raw)).sack_permitted
+
+
+def _syn(options: bytes, words_delta: int = 0) -> bytes:
+    buf = bytearray(HEADERS_LEN + len(options))
+    pack_data_headers(buf, F_SYN, 5, 0, 0, options)
+    buf[BWN_HEADER_LEN + 2] += words_delta
+    return bytes(buf)
+
+
+def test_receiver_counts_lying_hdr_words_and_bad_options() -> None:
+    out = []
+    rx = Receiver(lambda v, a: out.append(bytes(v)) or True, lambda a, f: MemorySink())
+    rx.on_datagram(_syn(b"", words_delta=5), ("h", 1), 0)          # header beyond datagram
+    rx.on_datagram(_syn(b"", words_delta=-1), ("h", 1), 0)         # below 9 words
+    rx.on_datagram(_syn(bytes.fromhex("0101030a")), ("h", 1), 0)   # option runs past the end
+    assert rx.stats.malformed_length == 2 and rx.stats.malformed_options == 1
+    assert out == [] and not rx.flows
+    rx.on_datagram(_syn(encode_options(sack_permitted=True)), ("h", 1), 0)
+    ans = TransportHeader.unpack(out[-1])
+    assert ans.flags == F_SYN | F_ACK and ans.options.sack_permitted
+
+
+def test_sender_counts_acks_with_bad_options() -> None:
+    s = Sender(NewReno(), PatternSource(10, 1000), lambda v: True, flow_id=5)
+    s.start(0)
+    buf = bytearray(HEADERS_LEN + 4)
+    n = pack_ack_headers(buf, F_SYN | F_ACK, 5, 0, 65536, 0, 0, None, bytes.fromhex("0101030a"))
+    s.on_datagram(bytes(buf[:n]), 1000)
+    assert s.bad_packets == 1 and s.state.value == "connecting"
+    n = pack_ack_headers(buf, F_SYN | F_ACK, 5, 0, 65536, 0, 0, None,
+                         encode_options(sack_permitted=True))
+    s.on_datagram(bytes(buf[:n]), 2000)
+    assert s.state.value == "established" and s.sack
