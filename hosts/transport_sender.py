@@ -34,10 +34,11 @@ What the transport owns (docs/transport.md; hosts/cc/base.py owns the numbers):
   start (``cwnd`` = 1 from ``on_timeout``) -- with SACK the walk skips every range
   the receiver SACKed (the scoreboard survives the timeout, RFC 6675 sec. 5.1,
   unless the receiver is seen to renege), so only data not SACKed is resent;
-* forced transmissions: ``CcState.force_new_segments`` segments of *new* data
-  leave at once, outside cwnd (GTCP's forced transmissions, which the paper
-  wants to be new data even during timeout recovery); the go-back-N walk after a
-  timeout skips what was sent after the timeout;
+* forced transmissions: ``CcState.force_segments`` segments leave at once,
+  outside cwnd (GTCP's forced transmissions): *new* data -- also during timeout
+  recovery, as the paper wants -- except in SACK fast recovery, where they are
+  what NextSeg() picks (lost data first, then new data); the go-back-N walk
+  after a timeout skips what was sent after the timeout;
 * Karn's rule: data segments sent again carry the RETX flag, the receiver echoes it
   with the timestamp, and such ACKs give no RTT sample;
 * the receive window: never send beyond ``snd_una + rwnd``;
@@ -406,7 +407,7 @@ class Sender:
             if not self._send_segment(seq, now_us, True, limit):
                 return
             self._retx_pending = False
-        if st.force_new_segments > 0 and not self._send_forced(now_us):
+        if st.force_segments > 0 and not self._send_forced(now_us):
             self._sync_state()
             return
         mss = self.mss_bytes
@@ -468,17 +469,20 @@ class Sender:
         self.snd_nxt = nxt
         return nxt
 
-    def _pump_sack_recovery(self, now_us: int, cwnd_bytes: int, rate_bps: Optional[float]) -> bool:
+    def _pump_sack_recovery(self, now_us: int, cwnd_bytes: Optional[int],
+                            rate_bps: Optional[float]) -> bool:
         """RFC 6675 sec. 5 step (C): send one segment chosen by NextSeg() if
-        ``cwnd - pipe`` allows it; False when nothing (more) can be sent now."""
+        ``cwnd - pipe`` allows it (``cwnd_bytes`` None: a forced transmission,
+        outside the window); False when nothing (more) can be sent now."""
         choice = self._next_seg(now_us)
         if choice is None:
             return False
         seq, seg_len, rule = choice
         if seg_len:
-            pipe = self._window_flight()
-            if pipe > 0 and pipe + seg_len > cwnd_bytes:
-                return False
+            if cwnd_bytes is not None:
+                pipe = self._window_flight()
+                if pipe > 0 and pipe + seg_len > cwnd_bytes:
+                    return False
             if rate_bps and now_us < self.pace_next_us:
                 self._pace_waiting = True
                 return False
@@ -540,18 +544,29 @@ class Sender:
         return self.mss_bytes if end is None else max(min(self.mss_bytes, end - seq), 0)
 
     def _send_forced(self, now_us: int) -> bool:
-        """Send the new segments the algorithm asked for (``force_new_segments``),
-        outside cwnd. Credits that cannot be used now (no new data, receive window
-        full) are dropped; pacing delays them. False if the pump must stop."""
+        """Send the segments the algorithm asked for (``force_segments``), outside
+        cwnd: in SACK fast recovery the ones NextSeg() picks (lost data first),
+        otherwise new data. Credits that cannot be used now (nothing to send, receive
+        window full) are dropped; pacing delays them. False if the pump must stop."""
         st = self.st
         mss = self.mss_bytes
-        while st.force_new_segments > 0:
+        if self.sack and st.in_recovery:
+            while st.force_segments > 0:
+                if not self._pump_sack_recovery(now_us, None, st.pacing_rate_bps):
+                    if self._pace_waiting or self.blocked:
+                        return False
+                    st.force_segments = 0
+                    return True
+                st.force_segments -= 1
+                self.forced_segments += 1
+            return True
+        while st.force_segments > 0:
             seq = self.snd_max
             end = self.stream_end
             seg_len = mss if end is None else min(mss, end - seq)
             if (seg_len <= 0 or seq + seg_len > self.snd_una + self.rwnd_bytes
                     or not self._new_data_ready(seq, seg_len, now_us)):
-                st.force_new_segments = 0
+                st.force_segments = 0
                 self._app_wait_until_us = None
                 return True
             if st.pacing_rate_bps and now_us < self.pace_next_us:
@@ -560,7 +575,7 @@ class Sender:
             walking = self.snd_nxt < self.snd_max
             if not self._send_segment(seq, now_us, False, seq + seg_len):
                 return False
-            st.force_new_segments -= 1
+            st.force_segments -= 1
             self.forced_segments += 1
             if not walking:
                 self.snd_nxt = self.snd_max

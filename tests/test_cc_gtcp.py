@@ -2,7 +2,7 @@
 timeout recovery, start-up threshold, and rate_G = 0 being NewReno."""
 import pytest
 
-from bwn.hosts.cc.base import AckInfo, CcState, CongestionControl, SentSegment
+from bwn.hosts.cc.base import AckInfo, CcState, CongestionControl
 from bwn.hosts.cc.gtcp import Gtcp
 
 MSS = 1000
@@ -75,25 +75,52 @@ def test_congestion_avoidance_and_slow_start_threshold():
     assert st.cwnd == pytest.approx(30.0 + 1 / 30)      # then +1/cwnd
 
 
-def test_timeout_recovery():
+def test_timeout_recovery_forces_new_segments_outside_the_window():
     cc, st = fresh()
-    for i in range(40):
-        cc.on_packet_sent(st, SentSegment(0, i * MSS, MSS, False))
-    st.cwnd, st.bytes_in_flight = 30.0, 30 * MSS        # 30 outstanding (10..39)
+    st.snd_una, st.snd_max = 10 * MSS, 40 * MSS         # 30 outstanding (10..39)
+    st.cwnd, st.bytes_in_flight = 30.0, 30 * MSS
     cc.on_timeout(st)
     assert st.cwnd == 1.0                               # the best-effort part only
-    seen = []
+    forced, windows = [], []
     for n in range(1, 33):
         cc.on_dupack(st, dup(n))
-        seen.append(st.cwnd)
-    # first cwnd_G dup ACKs force a segment each; then none until 30 (the outstanding count)
-    # have come back; after that one per dup ACK
-    assert seen == [1.0 + i for i in range(1, 11)] + [11.0] * 20 + [12.0, 13.0]
+        forced.append(st.force_segments)
+        windows.append(st.cwnd)
+    # first cwnd_G dup ACKs force a new segment each; then none until 30 (the
+    # outstanding count) have come back; after that one per dup ACK
+    assert forced == list(range(1, 11)) + [10] * 20 + [11, 12]
+    assert windows == [1.0] * 32                        # the window is the best-effort part
     cc.on_ack(st, ack(seq=20 * MSS, acked=10 * MSS))     # new ACK: best-effort slow start 1 -> 2
-    assert st.cwnd == pytest.approx(2.0 + 12.0)
-    cc.on_ack(st, ack(seq=40 * MSS, acked=20 * MSS))     # passes ssexit_thresh (40 000)
+    assert st.cwnd == pytest.approx(2.0)
+    cc.on_ack(st, ack(seq=40 * MSS, acked=20 * MSS))     # passes ssexit_thresh (snd_max 40 000)
     assert st.cwnd == pytest.approx(10.0 + 3.0)         # cwnd_G + cwnd_BE
     assert st.ssthresh == pytest.approx(10.0 + (30 - 10) / 2)
+
+
+def test_cwnd_g_counts_frames_as_the_meter_does():
+    cc, st = fresh()
+    st.frame_overhead_bytes = 102                        # a 1000-byte segment is a 1102-byte frame
+    assert cc.cwnd_g(st) == pytest.approx(RATE_G * (RTT_BASE / 1e6) / (8 * 1102))
+    # Sent at that window per rtt_base, the frames carry exactly rate_G.
+    assert cc.cwnd_g(st) * 1102 * 8 / (RTT_BASE / 1e6) == pytest.approx(RATE_G)
+
+
+def test_sack_fast_recovery_collapses_at_once_and_forces_cwnd_g_new_segments():
+    cc, st = fresh()
+    st.sack = True
+    st.cwnd, st.ssthresh, st.bytes_in_flight = 30.0, 25.0, 30 * MSS
+    cc.on_enter_recovery(st)
+    st.in_recovery = True
+    assert st.cwnd == pytest.approx(10.0 + 20.0 / 2)     # cwnd_update: pipe does the rest
+    for n in range(4, 4 + 22):
+        cc.on_dupack(st, dup(n))
+    assert st.force_segments == 10                  # the first cwnd_G duplicate ACKs
+    assert st.cwnd == pytest.approx(20.0)                # never inflated
+    cc.on_partial_ack(st, ack(seq=35 * MSS, acked=5 * MSS))
+    assert st.cwnd == pytest.approx(20.0)
+    st.in_recovery = False
+    cc.on_exit_recovery(st, ack(seq=40 * MSS, acked=5 * MSS))
+    assert st.cwnd == pytest.approx(20.0) and st.ssthresh == pytest.approx(20.0)
 
 
 def test_no_reservation_is_newreno():

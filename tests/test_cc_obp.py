@@ -35,16 +35,16 @@ def eq1(ep, ab, mx):
     return ep + ep * ((ab + GAMMA * mx) / mx) * (1 - DELTA * ep / math.sqrt(ep ** 2 + (mx / 2) ** 2))
 
 
-def test_starts_window_based_and_switches_at_first_feedback_with_two_mss_per_rtt():
+def test_starts_window_based_and_switches_at_first_feedback_at_the_window_per_rtt():
     cc, st = fresh()
     assert cc.rate_based
     assert st.cwnd == 2 and st.pacing_rate_bps is None
     cc.on_feedback(st, ack(0, None))                     # no echo: still NewReno
     cc.on_ack(st, ack(0, None))
     assert st.cwnd == 3 and st.pacing_rate_bps is None
-    cc, st = fresh()
+    cc, st = fresh(cwnd=5)
     cc.on_feedback(st, ack(0, fb(100, 50)))
-    ep = 2 * 8000 / 0.1                                  # 2 MSS per initial RTT = 160 kb/s
+    ep = 5 * 8000 / 0.1                                  # the window per initial RTT = 400 kb/s
     tr = ep + ep * ((50e6 + 0.09 * 100e6) / 100e6) * (1 - 0.9 * ep / math.sqrt(ep ** 2 + 50e6 ** 2))
     assert st.pacing_rate_bps == pytest.approx(tr)
     assert st.estimate_bps == pytest.approx(tr)
@@ -87,8 +87,8 @@ def test_ep_is_the_mean_of_the_trs_of_the_previous_rtt():
     assert st.pacing_rate_bps == pytest.approx(eq1(ep1, 40e6, 100e6))
 
 
-def test_dupacks_and_loss_leave_the_rate_alone_timeout_halves_ep():
-    cc, st = fresh(cwnd=125)
+def test_paper_sender_ignores_dupacks_and_loss_timeout_halves_ep():
+    cc, st = fresh(cwnd=125, unexplained_loss_factor=1.0)
     cc.on_feedback(st, ack(0, fb(100, 50)))
     tr = st.pacing_rate_bps
     cwnd = st.cwnd
@@ -129,7 +129,45 @@ def test_feedback_disappearing_falls_back_to_window_mode():
     assert st.cwnd == pytest.approx(tr * 0.1 / 8000) and st.ssthresh == st.cwnd
 
 
-def test_floor_one_segment_per_rtt():
+def test_a_loss_the_feedback_does_not_explain_halves_ep_once():
+    cc, st = fresh(cwnd=125)                             # EP = 10 Mb/s
+    cc.on_feedback(st, ack(0, fb(100, 50)))              # AB > 0: the network says "room"
+    cc.on_dupack(st, ack(1, None, acked=0))
+    cc.on_enter_recovery(st)
+    st.in_recovery = True
+    assert st.pacing_rate_bps == pytest.approx(5e6) and st.extra["ep_bps"] == pytest.approx(5e6)
+    cc.on_dupack(st, ack(2, None, acked=0))              # later duplicate ACKs: nothing more
+    assert st.pacing_rate_bps == pytest.approx(5e6)
+    assert st.cwnd == pytest.approx(2 * 5e6 * 0.1 / 8000)
+
+
+def test_a_loss_under_negative_ab_is_explained_and_left_to_eq4():
+    cc, st = fresh(cwnd=125)
+    cc.on_feedback(st, ack(0, fb(100, -50)))             # eq. (4): 6.67 Mb/s
+    tr = st.pacing_rate_bps
+    cc.on_enter_recovery(st)
+    assert st.pacing_rate_bps == tr
+
+
+def test_floor_four_segments_per_rtt_and_cwnd_leaves_room_for_three_dupacks():
     cc, st = fresh(cwnd=2)
     cc.on_feedback(st, ack(0, fb(100, -1000)))           # eq. (4) would give EP / 11
-    assert st.pacing_rate_bps == pytest.approx(8000 / 0.1)
+    assert st.pacing_rate_bps == pytest.approx(4 * 8000 / 0.1)   # 4 frames per RTT
+    assert st.cwnd >= 4                                   # a loss still gets 3 dupacks
+    cc2, st2 = fresh(cwnd=2, min_segments_per_rtt=1.0)
+    st2.frame_overhead_bytes = 102                        # frames, as the switches count
+    cc2.on_feedback(st2, ack(0, fb(100, -1000)))
+    assert st2.pacing_rate_bps == pytest.approx(1102 * 8 / 0.1)
+    assert st2.cwnd == 4                                  # never below DupThresh + 1
+
+
+def test_absurd_feedback_keeps_tr_between_the_floor_and_the_narrow_link():
+    cc, st = fresh(cwnd=125)
+    for i in range(200):                                  # AB "2 Tb/s" on a 100 Mb/s path
+        cc.on_feedback(st, ack(i * 100_000, Feedback(hop_count=1, ebn_code=None,
+                                                     narrow_kbps=100_000, tight_kbps=2**31 - 2)))
+        assert st.pacing_rate_bps <= 100e6
+    assert st.pacing_rate_bps == pytest.approx(100e6)
+    cc.on_feedback(st, ack(30_000_000, Feedback(hop_count=1, ebn_code=None, narrow_kbps=1,
+                                                tight_kbps=-(2**31))))
+    assert st.pacing_rate_bps == pytest.approx(4 * 8000 / 0.1)    # the floor, not 1 kb/s

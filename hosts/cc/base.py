@@ -113,10 +113,11 @@ class CcState:
     #: transport header): a segment of ``mss_bytes`` is ``mss_bytes + this`` on the
     #: wire, the unit in which switches meter and count.
     frame_overhead_bytes: int = 0
-    # Set by the algorithm, used and reset by the transport: this many segments of
-    # *new* data leave at once, outside cwnd (GTCP's forced transmissions). Credits
-    # that cannot be used at once (no new data, receive window full) are dropped.
-    force_new_segments: int = 0
+    # Set by the algorithm, used and reset by the transport: this many segments leave
+    # at once, outside cwnd (GTCP's forced transmissions): new data, except in SACK
+    # fast recovery, where RFC 6675's NextSeg() picks them (lost data first). Credits
+    # that cannot be used at once (nothing to send, receive window full) are dropped.
+    force_segments: int = 0
     # The algorithm's own estimate, for the flow log (bits per second or None).
     estimate_bps: Optional[float] = None
     extra: dict = field(default_factory=dict)  # algorithm-specific values to log

@@ -19,11 +19,12 @@ transmission rate TR, with ``Max.TR`` = narrow link and ``AB`` = tight link:
 * ``delta = 0.9``, ``gamma = 0.09``.
 
 Units: the paper counts packets/s; here EP, TR, AB and Max.TR are all bit/s
-(kb/s fields * 1000), so every ratio in eqs. (1)-(4) is unit-free and unchanged.
+(kb/s fields * 1000) of Ethernet frames, what the switches count and the
+transport paces, so every ratio in eqs. (1)-(4) is unit-free and unchanged.
 
 The sender is rate based (``rate_based = True``): ``CcState.pacing_rate_bps = TR``;
 cwnd is only a safety bound on the data in flight,
-``cwnd = inflight_gain * TR * srtt / (8 * mss)`` (``inflight_gain = 2``).
+``cwnd = inflight_gain * TR * srtt / (8 * frame_bytes)`` (``inflight_gain = 2``).
 
 Decisions (the paper is silent on all of these):
 
@@ -34,30 +35,46 @@ Decisions (the paper is silent on all of these):
   leaves EP unchanged.
 * **Start**: until the first ACK with feedback the flow is window based with the
   base class's initial window of 2 segments (no pacing). At the first feedback EP
-  is set to ``cwnd`` segments per RTT -- 2 MSS per initial RTT, TCP's initial
-  window expressed as a rate -- and from then on TR rules.
+  is set to ``cwnd`` segments per RTT -- TCP's initial window expressed as a rate,
+  raised to the floor below (4 frames per RTT) -- and from then on TR rules.
 * **No switch on the path** (echo ``hop_count == 0``, or the narrow/tight fields
   unset, or no echo at all): such ACKs compute no TR. A flow that never sees
   feedback stays plain NewReno (window based, no pacing). A flow that had feedback
   and then sees none for ``fallback_rtts`` (2) whole RTT periods (the path changed)
   falls back to NewReno with ``cwnd = ssthresh = TR * srtt / mss``; it returns to
   rate mode, with EP = that window's rate, at the next feedback.
-* **Loss**: the paper reports none (the feedback prevents it). Fast retransmit
-  leaves TR and EP alone (a single loss with feedback present is not
-  congestion OBP could have avoided: the network said there was room; halving
-  would only fight eq. (1)); the transport retransmits and cwnd stays the
-  in-flight bound, so no window inflation is needed. A retransmission timeout is
-  taken as evidence that the feedback is wrong or stale: ``EP = TR = EP / 2``
-  (``timeout_factor = 0.5``).
-* **Floors**: EP and TR are never below one segment per RTT
-  (``8 * mss / srtt``), so the multiplicative law can always recover; cwnd is never
-  below 2 segments. ``Max.TR = 0`` (no capacity) yields no TR.
+* **Loss**: the paper reports none (the feedback prevents it). A retransmission
+  timeout is taken as evidence that the feedback is wrong or stale:
+  ``EP = TR = EP * timeout_factor`` (0.5).
+* **Deviation -- losses the feedback does not explain** (issue 10): on a real
+  network a sender also loses packets where the stamped AB says there is room (a
+  full input buffer, a port that drops before its AB turns negative, a link
+  without a BWN switch). At the start of a fast recovery, if the last AB was
+  ``>= 0``, ``EP = TR = EP * unexplained_loss_factor`` (0.5, TCP's halving, RFC
+  5681 eq. 4); with AB < 0 eq. (4) is already reducing TR and nothing more is
+  done. The paper's sender ignores such losses (it reports none);
+  ``unexplained_loss_factor = 1`` restores that.
+* **Floors** (issue 10, the floor trap): EP and TR are never below
+  ``min_segments_per_rtt`` (4 = DupThresh + 1) frames per RTT and cwnd never
+  below 4 segments, so that one loss still leaves three later segments to
+  produce three duplicate ACKs before the retransmission timer (restarted by
+  every new ACK) expires. With the former floor of one segment per RTT and
+  cwnd = 2, every loss at the floor was a timeout, which halved EP again: a flow
+  that reached the floor could not leave it. ``Max.TR = 0`` (no capacity) yields
+  no TR.
+* **Bounds under forged or absurd feedback** (issue 12): AB is taken as at most
+  Max.TR (a tight link cannot have more room than the narrow link's capacity),
+  and TR is kept within ``[floor, max(floor, Max.TR)]``: a flow never paces
+  above the narrowest link it was told about, whatever AB says.
 """
 import math
 from typing import List, Optional
 
 from .base import AckInfo, CcState, CongestionControl, Feedback, SentSegment
 from .filters import US_PER_S
+
+#: cwnd never below DupThresh + 1 segments: one loss can still produce 3 duplicate ACKs.
+MIN_CWND_SEGMENTS = 4.0
 
 
 class Obp(CongestionControl):
@@ -73,16 +90,25 @@ class Obp(CongestionControl):
         inflight_gain: float = 2.0,
         timeout_factor: float = 0.5,
         fallback_rtts: int = 2,
+        unexplained_loss_factor: float = 0.5,
+        min_segments_per_rtt: float = 4.0,
     ) -> None:
         if inflight_gain <= 0:
             raise ValueError("inflight_gain must be > 0")
         if not 0 < timeout_factor <= 1:
             raise ValueError("timeout_factor must be in (0, 1]")
+        if not 0 < unexplained_loss_factor <= 1:
+            raise ValueError("unexplained_loss_factor must be in (0, 1] (1: ignore such losses)")
+        if min_segments_per_rtt <= 0:
+            raise ValueError("min_segments_per_rtt must be > 0")
         self.delta = float(delta)
         self.gamma = float(gamma)
         self.inflight_gain = float(inflight_gain)
         self.timeout_factor = float(timeout_factor)
         self.fallback_rtts = int(fallback_rtts)
+        self.unexplained_loss_factor = float(unexplained_loss_factor)
+        self.min_segments_per_rtt = float(min_segments_per_rtt)
+        self.unexplained_losses = 0
         self.mode = "window"
         self.ep: Optional[float] = None
         self.tr: Optional[float] = None
@@ -95,7 +121,9 @@ class Obp(CongestionControl):
 
     # -- the paper's equations ---------------------------------------------------
     def rate(self, ep: float, ab: float, max_tr: float) -> float:
-        """TR from EP, AB and Max.TR: eq. (1) for AB >= 0, eq. (4) for AB < 0."""
+        """TR from EP, AB and Max.TR: eq. (1) for AB >= 0, eq. (4) for AB < 0
+        (AB above Max.TR is taken as Max.TR: see "Bounds")."""
+        ab = min(ab, max_tr)
         if ab >= 0:
             control = (ab + self.gamma * max_tr) / max_tr                          # eq. (2)/EP
             fairness = 1.0 - self.delta * ep / math.sqrt(ep * ep + (max_tr / 2.0) ** 2)
@@ -121,14 +149,15 @@ class Obp(CongestionControl):
         )
 
     def _floor(self, st: CcState, rtt_us: float) -> float:
-        return 8.0 * st.mss_bytes * US_PER_S / rtt_us
+        """min_segments_per_rtt frames per RTT, in frame bits/s (the floor-trap fix)."""
+        return self.min_segments_per_rtt * 8.0 * st.frame_bytes * US_PER_S / rtt_us
 
     def _apply(self, st: CcState, rtt_us: Optional[float]) -> None:
         st.pacing_rate_bps = self.tr
         st.estimate_bps = self.tr
         if self.tr is not None and rtt_us:
-            bound = self.inflight_gain * self.tr * (rtt_us / US_PER_S) / (8.0 * st.mss_bytes)
-            st.cwnd = min(max(bound, 2.0), st.max_cwnd)
+            bound = self.inflight_gain * self.tr * (rtt_us / US_PER_S) / (8.0 * st.frame_bytes)
+            st.cwnd = min(max(bound, MIN_CWND_SEGMENTS), st.max_cwnd)
         st.extra["ep_bps"] = self.ep
         st.extra["ab_bps"] = self.ab
         st.extra["max_tr_bps"] = self.max_tr
@@ -149,7 +178,7 @@ class Obp(CongestionControl):
                 return
             # switch to rate mode: EP = the current window per RTT (2 MSS per initial RTT at start)
             self.mode = "rate"
-            self.ep = max(st.cwnd * st.mss_bytes * 8.0 * US_PER_S / rtt, self._floor(st, rtt))
+            self.ep = max(st.cwnd * st.frame_bytes * 8.0 * US_PER_S / rtt, self._floor(st, rtt))
             self.tr = self.ep
             self.round_trs = []
             self.round_start_us = ack.now_us
@@ -174,7 +203,7 @@ class Obp(CongestionControl):
             assert fb is not None and fb.narrow_kbps is not None and fb.tight_kbps is not None
             self.max_tr = fb.narrow_kbps * 1000.0
             self.ab = fb.tight_kbps * 1000.0
-            tr = self.rate(self.ep, self.ab, self.max_tr)
+            tr = min(self.rate(self.ep, self.ab, self.max_tr), self.max_tr)   # "Bounds"
             if rtt:
                 tr = max(tr, self._floor(st, rtt))
             self.tr = tr
@@ -185,7 +214,7 @@ class Obp(CongestionControl):
     def _fall_back(self, st: CcState, rtt_us: float) -> None:
         rate = self.tr or self.ep or 0.0
         self.mode = "window"
-        st.cwnd = max(rate * (rtt_us / US_PER_S) / (8.0 * st.mss_bytes), 2.0)
+        st.cwnd = max(rate * (rtt_us / US_PER_S) / (8.0 * st.frame_bytes), 2.0)
         st.ssthresh = st.cwnd
         st.pacing_rate_bps = None
         st.extra["mode"] = self.mode
@@ -205,6 +234,21 @@ class Obp(CongestionControl):
     def on_enter_recovery(self, st: CcState) -> None:
         if self.mode == "window":
             super().on_enter_recovery(st)
+            return
+        # DEVIATION from the paper (docs/algorithms.md, OBP "Loss"): a loss while the
+        # tight link said there was room is one the feedback does not explain; back
+        # off as TCP would. unexplained_loss_factor = 1 is the paper's sender.
+        if self.ab is not None and self.ab >= 0 and self.unexplained_loss_factor < 1.0:
+            assert self.ep is not None
+            rtt = self._rtt_us(st)
+            self.ep = self.ep * self.unexplained_loss_factor
+            if rtt:
+                self.ep = max(self.ep, self._floor(st, rtt))
+            self.tr = self.ep
+            self.round_trs = []
+            self.unexplained_losses += 1
+            st.extra["unexplained_losses"] = self.unexplained_losses
+            self._apply(st, rtt)
 
     def on_partial_ack(self, st: CcState, ack: AckInfo) -> None:
         if self.mode == "window":
