@@ -148,3 +148,54 @@ def test_no_reservation_is_newreno():
             else:
                 cc.on_timeout(st)
         assert (gs.cwnd, gs.ssthresh) == (ns.cwnd, ns.ssthresh), kind
+
+
+# -- over the real transport (bwn.hosts.transport_sim) -----------------------------------------
+@pytest.mark.parametrize("sack", [True, False], ids=["sack", "no-sack"])
+def test_timeout_recovery_sends_new_data_and_no_retransmission_storm(sack):
+    from bwn.hosts.transport_sender import SenderConfig
+    from bwn.hosts.transport_sim import LinkModel, Simulation
+    from bwn.hosts.transport_source import PatternSource, pattern_bytes
+    from bwn.hosts.transport_wire import F_DATA, F_RETX, TransportHeader
+
+    lost = 300 * MSS
+    seen = []
+
+    def drop(t, pkt):   # segment 300 and its fast retransmission: only the RTO repairs it
+        h = TransportHeader.unpack(pkt)
+        if h.flags & F_DATA and h.seq == lost and len(seen) < 2:
+            seen.append(t)
+            return True
+        return False
+
+    fwd = LinkModel(delay_us=20_000, rate_bps=10e6, queue_packets=300, drop_if=drop)
+    sim = Simulation(fwd, LinkModel(delay_us=20_000), seed=1)
+    sim.keep_log = True
+    # A finite default ssthresh keeps slow start from overflowing the queue: the one
+    # loss is ours, and duplicate ACKs keep coming after the timeout (paper III-D 2).
+    cc = Gtcp(rate_g_bps=6e6, initial_ssthresh=40)
+    s = sim.add_flow(cc, PatternSource(1500 * MSS, MSS), config=SenderConfig(mss_bytes=MSS, sack=sack))
+    at = {}
+    orig = s._on_rto
+
+    def spy(now):
+        if "t" not in at:
+            at.update(t=now, high=s.snd_max, una=s.snd_una)
+        orig(now)
+
+    s._on_rto = spy
+    sim.run(until_us=60_000_000)
+    assert s.state.value == "done" and s.timeouts >= 1 and len(seen) == 2
+    assert sim.forward.stats.dropped_queue == 0
+    assert bytes(sim.sink_of(s).data) == pattern_bytes(0, 1500 * MSS)
+    pkts = [(t, TransportHeader.unpack(p)) for t, d, p in sim.sent_log if d == "fwd"]
+    after = [h for t, h in pkts if t >= at["t"] and h.flags & F_DATA]
+    retx = [h for h in after if h.flags & F_RETX]
+    fresh = [h for h in after if not h.flags & F_RETX]
+    assert s.forced_segments > 0 and fresh and fresh[0].seq >= at["high"]  # new data first
+    outstanding = (at["high"] - at["una"]) // MSS
+    assert len(retx) <= outstanding                      # each outstanding segment at most once
+    if sack:
+        assert len(retx) == 1                            # only the hole: the rest was SACKed
+    summary = s.summary(sim.now_us)
+    assert summary["spurious_retransmits"] <= (0 if sack else outstanding)

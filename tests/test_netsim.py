@@ -1,0 +1,155 @@
+"""The multi-hop simulator (bwn.hosts.transport_netsim): the RFC 2597 edge model
+and eq. (6) feedback of its ports, and what GTCP and OBP achieve on it
+(issue 10). Figures over several seeds: benchmarks/gtcp_sim.py and
+benchmarks/obp_parking_lot_sim.py."""
+from __future__ import annotations
+
+from typing import Any, List
+
+import pytest
+
+from bwn.hosts.cc import registry
+from bwn.hosts.netsim_scenarios import (
+    GTCP_RESERVATIONS_MBIT,
+    gtcp_reservations,
+    max_min_long_share_mbps,
+    parking_lot,
+)
+from bwn.hosts.transport_netsim import L2_L4_OVERHEAD_BYTES, NetFlow, NetworkSim, TokenBucket
+from bwn.hosts.transport_sender import SenderConfig
+from bwn.hosts.transport_source import PatternSource, pattern_bytes
+from bwn.hosts.transport_wire import DATA_VK, HEADERS_LEN
+
+PKT = 1000 - L2_L4_OVERHEAD_BYTES   # a UDP payload whose frame is 1000 bytes
+
+
+def data_pkt() -> bytearray:
+    pkt = bytearray(PKT)
+    pkt[0] = DATA_VK
+    return pkt
+
+
+def fake_flow(index: int, reserved_bps: float = 0.0, burst: int = 0) -> Any:
+    return NetFlow(index, None, ("x", index), "d", [], [],  # type: ignore[arg-type]
+                   TokenBucket(reserved_bps, burst) if reserved_bps else None, f"f{index}")
+
+
+# -- the edge model (RFC 2597) ----------------------------------------------------------------
+def test_out_of_profile_dropped_above_threshold_in_profile_only_when_full() -> None:
+    net = NetworkSim()
+    port = net.port("p", rate_bps=1e6, delay_us=0, queue_packets=10, af_threshold_packets=4)
+    be = fake_flow(0)
+    reserved = fake_flow(1, reserved_bps=1e6, burst=100_000)   # every packet in profile
+    fates = [port.arrive(data_pkt(), be, 0) is not None for _ in range(8)]
+    assert fates == [True] * 5 + [False] * 3             # 1 in service + 4 waiting: threshold
+    assert port.stats.dropped_precedence == 3
+    fates = [port.arrive(data_pkt(), reserved, 0) is not None for _ in range(8)]
+    assert fates == [True] * 6 + [False] * 2             # in profile: until 10 wait
+    assert port.stats.dropped_queue == 2 and port.stats.in_profile == 6
+
+
+def test_token_bucket_marks_the_reserved_rate_in_frame_bytes() -> None:
+    tb = TokenBucket(8e6, 1000)                          # 1 MB/s, one 1000-byte frame of depth
+    assert tb.conforms(1000, 0)
+    tb.consume(1000)
+    assert not tb.conforms(1000, 500)                    # 500 bytes of tokens after 0.5 ms
+    assert tb.conforms(1000, 1000)
+
+
+def test_one_fifo_keeps_a_flows_packets_in_order_whatever_their_color() -> None:
+    net = NetworkSim()
+    port = net.port("p", rate_bps=10e6, delay_us=1000, queue_packets=100, af_threshold_packets=50)
+    flow = fake_flow(0, reserved_bps=2e6, burst=3000)    # some packets in profile, some not
+    times = [port.arrive(data_pkt(), flow, t * 100) for t in range(40)]
+    assert all(t is not None for t in times)
+    assert 0 < port.stats.in_profile < 40
+    assert times == sorted(times)                         # departures in arrival order
+
+
+def test_unused_reservation_is_anybodys() -> None:
+    # A best-effort flow alone behind an edge with a 7 Mb/s reservation for others
+    # fills the 10 Mb/s link: the model is work-conserving.
+    net = NetworkSim()
+    p = net.port("b", rate_bps=10e6, delay_us=10_000, queue_packets=60, af_threshold_packets=30,
+                 bwn=False)
+    back = net.port("r", rate_bps=10e6, delay_us=10_000, bwn=False)
+    f = net.add_flow(registry.create("newreno"), PatternSource(None, 1000), dst="d",
+                     forward=[p], reverse=[back], config=SenderConfig(mss_bytes=1000))
+    net.run(5_000_000)
+    d0 = f.sender.st.delivered_bytes
+    net.run(15_000_000)
+    frames_mbps = (f.sender.st.delivered_bytes - d0) * 8 / 10 * (1000 + 102) / 1000 / 1e6
+    assert frames_mbps > 9.0
+
+
+# -- eq. (6) feedback -------------------------------------------------------------------------
+def test_ab_is_capacity_minus_bytes_received_minus_backlog() -> None:
+    net = NetworkSim()
+    port = net.port("p", rate_bps=1e6, delay_us=0, queue_packets=100, ab_period_us=10_000)
+    flow = fake_flow(0)
+    for _ in range(3):                                    # 3 frames of 1000 bytes at t = 0
+        port.arrive(data_pkt(), flow, 0)
+    port.arrive(data_pkt(), flow, 10_000)                 # closes the first period
+    # BR = 3000 bytes in 10 ms = 2.4 Mb/s; BI = 0 at the period's start.
+    assert port.ab_bps == pytest.approx(1e6 - 2.4e6)
+    for _ in range(2):
+        port.arrive(data_pkt(), flow, 15_000)
+    port.arrive(data_pkt(), flow, 20_000)
+    # BR = the 3 frames of 10-20 ms; BI = the queue when that period began (10 ms):
+    # 3 arrived at 0, 1 sent by then (8 ms each) -> 2 frames, 1.6 Mb/s over 10 ms.
+    assert port.ab_bps == pytest.approx(1e6 - 2.4e6 - 1.6e6)
+
+
+def test_drops_count_as_bytes_received() -> None:
+    net = NetworkSim()
+    port = net.port("p", rate_bps=1e6, delay_us=0, queue_packets=1, ab_period_us=10_000)
+    flow = fake_flow(0)
+    accepted = sum(port.arrive(data_pkt(), flow, 0) is not None for _ in range(5))
+    port.arrive(data_pkt(), flow, 10_000)
+    assert accepted == 2
+    assert port.ab_bps == pytest.approx(1e6 - 5 * 8000 / 0.01)   # all 5 received count
+
+
+def test_stamps_lower_narrow_and_tight_along_a_path() -> None:
+    net = NetworkSim()
+    a = net.port("a", rate_bps=100e6, delay_us=1000)
+    b = net.port("b", rate_bps=10e6, delay_us=1000)
+    back = net.port("r", rate_bps=100e6, delay_us=2000)
+    f = net.add_flow(registry.create("obp"), PatternSource(50_000, 1000), dst="d",
+                     forward=[a, b], reverse=[back], config=SenderConfig(mss_bytes=1000))
+    net.run(10_000_000)
+    assert f.sender.state.value == "done"
+    fb = f.sender.feedback
+    assert fb is not None and fb.hop_count == 2 and fb.narrow_kbps == 10_000
+    assert fb.tight_kbps is not None and fb.tight_kbps <= 10_000
+    assert bytes(net.sink_of(f).data) == pattern_bytes(0, 50_000)
+    assert HEADERS_LEN == 60
+
+
+# -- what the papers' senders get ---------------------------------------------------------------
+def test_gtcp_reserved_flows_get_reservation_plus_equal_share_srtt_variant() -> None:
+    res = gtcp_reservations(seed=1, duration_s=40, warmup_s=10,
+                            gtcp_params=["cwnd_g_rtt=srtt"]).by_name()
+    excess = (10 - sum(GTCP_RESERVATIONS_MBIT)) / 6
+    for r in GTCP_RESERVATIONS_MBIT:
+        f = res[f"g{int(r)}"]
+        assert f.frame_mbps >= 0.9 * (r + excess), f
+        assert f.in_profile_mbps >= 0.85 * r, f          # most of the reservation in profile
+        assert f.timeouts == 0
+    for i in (1, 2, 3):
+        assert res[f"be{i}"].frame_mbps >= 0.8 * excess
+
+
+def test_gtcp_paper_variant_keeps_the_reserved_flows_ahead_of_best_effort() -> None:
+    res = gtcp_reservations(seed=1, duration_s=40, warmup_s=10).by_name()
+    be = max(res[f"be{i}"].frame_mbps for i in (1, 2, 3))
+    assert res["g4"].frame_mbps > res["g2"].frame_mbps > res["g1"].frame_mbps > be
+    assert all(res[f"g{int(r)}"].in_profile_mbps >= 0.75 * r for r in GTCP_RESERVATIONS_MBIT)
+
+
+def test_obp_long_flow_gets_its_max_min_share_when_cross_traffic_leaves_it() -> None:
+    app = 3e6
+    res = parking_lot(seed=1, duration_s=40, warmup_s=15, cross_app_rate_bps=app).by_name()
+    share = max_min_long_share_mbps(app)
+    assert res["long"].frame_mbps >= 0.8 * share, res["long"]
+    assert all(res[f"cross{i}"].frame_mbps >= 0.95 * (share and 3.31) for i in (1, 2, 3))
