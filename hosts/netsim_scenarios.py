@@ -40,7 +40,7 @@ class FlowResult:
     retransmits: int
     timeouts: int
     forced_segments: int
-    spurious_retransmits: Optional[int] = None
+    packets_sent: int = 0
 
 
 @dataclass
@@ -57,10 +57,11 @@ def _measure(net: NetworkSim, flows: List[NetFlow], meter_port: Optional[Port],
              warmup_us: int, duration_us: int) -> ScenarioResult:
     net.run(warmup_us)
 
-    def snap(f: NetFlow) -> Tuple[int, int, int, int, int]:
+    def snap(f: NetFlow) -> Tuple[int, int, int, int, int, int]:
         s = f.sender
         prof = meter_port.stats.in_profile_bytes_by_flow.get(f.index, 0) if meter_port else 0
-        return (s.st.delivered_bytes, prof, s.retransmits, s.timeouts, s.forced_segments)
+        return (s.st.delivered_bytes, prof, s.retransmits, s.timeouts, s.forced_segments,
+                s.packets_sent)
 
     before = {f.name: snap(f) for f in flows}
     net.run(duration_us)
@@ -74,7 +75,7 @@ def _measure(net: NetworkSim, flows: List[NetFlow], meter_port: Optional[Port],
             name=f.name, algo=f.sender.cc.name,
             frame_mbps=payload_to_frame(goodput, MSS_BYTES) / 1e6,
             goodput_mbps=goodput / 1e6, in_profile_mbps=d[1] * 8 / secs / 1e6,
-            retransmits=d[2], timeouts=d[3], forced_segments=d[4]))
+            retransmits=d[2], timeouts=d[3], forced_segments=d[4], packets_sent=d[5]))
     drops = {name: p.stats.dropped_queue + p.stats.dropped_precedence
              for name, p in net.ports.items() if p.stats.dropped_queue + p.stats.dropped_precedence}
     return ScenarioResult(out, secs, drops)
@@ -110,20 +111,32 @@ def gtcp_reservations(*, seed: int = 1, duration_s: float = 60.0, warmup_s: floa
 def parking_lot(*, seed: int = 1, duration_s: float = 60.0, warmup_s: float = 20.0,
                 algo: str = "obp", params: Sequence[str] = (), sack: bool = True,
                 bottlenecks: int = 3, cross_app_rate_bps: Optional[float] = None,
-                loss: float = 0.0, queue_packets: int = 100) -> ScenarioResult:
+                loss: float = 0.0, queue_packets: int = 100, ab_period_us: int = 10_000,
+                long_sees_only_link: Optional[int] = None) -> ScenarioResult:
     """A long flow over ``bottlenecks`` 10 Mb/s links, one cross flow per link.
 
     ``cross_app_rate_bps`` makes the cross flows application limited (payload
-    rate); ``loss`` is random loss on each bottleneck (losses no feedback sees)."""
+    rate); ``loss`` is random loss on each bottleneck (losses no feedback sees).
+    ``long_sees_only_link`` (an experiment, not a network): only that bottleneck
+    (1-based) stamps the long flow's packets, so it sees one link's AB instead of
+    the path's minimum."""
     net = NetworkSim(seed=seed)
 
-    def port(name: str, rate: float, delay: int, queue: int = 1000, p: float = 0.0) -> Port:
+    def port(name: str, rate: float, delay: int, queue: int = 1000, p: float = 0.0,
+             only: Optional[set] = None) -> Port:
         """The output port ``name`` (a host's link carries its data and the ACKs it sends)."""
         if name in net.ports:
             return net.ports[name]
-        return net.port(name, rate_bps=rate, delay_us=delay, queue_packets=queue, loss=p)
+        return net.port(name, rate_bps=rate, delay_us=delay, queue_packets=queue, loss=p,
+                        ab_period_us=ab_period_us, stamp_only=only)
 
-    links = [port(f"b{i + 1}", 10e6, 10_000, queue_packets, loss) for i in range(bottlenecks)]
+    def only(i: int) -> Optional[set]:
+        if long_sees_only_link is None:
+            return None
+        return {f"cross{i + 1}", "long"} if i + 1 == long_sees_only_link else {f"cross{i + 1}"}
+
+    links = [port(f"b{i + 1}", 10e6, 10_000, queue_packets, loss, only(i))
+             for i in range(bottlenecks)]
     links_back = [port(f"b{i + 1}-back", 10e6, 10_000, queue_packets) for i in range(bottlenecks)]
     cfg = SenderConfig(mss_bytes=MSS_BYTES, sack=sack)
     rng = random.Random(seed)
@@ -144,6 +157,22 @@ def parking_lot(*, seed: int = 1, duration_s: float = 60.0, warmup_s: float = 20
                      port(f"s{i + 1}-x{i + 1}", 100e6, 5_000)],
             config=xcfg, start_us=rng.randrange(START_SPREAD_US)))
     return _measure(net, flows, None, int(warmup_s * 1e6), int(duration_s * 1e6))
+
+
+def hidden_bottleneck(*, seed: int = 1, duration_s: float = 40.0, warmup_s: float = 10.0,
+                      params: Sequence[str] = (), sack: bool = True) -> ScenarioResult:
+    """One OBP flow through a BWN port of 10 Mb/s, then a 5 Mb/s port without BWN
+    (50 packets of queue): a bottleneck the feedback does not see, whose drops are
+    the "losses the feedback does not explain" of issue 10."""
+    net = NetworkSim(seed=seed)
+    seen = net.port("bwn-10M", rate_bps=10e6, delay_us=10_000, queue_packets=100)
+    hidden = net.port("plain-5M", rate_bps=5e6, delay_us=1_000, queue_packets=50, bwn=False)
+    back = net.port("back", rate_bps=10e6, delay_us=11_000, bwn=False)
+    flow = net.add_flow(registry.create("obp", list(params)), PatternSource(None, MSS_BYTES),
+                        dst="d", name="obp", forward=[seen, hidden], reverse=[back],
+                        config=SenderConfig(mss_bytes=MSS_BYTES, sack=sack),
+                        start_us=random.Random(seed).randrange(START_SPREAD_US))
+    return _measure(net, [flow], None, int(warmup_s * 1e6), int(duration_s * 1e6))
 
 
 def max_min_long_share_mbps(cross_app_rate_bps: Optional[float], link_mbps: float = 10.0) -> float:

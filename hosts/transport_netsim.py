@@ -75,7 +75,8 @@ class Port:
 
     def __init__(self, net: "NetworkSim", name: str, rate_bps: float, delay_us: int,
                  queue_packets: int, af_threshold_packets: Optional[int], bwn: bool,
-                 ab_period_us: int, loss: float) -> None:
+                 ab_period_us: int, loss: float,
+                 stamp_only: Optional[Set[str]] = None) -> None:
         if af_threshold_packets is not None and not 0 <= af_threshold_packets <= queue_packets:
             raise ValueError(f"port {name}: need 0 <= af_threshold_packets <= queue_packets")
         self.net = net
@@ -87,6 +88,8 @@ class Port:
         self.bwn = bwn
         self.ab_period_us = ab_period_us
         self.loss = loss
+        # Experiments only: stamp the packets of these flows (by name), not the others'.
+        self.stamp_only = stamp_only
         self.stats = PortStats()
         self._busy_until_us = 0.0
         self._queue: Deque[Tuple[float, int]] = deque()   # (departure time, frame bytes)
@@ -149,7 +152,7 @@ class Port:
             st.in_profile_bytes_by_flow[flow.index] = (
                 st.in_profile_bytes_by_flow.get(flow.index, 0) + size)
             flow.meter.consume(size)  # type: ignore[union-attr]
-        if self.bwn and is_data:
+        if self.bwn and is_data and (self.stamp_only is None or flow.name in self.stamp_only):
             self._stamp(pkt)
         start = max(float(now_us), self._busy_until_us)
         depart = start + size * 8e6 / self.rate_bps
@@ -221,11 +224,12 @@ class NetworkSim:
     # -- building --------------------------------------------------------------------
     def port(self, name: str, *, rate_bps: float, delay_us: int, queue_packets: int = 1000,
              af_threshold_packets: Optional[int] = None, bwn: bool = True,
-             ab_period_us: int = 10_000, loss: float = 0.0) -> Port:
+             ab_period_us: int = 10_000, loss: float = 0.0,
+             stamp_only: Optional[Set[str]] = None) -> Port:
         if name in self.ports:
             raise ValueError(f"port {name!r} exists")
         p = Port(self, name, rate_bps, delay_us, queue_packets, af_threshold_packets, bwn,
-                 ab_period_us, loss)
+                 ab_period_us, loss, stamp_only)
         self.ports[name] = p
         return p
 

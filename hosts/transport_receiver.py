@@ -97,10 +97,16 @@ class Sink:
         pass
 
 
+#: Write buffer of an output file. Every open flow holds one, so it is part of the
+#: receiver's memory bound (docs/transport.md "Receiver limits"): 64 KiB is one
+#: write system call per ~46 full segments.
+FILE_BUFFER_BYTES = 64 * 1024
+
+
 class FileSink(Sink):
     def __init__(self, path: str) -> None:
         self.path = path
-        self._fh: IO[bytes] = open(path, "wb", buffering=1 << 20)
+        self._fh: IO[bytes] = open(path, "wb", buffering=FILE_BUFFER_BYTES)
 
     def write(self, data: memoryview) -> None:
         self._fh.write(data)

@@ -53,7 +53,8 @@ def test_file_transfer_is_exact(tmp_path: Path) -> None:
     src.write_bytes(os.urandom(3_000_000 + 17))
     out = tmp_path / "out.bin"
     recv, port = start_recv("--out", str(out), "--once", "--linger", "0.2",
-                            "--summary-json", str(tmp_path / "recv.json"))
+                            "--summary-json", str(tmp_path / "recv.json"),
+                            "--stats-json", str(tmp_path / "stats.json"))
     s = send(port, "--algo", "newreno", "--input", str(src), "--flow-id", "42",
              "--log", str(tmp_path / "flow.csv"), "--summary-json", str(tmp_path / "send.json"))
     rc, so, se = finish(s)
@@ -69,6 +70,16 @@ def test_file_transfer_is_exact(tmp_path: Path) -> None:
         assert key in summary
     rsum = json.loads((tmp_path / "recv.json").read_text())
     assert rsum[0]["status"] == "complete" and rsum[0]["bytes"] == src.stat().st_size
+    # SACK was negotiated, and the receiver's counters reached the sender's summary.
+    assert summary["sack"] is True and rsum[0]["sack"] is True
+    # (as of the FIN|ACK: a FIN retransmitted on a loaded machine may add one or two)
+    assert 0 <= rsum[0]["segments"] - summary["receiver_segments"] <= 3
+    assert summary["receiver_segments"] > 2000
+    assert summary["duplicate_segments"] <= rsum[0]["duplicate_segments"]
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats["flows_completed"] == 1 and stats["malformed"] == 0
+    assert stats["datagrams"] == rsum[0]["segments"] + stats["syn_received"]
+    assert "receiver:" in rso
     rows = (tmp_path / "flow.csv").read_text().splitlines()
     assert rows[0].startswith("time_s,flow_id,algo,cwnd") and len(rows) > 2
 

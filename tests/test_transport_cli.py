@@ -142,6 +142,10 @@ def test_send_usage_errors_exit_2_with_one_line(argv: list, msg: str,
     (["--listen", "127.0.0.1:1", "--delack-ms", "500"], "at most"),
     (["--listen", "127.0.0.1:1", "--out", "/nonexistent/dir/f"], "writable"),
     (["--listen", "127.0.0.1:1", "--log", "a.txt"], ".csv"),
+    (["--listen", "127.0.0.1:1", "--max-flows", "0"], ">= 1"),
+    (["--listen", "127.0.0.1:1", "--max-half-open", "x"], "whole number"),
+    (["--listen", "127.0.0.1:1", "--max-ooo-bytes", "-1"], ">= 0"),
+    (["--listen", "127.0.0.1:1", "--idle-timeout", "0"], "> 0"),
 ])
 def test_recv_usage_errors(argv: list, msg: str, capsys: pytest.CaptureFixture) -> None:
     with pytest.raises(SystemExit) as exc:
@@ -161,9 +165,11 @@ def test_python_m_help_and_list_algos() -> None:
     out = subprocess.run([PY, "-m", "bwn.hosts.send", "--help"], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0 and "--reserved-rate-mbit" in out.stdout
+    assert "--no-sack" in out.stdout
     out = subprocess.run([PY, "-m", "bwn.hosts.recv", "--help"], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0 and "--delayed-ack" in out.stdout
+    assert "--stats-json" in out.stdout and "--max-half-open" in out.stdout
     out = subprocess.run([PY, "-m", "bwn.hosts.send", "--list-algos"], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.startswith("newreno")
