@@ -3,13 +3,18 @@
 This module gathers the public names; the implementation is split by concern:
 
 * :mod:`bwn.hosts.transport_wire` -- the transport header after the BWN header;
-* :mod:`bwn.hosts.transport_sender` -- :class:`Sender` (NewReno loss recovery,
-  RFC 6298 timer, windows, pacing, the CongestionControl callbacks);
-* :mod:`bwn.hosts.transport_receiver` -- :class:`Receiver` (demux, reassembly, ACKs);
+* :mod:`bwn.hosts.transport_sender` -- :class:`Sender` (SACK/RFC 6675 or NewReno
+  loss recovery, RFC 6298 timer, windows, pacing, the CongestionControl callbacks);
+* :mod:`bwn.hosts.transport_sack` -- the SACK scoreboard (RFC 6675);
+* :mod:`bwn.hosts.transport_receiver` -- :class:`Receiver` (demux, half-open flows,
+  reassembly, ACKs, SACK blocks, limits and counters);
 * :mod:`bwn.hosts.transport_rto` -- :class:`RtoEstimator` (RFC 6298);
 * :mod:`bwn.hosts.transport_source` -- what is sent (pattern, file, bytes);
 * :mod:`bwn.hosts.transport_loop` -- sockets and the epoll event loop;
-* :mod:`bwn.hosts.transport_sim` -- a simulated channel with a fake clock (tests).
+* :mod:`bwn.hosts.transport_sim` -- a simulated channel with a fake clock (tests);
+* :mod:`bwn.hosts.transport_netsim` -- the same over a network of ports (eq. 6
+  feedback, the RFC 2597 edge model), :mod:`bwn.hosts.netsim_scenarios` the papers'
+  topologies on it.
 """
 from __future__ import annotations
 
