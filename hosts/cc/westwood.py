@@ -4,8 +4,8 @@ Sources:
 
 * S. Mascolo, C. Casetti, M. Gerla, S.S. Lee, M. Sanadidi, "TCP Westwood:
   congestion control with faster recovery", UCLA CS TR 200017, 2000 -- the
-  pseudocode the DFT paper (Capone & Martignon, IWDC 2001, sec. 2) quotes and whose
-  text was lost from our copy; restored in /work/shared/papers/NOTES.md:
+  pseudocode the DFT paper (Capone & Martignon, IWDC 2001, sec. 2) quotes
+  (restated in docs/algorithms.md):
 
   - per ACK: ``sample[k] = acked * pkt_size / (now - lastacktime)``,
     ``BWE[k] = beta * BWE[k-1] + (1 - beta) * (sample[k] + sample[k-1]) / 2``
