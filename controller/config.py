@@ -133,6 +133,7 @@ class ExperimentConfig:
     seed: Optional[int] = None
     source: Optional[Path] = None
     receive_window_bytes: Optional[int] = None  # every receiver's advertised window (bwn-recv --window-bytes)
+    sack: bool = True                          # senders use SACK (False: bwn-send --no-sack)
     capture_links: Optional[tuple[str, ...]] = None  # [capture] links; None: the bottlenecks
 
     def node_names(self) -> list[str]:
@@ -251,7 +252,8 @@ class _Resolver:
             hosts=tuple(t.hosts), links=tuple(links), flows=tuple(flows),
             reservations=tuple(t.reservations), dataplane=t.dataplane, telemetry=t.telemetry,
             schemes=tuple(t.experiment.schemes), seed=t.experiment.seed, source=source,
-            receive_window_bytes=t.experiment.receive_window_bytes, capture_links=capture)
+            receive_window_bytes=t.experiment.receive_window_bytes, sack=t.experiment.sack,
+            capture_links=capture)
 
     # -- nodes -------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ import typing
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PlainValidator,
+from pydantic import (AfterValidator, StrictBool, BaseModel, ConfigDict, Field, PlainValidator,
                       ValidationError, WithJsonSchema, WrapValidator, model_validator)
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import PydanticCustomError
@@ -142,6 +142,24 @@ Algorithm = choice("algorithm", ALGORITHMS)
 Scheme = choice("scheme", (UNDER_TEST,) + ALGORITHMS)
 
 
+def _check_scheme_spec(text: str) -> str:
+    """`algo` or `algo:key=value;key=value` (a scheme with parameters, as `bwn run
+    --schemes` takes it); the algorithm must be known, each parameter key=value."""
+    algo, _, params = text.partition(":")
+    if algo not in ALGORITHMS:
+        raise _fail(f"unknown algorithm {algo!r} (expected one of: {', '.join(ALGORITHMS)}, "
+                    f"optionally with parameters: algo:key=value;key=value)")
+    for item in (p for p in params.split(";") if p) if params else ():
+        if "=" not in item or not item.split("=", 1)[0]:
+            raise _fail(f"scheme {text!r}: parameter {item!r} is not key=value")
+    return text
+
+
+SchemeSpec = Annotated[Text, AfterValidator(_check_scheme_spec), Named("algorithm names"),
+                       WithJsonSchema({"type": "string",
+                                       "pattern": "^(" + "|".join(ALGORITHMS) + ")(:[^=;]+=[^;]*(;[^=;]+=[^;]*)*)?$"})]
+
+
 def _interface(value: Any) -> ipaddress.IPv4Interface:
     if isinstance(value, ipaddress.IPv4Interface):
         return value
@@ -189,13 +207,16 @@ class ExperimentTable(_Table):
     name: Optional[Text] = Field(None, description="name of the experiment (default: the "
                                                    "file name without .toml)")
     duration_s: Positive = Field(DEFAULT_DURATION_S, description="length of one scheme's run, s")
-    schemes: list[Algorithm] = Field(default_factory=list, description=(
+    schemes: list[SchemeSpec] = Field(default_factory=list, description=(
         "schemes to run, each replacing \"under-test\" in the flows (default: the runner's "
         "--schemes)"))
     seed: Optional[_integer(ge=0)] = Field(None, description="random seed for loss and "
                                                                "anything else random")
     receive_window_bytes: Optional[_integer(ge=2000)] = Field(None, description=(
         "every receiver's advertised window (bwn-recv --window-bytes; default 4 MiB)"))
+    sack: StrictBool = Field(True, description=(
+        "senders use SACK (RFC 2018/6675; docs/transport.md); false = bwn-send --no-sack, "
+        "the NS-2-like NewReno recovery of the papers' simulations"))
 
 
 class DataplaneConfig(_Table):
