@@ -47,8 +47,9 @@ class ForwardingTest(BwnTest):
 
 
 class NonBwnTrafficUntouchedTest(BwnTest):
-    """TCP and UDP (also UDP from the BWN port, i.e. ACKs) leave with only the
-    routing changes: same bytes otherwise, UDP checksum included."""
+    """TCP and UDP (also UDP from the BWN port, i.e. ACKs, and a BWN DATA header
+    sent to another UDP port) leave with only the routing changes: same bytes
+    otherwise, UDP checksum included."""
 
     def runTest(self) -> None:
         self.add_hosts()
@@ -57,7 +58,12 @@ class NonBwnTrafficUntouchedTest(BwnTest):
         ack[UDP].sport, ack[UDP].dport = BWN_UDP_PORT, 40000
         del ack[UDP].chksum
         ack = Ether(bytes(ack))
-        for pkt in (tcp_packet(1, 2), udp_packet(1, 2), ack):
+        # A DATA header on another UDP port is not BWN: only port 16983 is.
+        lookalike = bwn_packet(1, 2, sport=40010)
+        lookalike[UDP].dport = 5001
+        del lookalike[UDP].chksum
+        lookalike = Ether(bytes(lookalike))
+        for pkt in (tcp_packet(1, 2), udp_packet(1, 2), ack, lookalike):
             tu.send_packet(self, 1, pkt)
             expected = routed(pkt, 2)
             tu.verify_packet(self, expected, 2)
