@@ -291,8 +291,10 @@ def test_execute_resumes_skipping_complete_valid_runs(tmp_path, monkeypatch):
     grid = gr.load_grid("gtcp")
     plan = reproduce.planned_runs(grid, quick=False, seeds=2)
     out = tmp_path / "gtcp"
+    schemes = ["gtcp", "gtcp:cwnd_g_rtt=srtt", "newreno"]
+    assert list(grid.cases[0].schemes) == schemes
     reproduce.execute(grid, out, plan, quick=False, progress=lambda m: None)
-    assert sorted(calls) == [("gtcp", 1), ("gtcp", 2), ("newreno", 1), ("newreno", 2)]
+    assert sorted(calls) == [(x, s) for x in schemes for s in (1, 2)]
     assert (out / "basic" / "seed2" / "gtcp" / "scenario.toml").exists()
     calls.clear()
     invalid.clear()
@@ -303,4 +305,5 @@ def test_execute_resumes_skipping_complete_valid_runs(tmp_path, monkeypatch):
     reproduce.execute(grid, out, plan, quick=False, progress=lambda m: None)
     assert calls == []
     timing = json.loads((out / "timing.json").read_text())
-    assert set(timing["runs"]) == {f"basic/seed{s}/{x}" for s in (1, 2) for x in ("gtcp", "newreno")}
+    assert set(timing["runs"]) == {f"basic/seed{s}/{x}" for s in (1, 2)
+                                   for x in ("gtcp", "gtcp_cwnd_g_rtt_srtt", "newreno")}
