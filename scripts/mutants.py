@@ -276,16 +276,18 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     modules = args.modules or list(MODULES)
+    failed: list[str] = []
     if not args.report_only:
         for module in modules:
             print(f"== {module}: {', '.join(MODULES[module])}", flush=True)
             rc = run_module(module, args.jobs, args.retest, args.fresh)
             if rc != 0:
                 print(f"mutants: mutmut failed on {module} (exit {rc}); its output is above", file=sys.stderr)
-                print_scores(modules, args.survivors)
-                return 1
+                failed.append(module)
     print_scores(modules, args.survivors)
-    return 0
+    if failed:
+        print(f"mutants: mutmut failed on {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
