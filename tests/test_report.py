@@ -210,3 +210,84 @@ def test_invalid_run_is_marked_in_every_table_and_plot(run_dir: Path, monkeypatc
     assert "* ebn: INVALID: cpu: BROKEN: 2.4 s without idle CPU" in md
     assert any(t.startswith("ebn [INVALID]") for t in titles)
     assert not any(t.startswith("westwood [INVALID]") for t in titles)
+
+
+def _obp_with_cross_traffic(root: Path) -> Path:
+    """OBP's long flow crosses b1 (10 Mb/s) and b2 (20 Mb/s); a NewReno cross flow,
+    application-limited to 3 Mb/s of payload, shares b1 from 2 s to 6 s only."""
+    scheme = root / "obp"
+    (scheme / "flows").mkdir(parents=True)
+    with (scheme / "flows" / "long.jsonl").open("w") as fh:
+        for i in range(21):
+            t_s = i / 2
+            fh.write(json.dumps({"t_s": t_s, "algo": "obp", "cwnd": 20, "delivered_bytes": 4e6 / 8 * t_s,
+                                 "fb_hop_count": 2, "fb_tight_kbps": 1000}) + "\n")
+    with (scheme / "flows" / "cross.jsonl").open("w") as fh:
+        for i in range(9):
+            fh.write(json.dumps({"t_s": i / 2, "algo": "newreno", "delivered_bytes": 3e6 / 8 * i / 2}) + "\n")
+    write_csv(scheme / "capacity.csv", ["t_s", "link", "rate_bps"], [[0, "b1", 10e6], [0, "b2", 20e6]])
+    (scheme / "run.json").write_text(json.dumps({
+        "flow_starts_s": {"long": 0.0, "cross": 2.0},
+        "flow_links": {"long": [{"link": "b1", "from": "s1", "to": "s2"}, {"link": "b2", "from": "s2", "to": "s3"}],
+                       "cross": [{"link": "b1", "from": "s1", "to": "s2"}]},
+        "flow_demand_bps": {"cross": 3e6}}))
+    return scheme
+
+
+def test_obp_truth_counts_cross_traffic(tmp_path):
+    """The fair share OBP's estimate is judged against is what the cross flow leaves of
+    b1 while it runs (10 Mb/s of frames in payload, less its 3 Mb/s demand), and the
+    whole of b1 before and after: not b1 alone, and not b2."""
+    run = report.load_scheme_run(_obp_with_cross_traffic(tmp_path))
+    long, cross = sorted(run.flows, key=lambda f: f.name != "long")
+    assert (long.name, cross.name, cross.start_s, cross.end_s) == ("long", "cross", 2.0, 6.0)
+    shares = report.FairShares(run)
+    assert shares.resources(long) == ["b1:s1>s2", "b2:s2>s3"]
+    for t_s, expected in ((1.0, 10e6 * K), (2.0, 10e6 * K - 3e6), (4.0, 10e6 * K - 3e6),
+                          (6.0, 10e6 * K - 3e6), (6.5, 10e6 * K)):
+        assert shares.share_bps(long, t_s) == pytest.approx(expected), t_s
+    assert shares.share_bps(cross, 4.0) == pytest.approx(3e6)
+    # The estimate: tight link 1 Mb/s of frames + the flow's own 4 Mb/s (0 at its first row).
+    errors = []
+    for i in range(21):
+        t_s = i / 2
+        estimate = 1e6 * K + (4e6 if t_s > 0 else 0.0)
+        share = 10e6 * K - (3e6 if 2.0 <= t_s <= 6.0 else 0.0)
+        errors.append(abs(estimate - share) / share)
+    err = report.estimate_error(run, long, shares)
+    assert err.samples == 21
+    assert err.vs_share == pytest.approx(sum(errors) / 21)
+    assert err.vs_rate == pytest.approx(1e6 * K / 4e6)
+    row = {r["flow"]: r for r in report.summarize(run)}["long"]
+    assert row["estimate_error_share"] == pytest.approx(sum(errors) / 21)
+    assert row["capacity_bps"] == pytest.approx(10e6)      # the slower link is the bottleneck
+
+
+def test_capacity_falls_back_to_telemetry(tmp_path):
+    """Without capacity.csv, each telemetry port's capacity_kbps is its capacity curve
+    (empty and zero capacities ignored), and the slowest port is the bottleneck."""
+    scheme = tmp_path / "ebn"
+    (scheme / "flows").mkdir(parents=True)
+    write_sender_log(scheme / "flows" / "f1.jsonl", 1, "ebn", 4e6, {"echo_ebn_code": 98, "echo_hop_count": 1})
+    write_summary(scheme / "flows" / "f1.summary.json", 1, "ebn", 4e6, retransmits=0)
+    rows = []
+    for i in range(20):
+        t_s = i / 2
+        rows.append([t_s, "s1", 3, 8000 if t_s < 5 else 4000, 3900, 100, 2, 1])
+        rows.append([t_s, "s1", 1, 100000, 4000, 96000, 0, 1])
+        rows.append([t_s, "s1", 2, 0 if i % 2 else "", 0, 0, 0, 0])   # never rate-limited
+    write_csv(scheme / "telemetry.csv", list(report.TELEMETRY_COLUMNS), rows)
+    run = report.load_scheme_run(scheme)
+    curves = report.capacity_curves(run)
+    assert sorted(curves) == ["s1:1", "s1:3"]
+    assert curves["s1:3"].rate_bps(4.5) == 8e6 and curves["s1:3"].rate_bps(5.0) == 4e6
+    name, curve = report.bottleneck(run)
+    assert name == "s1:3" and (curve.times_s, curve.rates_bps) == (curves["s1:3"].times_s,
+                                                                    curves["s1:3"].rates_bps)
+    (f1,) = report.summarize(run)
+    assert f1["capacity_bps"] == pytest.approx(6e6)          # 8 Mb/s for 5 s, then 4 Mb/s for 5 s
+    assert f1["utilization"] == pytest.approx(4 / 6)
+    run.bottleneck_link = "s1:9"
+    with pytest.raises(report.ReportError) as err:
+        report.bottleneck(run)
+    assert str(err.value) == "ebn: bottleneck link 's1:9' has no capacity samples (links: s1:1, s1:3)"
