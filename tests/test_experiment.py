@@ -281,11 +281,13 @@ def test_end_sender_interrupts_then_kills():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    polite = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"],
-                              stdout=subprocess.PIPE, text=True)
+    # (Its own handler: a test runner may start children with SIGINT ignored.)
+    code = ("import signal, sys, time; signal.signal(signal.SIGINT, lambda *_: sys.exit(3)); "
+            "print('up', flush=True); time.sleep(60)")
+    polite = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert polite.stdout.readline() == "up\n"
-    ex.end_sender(polite, grace_s=5.0)
-    assert polite.returncode == -signal.SIGINT   # ended by the first SIGINT, not killed
+    ex.end_sender(polite, grace_s=30.0)
+    assert polite.returncode == 3     # ended by the first SIGINT, not killed
     ex.end_sender(polite)             # already ended: nothing to do
 
 
