@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import tomllib
@@ -205,7 +206,9 @@ def score(module: str, stage: Path, equivalents: dict[str, str]) -> Score:
 def _mutmut(stage: Path, args: list[str]) -> int:
     cmd = [str(Path(sys.executable).parent / "mutmut"), *args]
     print(f"  [{stage.name}] $ {' '.join(cmd)}", flush=True)
-    return subprocess.call(cmd, cwd=stage)
+    # SIGINT back to its default: a shell starts background jobs with it ignored, and
+    # children inherit that, so tests that end a child with SIGINT would hang.
+    return subprocess.call(cmd, cwd=stage, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def run_module(module: str, jobs: int, retest: bool, fresh: bool) -> int:

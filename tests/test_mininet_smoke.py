@@ -57,6 +57,9 @@ def test_smoke_experiment(tmp_path):
     # The switches stamped the flow: the EBN run's log saw switch feedback.
     log = (out / "ebn" / "flows" / "main.jsonl").read_text()
     assert '"echo_hop_count": 1' in log or '"echo_hop_count":1' in log
+    for scheme in ("ebn", "newreno"):
+        _capacity_stepped(out / scheme)
+    _ebn_scaled_cwnd(out / "ebn" / "flows" / "main.jsonl", out / "newreno" / "flows" / "main.jsonl")
     # --pcap: a capture of the bottleneck per scheme that reads back, with the
     # switch's stamp on the flow's DATA, and the figure drawn from it.
     from bwn.pcaptrace import read_trace
@@ -70,6 +73,40 @@ def test_smoke_experiment(tmp_path):
     assert _links() - before == set()
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert "--grpc-server-addr 127.0.0.1:501" not in ps
+
+
+STEP_T_S = 4.0                 # smoke.toml: the bottleneck steps from 5 to 2 Mb/s at 4 s
+
+
+def _capacity_stepped(run: Path) -> None:
+    """The controller applied the bottleneck's step on time (capacity.csv), and the
+    switch then stamped the new capacity (telemetry.csv, kb/s of frames)."""
+    applied = [(float(r["t_s"]), float(r["rate_bps"])) for r in csv.DictReader(open(run / "capacity.csv"))
+               if r["link"] == "bottleneck"]
+    assert applied[0] == (pytest.approx(0.0, abs=0.5), 5e6), applied
+    steps = [(t, rate) for t, rate in applied if rate == 2e6]
+    assert steps and STEP_T_S <= steps[0][0] <= STEP_T_S + 1.0, applied
+    telemetry = [(float(r["t_s"]), float(r["capacity_kbps"])) for r in csv.DictReader(open(run / "telemetry.csv"))
+                 if r["capacity_kbps"] not in ("", "0")]
+    assert any(t < STEP_T_S and abs(kbps - 5000) <= 250 for t, kbps in telemetry), telemetry[:20]
+    assert any(t > STEP_T_S + 0.5 and abs(kbps - 2000) <= 100 for t, kbps in telemetry), telemetry[-20:]
+
+
+def _ebn_scaled_cwnd(ebn_log: Path, newreno_log: Path) -> None:
+    """TCP-EBN scaled its window down by the EBN ratio after the capacity step (its
+    counter and ratio in the log's `extra`), and the echoed code fell with the
+    capacity; NewReno never scales."""
+    import json
+
+    rows = [json.loads(line) for line in ebn_log.read_text().splitlines() if line.strip()]
+    extras = [(r["time_s"], r.get("extra") or {}) for r in rows]
+    scaled = [(t, e) for t, e in extras if e.get("ebn_scalings")]
+    assert scaled, "TCP-EBN never scaled cwnd"
+    assert any(e.get("ebn_ratio", 1.0) < 1.0 for _, e in scaled), "no downward EBN scaling"
+    codes = [(r["time_s"], r["echo_ebn_code"]) for r in rows if r.get("echo_ebn_code") not in (None, 255)]
+    assert codes and max(c for _, c in codes) - codes[-1][1] >= 8, codes   # at least halved
+    newreno = [json.loads(line) for line in newreno_log.read_text().splitlines() if line.strip()]
+    assert not any((r.get("extra") or {}).get("ebn_scalings") for r in newreno)
 
 
 def test_sigterm_mid_run_tears_everything_down(tmp_path):
