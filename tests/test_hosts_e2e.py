@@ -109,7 +109,12 @@ def test_sigint_ends_the_stream_cleanly(tmp_path: Path) -> None:
     recv, port = start_recv("--out", str(out), "--once", "--linger", "0.2")
     s = send(port, "--algo", "newreno", "--duration", "30", "--summary-json",
              str(tmp_path / "s.json"), wait=False)
-    time.sleep(1.5)
+    # SIGINT once data flows, not after a fixed sleep: on a loaded machine the sender
+    # may still be starting Python after 1.5 s, and a SIGINT then is not this test's case.
+    deadline = time.monotonic() + TIMEOUT_S
+    while not (out.exists() and out.stat().st_size > 0) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)
     s.send_signal(signal.SIGINT)
     t0 = time.monotonic()
     rc, so, se = finish(s)
