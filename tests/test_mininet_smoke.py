@@ -83,7 +83,10 @@ def _capacity_stepped(run: Path) -> None:
     switch then stamped the new capacity (telemetry.csv, kb/s of frames)."""
     applied = [(float(r["t_s"]), float(r["rate_bps"])) for r in csv.DictReader(open(run / "capacity.csv"))
                if r["link"] == "bottleneck"]
-    assert applied[0] == (pytest.approx(0.0, abs=0.5), 5e6), applied
+    # The first rate is written while the switch's state is installed, before the
+    # controller's clock starts (t = 0 is when every switch is ready): its time is
+    # the install time (0.3-0.5 s here, more on a loaded machine).
+    assert applied[0][1] == 5e6 and applied[0][0] < STEP_T_S, applied
     steps = [(t, rate) for t, rate in applied if rate == 2e6]
     assert steps and STEP_T_S <= steps[0][0] <= STEP_T_S + 1.0, applied
     telemetry = [(float(r["t_s"]), float(r["capacity_kbps"])) for r in csv.DictReader(open(run / "telemetry.csv"))
