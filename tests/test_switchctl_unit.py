@@ -255,3 +255,100 @@ def test_target_is_the_pin_else_the_schedule(tmp_path):
     ctl.pinned_bps["bottleneck"] = 7e6
     assert ctl._target_bps(pp, 4.0) == 7e6
     assert ctl.links() == ["h1-s1", "bottleneck"]
+
+
+# -- telemetry: the digest's 256-bit stamp and the controller's telemetry.csv ---------
+
+def stamp(port: int, flows_now: int, flows_last: int, queue: int, br_kbps: int, start_us: int,
+          log7: int, ebn: int, ic_kbps: int, ab_kbps: int) -> int:
+    """A stamp laid out as p4src/v1model/bwn.p4 documents it (bits)."""
+    return (port << 224 | flows_now << 208 | flows_last << 192 | queue << 160 | br_kbps << 128
+            | start_us << 96 | log7 << 72 | ebn << 64 | ic_kbps << 32 | (ab_kbps & 0xFFFFFFFF))
+
+
+def test_telemetry_decodes_every_field_of_the_stamp():
+    raw = stamp(port=0x1FF, flows_now=3, flows_last=7, queue=42, br_kbps=0xFFFFFFFF, start_us=0xDEADBEEF,
+                log7=0xABCD, ebn=0x88, ic_kbps=5000, ab_kbps=-250)
+    t = ent.PortTelemetry.from_digest({"stamp": raw})
+    assert t == ent.PortTelemetry(port=0x1FF, window_start_us=0xDEADBEEF, capacity_kbps=5000.0,
+                                  rate_kbps=float(0xFFFFFFFF), avail_kbps=-250.0, queue_pkts=42,
+                                  flows=7, ebn_code=0x88)
+    # AB is a signed 32-bit field: the extremes, and the larger of the two flow counts.
+    t = ent.PortTelemetry.from_stamp(stamp(1, 9, 2, 0, 0, 0, 0, 0, 0, -(2**31)))
+    assert (t.avail_kbps, t.flows) == (-(2**31), 9)
+    assert ent.PortTelemetry.from_stamp(stamp(1, 0, 0, 0, 0, 0, 0, 0, 0, 2**31 - 1)).avail_kbps == 2**31 - 1
+    assert ent.PortTelemetry.from_stamp(stamp(1, 0, 0, 0, 0, 0, 0, 0, 0, 0)).avail_kbps == 0
+
+
+@pytest.mark.parametrize("kw, says", [
+    (dict(window_us=1000), "window_us"), (dict(flow_window_us=3), "flow_window_us"),
+    (dict(queue_unit_bytes=0), "queue_unit_bytes must be positive, got 0")])
+def test_window_config_refuses_bad_values(kw, says):
+    with pytest.raises(ValueError, match=says):
+        ent.WindowConfig(**kw)
+    assert ent.WindowConfig(queue_unit_bytes=1).queue_unit_bytes == 1
+    assert ent.WindowConfig(window_us=1024).window_log2 == 10
+
+
+class _DigestList(list):
+    def ack(self) -> str:
+        return "ack"
+
+
+def test_controller_runs_switches_and_writes_telemetry(tmp_path, monkeypatch):
+    """run(): every switch's state installed before `ready`, then the schedules and a
+    telemetry task per switch. Telemetry rows: one per port per interval, only the
+    plan's ports, each digest acknowledged, and every digest kept as the latest."""
+    clock = Clock()
+    digests = [
+        _DigestList([{"stamp": stamp(2, 1, 1, 4, 4800, 1000, 0, 98, 5000, 200)},
+                     {"stamp": stamp(9, 1, 1, 0, 0, 1000, 0, 0, 0, 0)}]),        # not a plan port
+        _DigestList([{"stamp": stamp(2, 1, 1, 6, 4900, 17384, 0, 98, 5000, 100)}]),  # within the interval
+    ]
+
+    async def read_digests(self, name):
+        assert name == ent.TELEMETRY_DIGEST
+        for d in digests:
+            yield d
+        clock.t += 1.0
+        yield _DigestList([{"stamp": stamp(2, 2, 1, 8, 4950, 33768, 0, 90, 5000, 50)}])
+        await asyncio.sleep(3600)
+
+    async def write(self, entities):
+        self.ops.append(("write", list(entities)))
+
+    monkeypatch.setattr(FakeSwitch, "read_digests", read_digests, raising=False)
+    monkeypatch.setattr(FakeSwitch, "write", write, raising=False)
+
+    class FakeFinsyController:
+        def __init__(self, switches):
+            self.switches = switches
+
+        async def run(self):
+            for sw in self.switches:
+                await sw.ready_handler(sw)
+            await asyncio.sleep(3600)
+
+    monkeypatch.setattr(sc.fy, "Controller", FakeFinsyController)
+    plan = smoke_plan()
+    ctl = controller(tmp_path, [plan], clock)
+    for sw in ctl.switches:
+        sw.ready_handler = ctl._on_ready
+    ctl.telemetry_interval_s = 0.5
+
+    async def main():
+        ready = asyncio.Event()
+        await ctl.run(duration_s=0.3, ready=ready)
+        return ready.is_set()
+
+    assert asyncio.run(main())
+    assert ctl.ready_count["s1"] == 1
+    sw = ctl.switches[0]
+    assert [op for op in sw.ops if op[0] == "write"] == [("write", ["ack"])] * 3
+    rows = list(csv.DictReader(open(ctl.out_dir / "telemetry.csv")))
+    assert [(r["t_s"], r["port"], r["capacity_kbps"], r["avail_kbps"], r["queue_pkts"], r["ebn_code"],
+             r["window_start_us"]) for r in rows] == [
+        ("0.000", "2", "5000.0", "200.0", "4", "98", "1000"), ("1.000", "2", "5000.0", "50.0", "8", "90", "33768")]
+    latest, _ = ctl.latest_telemetry[("s1", 2)]
+    assert latest.queue_pkts == 8 and ("s1", 9) not in ctl.latest_telemetry
+    assert ctl._cap_file.closed and ctl._tel_file.closed
