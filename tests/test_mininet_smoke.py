@@ -35,8 +35,14 @@ def _needs_mininet_and_bmv2():
 
 
 def _links() -> set[str]:
-    out = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines()}
+    """The root namespace's Mininet-made interfaces (`node-ethN`), read while holding
+    the experiment lock: other engineers' PTF veths (s1p1, ...) come and go at any
+    time, and their Mininet runs hold the lock while their interfaces exist."""
+    from bwn.runlock import experiment_lock
+    with experiment_lock(progress=lambda _m: None):
+        out = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    names = {line.split(":")[1].strip().split("@")[0] for line in out.splitlines()}
+    return {n for n in names if "-eth" in n}
 
 
 def test_smoke_experiment(tmp_path):
@@ -106,6 +112,15 @@ def _ebn_scaled_cwnd(ebn_log: Path, newreno_log: Path) -> None:
     scaled = [(t, e) for t, e in extras if e.get("ebn_scalings")]
     assert scaled, "TCP-EBN never scaled cwnd"
     assert any(e.get("ebn_ratio", 1.0) < 1.0 for _, e in scaled), "no downward EBN scaling"
+    # The window itself: at the first logged downward scaling, cwnd fell by at least
+    # half of what the ratio says (the log row may come a few ACKs after the cut).
+    for before, row in zip(rows, rows[1:]):
+        extra = row.get("extra") or {}
+        if extra.get("ebn_scalings", 0) > ((before.get("extra") or {}).get("ebn_scalings", 0)) \
+                and extra.get("ebn_ratio", 1.0) < 1.0:
+            ratio = extra["ebn_ratio"]
+            assert row["cwnd"] < before["cwnd"] * (1 + ratio) / 2, (before, row)
+            break
     codes = [(r["time_s"], r["echo_ebn_code"]) for r in rows if r.get("echo_ebn_code") not in (None, 255)]
     assert codes and max(c for _, c in codes) - codes[-1][1] >= 8, codes   # at least halved
     newreno = [json.loads(line) for line in newreno_log.read_text().splitlines() if line.strip()]
