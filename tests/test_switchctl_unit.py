@@ -134,13 +134,12 @@ def test_state_push_installs_tables_routes_digest_and_the_reservation_meter(tmp_
     sw = ctl.switches[0]
     asyncio.run(ctl._on_ready(sw))
     entry, meter = ent.reservation(plan.reservations[0])
-    assert ("insert", entry) in sw.written(fy.P4TableEntry)
     assert sw.written(fy.P4DirectMeterEntry) == [("modify", meter)]      # the meter's rate is set
     for e in ent.window_config(WINDOW):
         assert ("modify", e) in sw.written(fy.P4TableEntry)
     inserted = [e for op, e in sw.written(fy.P4TableEntry) if op == "insert"]
-    for e in ent.static_tables(WINDOW) + sc.route_entries(plan):
-        assert e in inserted
+    assert inserted == (ent.static_tables(WINDOW) + sc.route_entries(plan)
+                        + [entry, ent.port_capacity(2, 5e6, WINDOW)])
     assert sw.written(fy.P4DigestEntry) == [("insert", ent.telemetry_digest())]
     # A new session of the same switch: the digest is already there, so it is modified.
     again = FakeSwitch("s1", digest_exists=True)
@@ -352,3 +351,53 @@ def test_controller_runs_switches_and_writes_telemetry(tmp_path, monkeypatch):
     latest, _ = ctl.latest_telemetry[("s1", 2)]
     assert latest.queue_pkts == 8 and ("s1", 9) not in ctl.latest_telemetry
     assert ctl._cap_file.closed and ctl._tel_file.closed
+
+
+def test_schedule_loop_skips_down_switches_goes_on_after_a_failure(tmp_path, caplog):
+    """A switch listed first that is down, or up but not configured yet, is skipped
+    without stopping the others; a port whose write fails (switch restarting) is
+    logged with its switch and port, its queue connection renewed, and the next
+    port still gets its rate."""
+    clock = Clock()
+    two_ports = sc.SwitchPlan("s2", "127.0.0.1:50101", 9191, 2, ports=[
+        sc.PortPlan(3, "b2", ConstantSchedule(10e6), frame_bytes=1102),
+        sc.PortPlan(4, "b3", ConstantSchedule(20e6), frame_bytes=1102)])
+    down = sc.SwitchPlan("s0", "127.0.0.1:50099", 9189, 3, ports=[sc.PortPlan(1, "b0", ConstantSchedule(1e6))])
+    ctl = controller(tmp_path, [down, two_ports], clock)
+    s0, s2 = ctl.switches
+    ctl.ready_count.update(s0=1, s2=1)
+    s0.is_up = False
+    ctl.applied_bps = {("s2", 3): 10e6, ("s2", 4): 5e6}     # b2 unchanged, b3 due
+    ctl.schedule_interval_s = 0.01
+
+    async def run_once() -> None:
+        task = asyncio.create_task(ctl._schedules())
+        await asyncio.sleep(0.05)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(run_once())
+    assert s0.ops == []
+    assert s2.ops == [("modify", [ent.port_capacity(4, 20e6, WINDOW)])]
+    # Up but never configured: still skipped.
+    s0.is_up, ctl.ready_count["s0"] = True, 0
+    asyncio.run(run_once())
+    assert s0.ops == []
+    # A write that fails: logged, queues reconnected, the next port still done.
+    ctl.applied_bps = {("s2", 3): 1e6, ("s2", 4): 1e6}
+    calls = []
+
+    async def failing_modify(entities):
+        calls.append(entities)
+        if len(calls) == 1:
+            raise ConnectionError("switch restarting")
+        s2.ops.append(("modify", list(entities)))
+
+    s2.modify = failing_modify
+    s2.ops.clear()
+    FakeQueues.log = []
+    with caplog.at_level("WARNING", logger="bwn.controller"):
+        asyncio.run(run_once())
+    assert ("modify", [ent.port_capacity(4, 20e6, WINDOW)]) in s2.ops
+    assert "s2: could not apply rate on port 3: switch restarting" in caplog.messages
+    assert FakeQueues.log.count(("close", 9191)) >= 2    # the old connection closed, a new one made
