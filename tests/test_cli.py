@@ -15,7 +15,9 @@ import pytest
 from bwn import cli
 from bwn.hosts.cc.registry import ALGORITHMS
 
-KNOWN_SCENARIOS = "ebn-sine, gtcp-reservations, obp-parking-lot, obp-single, smoke, two-way, wired-wireless"
+# Every file of topologies/scenarios/, in name order (e.g. "ebn-sine, gtcp-reservations, ...").
+KNOWN_SCENARIOS = ", ".join(sorted(p.stem for p in (Path(__file__).resolve().parents[1]
+                                                    / "topologies" / "scenarios").glob("*.toml")))
 
 
 @pytest.fixture()
@@ -40,6 +42,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 def test_list_names_every_scenario_and_scheme(capsys):
     rc, out, err = run(capsys, "list")
     assert rc == 0 and err == ""
+    assert "smoke" in KNOWN_SCENARIOS and "obp-parking-lot" in KNOWN_SCENARIOS
     for name in KNOWN_SCENARIOS.split(", "):
         assert f"\n  {name} " in out
     assert "  smoke              " in out and out.split("smoke", 1)[1].split("\n")[0].strip()

@@ -252,7 +252,7 @@ def test_agent_command_lines(tmp_path):
     assert [a.name for a in receivers] == ["h2"] and [a.name for a in senders] == ["g4", "late", "short"]
     (recv,) = net.get("h2").popened
     assert recv == [str(ex.VENV_BIN / "bwn-recv"), "--listen", f"10.0.2.1:{BWN_UDP_PORT}",
-                    "--window-bytes", "65536"]
+                    "--summary-json", str(tmp_path / "recv-h2.summary.json"), "--window-bytes", "65536"]
     g4, late, short = net.get("h1").popened
     flows_dir = tmp_path / "flows"
     from bwn import seeding
@@ -267,6 +267,21 @@ def test_agent_command_lines(tmp_path):
     assert late[-6:] == ["--duration", "7.500", "--app-rate-mbit", "3.0", "--param", "variant=relative"]
     assert short[short.index("--duration") + 1] == "4.000"
     assert (tmp_path / "send-g4.log").exists() and (tmp_path / "recv-h2.log").exists()
+    assert not any("--no-sack" in cmd or "--log-interval-ms" in cmd for cmd in (g4, late, short))
+
+
+def test_agent_command_lines_without_sack_and_with_a_log_interval(tmp_path):
+    def no_sack(data: dict[str, Any]) -> None:
+        data["experiment"]["sack"] = False
+        data["flows"] = [{"name": "f", "src": "h1", "dst": "h2"}]
+    cfg = scenario("gtcp-reservations", no_sack)
+    net = FakeNet(cfg)
+    senders, receivers = ex.start_agents(cfg, net, "newreno", tmp_path, duration_s=5.0, log_interval_ms=250)
+    for agent in senders + receivers:
+        agent.proc.wait(5)
+    (cmd,) = net.get("h1").popened
+    assert cmd[cmd.index("--log-interval-ms") + 1] == "250"
+    assert cmd[-1] == "--no-sack" and cmd[cmd.index("--duration") + 1] == "5.000"
 
 
 def test_end_sender_interrupts_then_kills():
