@@ -9,6 +9,8 @@ link order)."""
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 import copy
 import signal
 import subprocess
@@ -392,3 +394,301 @@ def test_fidelity_json_says_when_the_check_failed():
     assert lines == ["[obp] fidelity check failed: OSError('telemetry.csv unreadable')"]
     assert ex._fidelity_json(Fine(), lines.append, "ebn") == {"valid": True}
     assert lines[-1] == "[ebn] fidelity: valid"
+
+
+# -- the network's start and teardown, with a fake Mininet ------------------------------
+
+class TeardownNode(FakeNode):
+    def __init__(self, name: str, index: int, log: list, fail: set) -> None:
+        super().__init__(name, index)
+        self.log, self.fail = log, fail
+        self.commands: list[str] = []
+        self.link_config = None
+
+    def _step(self, what: str) -> None:
+        self.log.append((what, self.name))
+        if (what, self.name) in self.fail:
+            raise RuntimeError(f"{what} {self.name} failed")
+
+    def cmd(self, line: str) -> str:
+        self.commands.append(line)
+        return ""
+
+    def defaultIntf(self) -> FakeIntf:
+        return FakeIntf(f"{self.name}-eth0", self)
+
+    def start_linkem(self, args: list[str], log: Path, stats: Path) -> None:
+        self.log.append(("start_linkem", self.name, tuple(args), log.name, stats.name))
+
+    def wait_linkem_ready(self) -> None:
+        self._step("wait_linkem_ready")
+
+    def stop_linkem(self) -> None:
+        self._step("stop_linkem")
+
+    def stop_process(self) -> None:
+        self._step("stop_process")
+
+    def terminate(self) -> None:
+        self._step("terminate")
+
+    def intfList(self) -> list:
+        return []
+
+
+class TeardownNet:
+    def __init__(self, cfg: ExperimentConfig, log: list, fail: set) -> None:
+        self.log, self.fail = log, fail
+        self.nodes = {n: TeardownNode(n, i, log, fail) for i, n in enumerate(cfg.node_names())}
+        self.hosts = [self.nodes[h.name] for h in cfg.hosts]
+        self.switches = [self.nodes[s.name] for s in cfg.switches]
+
+    def get(self, name: str) -> TeardownNode:
+        return self.nodes[name]
+
+    def values(self) -> list:
+        return list(self.nodes.values())
+
+    def start(self) -> None:
+        self.log.append(("net.start",))
+
+    def stop(self) -> None:
+        self.log.append(("net.stop",))
+        if ("net.stop", "") in self.fail:
+            raise RuntimeError("mininet teardown broke off")
+
+
+def network(monkeypatch, tmp_path, fail: set = frozenset(), linkem_args=None, frame_bytes=None):
+    """A ScenarioNetwork of the smoke scenario on the fake net (its delayed links as one
+    emulator node), a fake controller and thread; returns it and the event log."""
+    from bwn.topologies import nodes
+    log: list = []
+    cfg = scenario("smoke", lambda d: d.update(dataplane={"window_us": 8192, "flow_window_us": 65536}))
+    net = TeardownNet(cfg, log, set(fail))
+    em = TeardownNode("em1", 99, log, set(fail))
+    em.link_config = cfg.link("bottleneck")
+    built = ex.BuiltNetwork(net=net, plans=["plan"], linkem_nodes=[em])
+
+    class Controller:
+        def __init__(self, *args, **kw):
+            log.append(("controller", args, tuple(sorted(kw.items()))))
+
+    class Thread:
+        def __init__(self, controller):
+            self.controller = controller
+
+        def start(self):
+            log.append(("thread.start",))
+            if ("thread.start", "") in fail:
+                raise RuntimeError("controller failed: no pipeline")
+
+        def stop(self):
+            log.append(("thread.stop",))
+
+    monkeypatch.setattr(ex, "pipeline_files", lambda: (Path("p4info"), Path("blob")))
+    monkeypatch.setattr(ex, "build_network", lambda c, d, f: built)
+    monkeypatch.setattr(ex, "BwnController", Controller)
+    monkeypatch.setattr(ex, "ControllerThread", Thread)
+    monkeypatch.setattr(nodes, "interrupt_command", lambda node: log.append(("interrupt", node.name)))
+    monkeypatch.setattr(nodes, "node_namespaces", lambda hosts: {i: h.name for i, h in enumerate(hosts)})
+    monkeypatch.setattr(nodes, "end_processes_in", lambda ns: [f"pid 7 in {sorted(ns.values())}"])
+    lines: list[str] = []
+    return ex.ScenarioNetwork(cfg, tmp_path, lines.append, label="[t] ", frame_bytes=frame_bytes,
+                              linkem_args=linkem_args), log, lines, cfg
+
+
+def test_configure_hosts_routes_and_static_arp(monkeypatch, tmp_path):
+    sn, _, _, cfg = network(monkeypatch, tmp_path)
+    ex.configure_hosts(cfg, sn.net)
+    assert sn.net.get("h1").commands == [
+        "ip route replace default dev h1-eth0",
+        f"ip neigh replace 10.0.2.1 lladdr {ex.GATEWAY_MAC} dev h1-eth0 nud permanent"]
+    assert sn.net.get("h2").commands[1] == f"ip neigh replace 10.0.1.1 lladdr {ex.GATEWAY_MAC} dev h2-eth0 nud permanent"
+    assert sn.net.get("s1").commands == []
+
+
+def test_start_brings_up_net_emulators_and_controller_in_order(monkeypatch, tmp_path):
+    sn, log, lines, cfg = network(monkeypatch, tmp_path, linkem_args={"bottleneck": ["--jitter-ms", "1"]})
+    sn.start()
+    from bwn import seeding
+    seed = seeding.linkem_seed(cfg.seed, "em1")
+    seed_args = ("--seed", str(seed)) if seed is not None else ()
+    window = ent_window = ex.ent.WindowConfig(8192, 65536, ex._frame_bytes(1000))
+    assert log == [
+        ("net.start",),
+        ("start_linkem", "em1", ("--delay-ms", "10", *seed_args, "--jitter-ms", "1"), "em1-linkem.log",
+         "em1-linkem.json"),
+        ("controller", (["plan"], Path("p4info"), Path("blob"), tmp_path, window),
+         (("telemetry_interval_s", cfg.telemetry.interval_s),)),
+        ("thread.start",),
+        ("wait_linkem_ready", "em1"),
+    ]
+    assert ent_window.queue_unit_bytes == 1102
+    assert lines == ["[t] starting 1 BMv2 switches and 2 hosts"]
+    assert sn.net.get("h1").commands[0] == "ip route replace default dev h1-eth0"
+
+
+def test_queue_unit_is_the_fixed_frame_size_when_given(monkeypatch, tmp_path):
+    sn, log, _, _ = network(monkeypatch, tmp_path, frame_bytes=1500)
+    sn.start()
+    (ctl,) = [e for e in log if e[0] == "controller"]
+    assert ctl[1][4].queue_unit_bytes == 1500
+
+
+def test_stop_tears_down_in_order_once(monkeypatch, tmp_path):
+    sn, log, lines, _ = network(monkeypatch, tmp_path)
+    sn.start()
+    log.clear()
+    sn.stop()
+    assert log == [("interrupt", "s1"), ("interrupt", "h1"), ("interrupt", "h2"), ("stop_linkem", "em1"),
+                   ("thread.stop",), ("net.stop",)]
+    assert lines[-1] == "[t] ended pid 7 in ['h1', 'h2']"
+    log.clear()
+    sn.stop()                  # safe to call twice
+    assert log == []
+
+
+def test_a_failed_teardown_step_ends_everything_directly_then_raises(monkeypatch, tmp_path):
+    sn, log, lines, _ = network(monkeypatch, tmp_path, fail={("stop_linkem", "em1"), ("terminate", "h1")})
+    sn.start()
+    log.clear()
+    with pytest.raises(RuntimeError, match="^stop_linkem em1 failed$"):   # the first failure
+        sn.stop()
+    assert log == [("interrupt", "s1"), ("interrupt", "h1"), ("interrupt", "h2"), ("stop_linkem", "em1"),
+                   ("thread.stop",), ("net.stop",), ("stop_process", "s1"),
+                   ("terminate", "h1"), ("terminate", "h2"), ("terminate", "s1")]
+    assert lines[-1] == "[t] ended pid 7 in ['h1', 'h2']"
+
+
+def test_a_failed_start_is_torn_down(monkeypatch, tmp_path):
+    sn, log, _, _ = network(monkeypatch, tmp_path, fail={("thread.start", "")})
+    with pytest.raises(RuntimeError, match="controller failed"):
+        with sn:
+            raise AssertionError("not reached")
+    assert log[-1] == ("net.stop",) and ("stop_linkem", "em1") in log
+    sn2, log2, _, _ = network(monkeypatch, tmp_path)
+    with sn2 as entered:
+        assert entered is sn2 and ("net.start",) in log2
+    assert log2[-1] == ("net.stop",)
+
+
+# -- one scheme's run (run.json), with a fake network, agents and monitor ------------------
+
+def fake_run(monkeypatch, tmp_path, *, summaries=("main",), interrupt=False, pcap=False,
+             monitor_stop_fails=False):
+    import bwn.linkem
+    from bwn import capture, fidelity
+    log: list = []
+    cfg = scenario("smoke")
+
+    class Net:
+        pass
+
+    class Network:
+        def __init__(self, cfg_, out_dir, progress, label=""):
+            log.append(("network", label))
+            self.log_dir = out_dir / "switch-logs"
+            self.log_dir.mkdir(parents=True)
+            self.built = ex.BuiltNetwork(net=Net(), plans=[], linkem_nodes=["em0"], ends={"e": 1})
+            self.net = self.built.net
+            self.controller = type("C", (), {"now_s": lambda self: 12.0, "t0": 1000.0})()
+            self.controller_thread = type("T", (), {"error": None})()
+
+        def start(self):
+            log.append(("start",))
+
+        def stop_linkems(self):
+            log.append(("stop_linkems",))
+
+        def stop(self):
+            log.append(("stop",))
+
+    class Monitor:
+        @classmethod
+        def for_network(cls, out_dir, built, interval_s):
+            log.append(("monitor", interval_s))
+            return cls()
+
+        def start(self):
+            log.append(("monitor.start", self.time_origin_s))
+
+        def stop(self):
+            log.append(("monitor.stop",))
+            if monitor_stop_fails:
+                raise OSError("sampler gone")
+
+        def result(self):
+            class R:
+                def summary(self):
+                    return "valid"
+
+                def to_json(self):
+                    return {"valid": True}
+            return R()
+
+    def start_agents(cfg_, net, scheme, out_dir, duration_s):
+        log.append(("agents", scheme, duration_s))
+        if interrupt:
+            raise KeyboardInterrupt
+        for name in summaries:
+            (out_dir / "flows").mkdir(parents=True, exist_ok=True)
+            (out_dir / "flows" / f"{name}.summary.json").write_text("{}")
+        procs = [subprocess.Popen(["true"]) for _ in range(2)]
+        for p in procs:
+            p.wait()
+        return [ex.Agent("main", procs[0], out_dir / "s.log")], [ex.Agent("h2", procs[1], out_dir / "r.log")]
+
+    class Captures:
+        points = [type("P", (), {"link": "bottleneck"})()]
+
+    monkeypatch.setattr(ex, "ScenarioNetwork", Network)
+    monkeypatch.setattr(ex, "start_agents", start_agents)
+    monkeypatch.setattr(fidelity, "Monitor", Monitor)
+    monkeypatch.setattr(bwn.linkem, "netem_available", lambda: False)
+    monkeypatch.setattr(capture, "start_for_run", lambda c, ends, out, d: log.append(("capture", ends)) or Captures())
+    monkeypatch.setattr(capture, "finish_for_run", lambda caps, out: log.append(("capture.finish",)) or {"captures": {"bottleneck": {"file": "x.pcap"}}})
+    lines: list[str] = []
+    out = tmp_path / "ebn"
+    call = lambda: ex._run_scheme_locked(cfg, "ebn", out, 6.0, lines.append, pcap=pcap)
+    return call, log, lines, out, cfg
+
+
+def test_a_run_writes_run_json_and_drops_the_switch_logs(monkeypatch, tmp_path):
+    call, log, lines, out, cfg = fake_run(monkeypatch, tmp_path, pcap=True)
+    meta = call()
+    saved = json.loads((out / "run.json").read_text())
+    assert saved == meta
+    assert saved["ok"] is True and saved["scheme"] == "ebn" and saved["duration_s"] == 6.0
+    assert saved["delay_emulator"] == "bwn-link" and saved["netem_available"] is False
+    assert saved["flow_starts_s"] == {"main": 12.5}                # controller clock + 0.5 s of start-up
+    assert saved["sender_exit_codes"] == {"main": 0} and saved["flows_without_summary"] == []
+    assert saved["fidelity"] == {"valid": True} and saved["captures"] == {"bottleneck": {"file": "x.pcap"}}
+    assert saved["flow_ids"] == {"main": ex.seeding.flow_id(cfg.seed, 0)}
+    assert saved["mss_bytes"] == 1000 and saved["frame_bytes"] == DATA_FRAME
+    assert abs(saved["clock_offset_s"] - (time.time() - 12.0)) < 60
+    assert not (out / "switch-logs").exists()
+    assert [e[0] for e in log] == ["network", "start", "capture", "monitor", "monitor.start", "agents",
+                                   "monitor.stop", "stop_linkems", "capture.finish", "stop"]
+    assert ("monitor.start", 1000.0) in log and ("network", "[ebn] ") in log
+    assert lines[:2] == ["[ebn] switches configured; running 1 flows for 6 s", "[ebn] capturing bottleneck"]
+    assert lines[-1] == "[ebn] fidelity: valid"
+
+
+def test_a_flow_without_summary_fails_the_run_and_keeps_the_logs(monkeypatch, tmp_path):
+    call, log, lines, out, _ = fake_run(monkeypatch, tmp_path, summaries=(), monitor_stop_fails=True)
+    meta = call()
+    assert meta["flows_without_summary"] == ["main"]
+    saved = json.loads((out / "run.json").read_text())
+    assert saved["ok"] is False and (out / "switch-logs").is_dir()
+    assert f"[ebn] something failed: switch logs kept in {out / 'switch-logs'}" == lines[-1]
+    assert "[ebn] fidelity sampler: OSError('sampler gone')" in lines
+    assert "capture" not in [e[0] for e in log]
+
+
+def test_an_interrupted_run_is_torn_down_and_says_so(monkeypatch, tmp_path):
+    call, log, lines, out, _ = fake_run(monkeypatch, tmp_path, interrupt=True)
+    with pytest.raises(KeyboardInterrupt):
+        call()
+    assert log[-1] == ("stop",) and ("stop_linkems",) in log
+    assert json.loads((out / "run.json").read_text())["ok"] is False
+    assert lines[-1] == f"[ebn] interrupted: switch logs kept in {out / 'switch-logs'}"
