@@ -575,11 +575,11 @@ def test_a_failed_start_is_torn_down(monkeypatch, tmp_path):
 # -- one scheme's run (run.json), with a fake network, agents and monitor ------------------
 
 def fake_run(monkeypatch, tmp_path, *, summaries=("main",), interrupt=False, pcap=False,
-             monitor_stop_fails=False):
+             monitor_stop_fails=False, sender_code="", controller_error=None, now_s=12.0, edit=None):
     import bwn.linkem
     from bwn import capture, fidelity
     log: list = []
-    cfg = scenario("smoke")
+    cfg = scenario("smoke", edit)
 
     class Net:
         pass
@@ -591,8 +591,8 @@ def fake_run(monkeypatch, tmp_path, *, summaries=("main",), interrupt=False, pca
             self.log_dir.mkdir(parents=True)
             self.built = ex.BuiltNetwork(net=Net(), plans=[], linkem_nodes=["em0"], ends={"e": 1})
             self.net = self.built.net
-            self.controller = type("C", (), {"now_s": lambda self: 12.0, "t0": 1000.0})()
-            self.controller_thread = type("T", (), {"error": None})()
+            self.controller = type("C", (), {"now_s": lambda self: now_s, "t0": 1000.0})()
+            self.controller_thread = type("T", (), {"error": controller_error})()
 
         def start(self):
             log.append(("start",))
@@ -633,9 +633,11 @@ def fake_run(monkeypatch, tmp_path, *, summaries=("main",), interrupt=False, pca
         for name in summaries:
             (out_dir / "flows").mkdir(parents=True, exist_ok=True)
             (out_dir / "flows" / f"{name}.summary.json").write_text("{}")
-        procs = [subprocess.Popen(["true"]) for _ in range(2)]
-        for p in procs:
-            p.wait()
+        procs = [subprocess.Popen([sys.executable, "-c", sender_code] if sender_code else ["true"]),
+                 subprocess.Popen(["true"])]
+        if not sender_code:
+            procs[0].wait()
+        procs[1].wait()
         return [ex.Agent("main", procs[0], out_dir / "s.log")], [ex.Agent("h2", procs[1], out_dir / "r.log")]
 
     class Captures:
@@ -649,7 +651,7 @@ def fake_run(monkeypatch, tmp_path, *, summaries=("main",), interrupt=False, pca
     monkeypatch.setattr(capture, "finish_for_run", lambda caps, out: log.append(("capture.finish",)) or {"captures": {"bottleneck": {"file": "x.pcap"}}})
     lines: list[str] = []
     out = tmp_path / "ebn"
-    call = lambda: ex._run_scheme_locked(cfg, "ebn", out, 6.0, lines.append, pcap=pcap)
+    call = lambda duration_s=6.0: ex._run_scheme_locked(cfg, "ebn", out, duration_s, lines.append, pcap=pcap)
     return call, log, lines, out, cfg
 
 
@@ -692,3 +694,52 @@ def test_an_interrupted_run_is_torn_down_and_says_so(monkeypatch, tmp_path):
     assert log[-1] == ("stop",) and ("stop_linkems",) in log
     assert json.loads((out / "run.json").read_text())["ok"] is False
     assert lines[-1] == f"[ebn] interrupted: switch logs kept in {out / 'switch-logs'}"
+
+
+def test_a_sender_still_running_at_the_deadline_is_ended(monkeypatch, tmp_path):
+    """The runner waits for the senders until the duration + 3 s, then ends them
+    (SIGINT first) and records their exit codes."""
+    code = ("import signal, sys, time; signal.signal(signal.SIGINT, lambda *_: sys.exit(3)); "
+            "time.sleep(120)")
+    call, _, _, out, _ = fake_run(monkeypatch, tmp_path, sender_code=code)
+    started = time.monotonic()
+    meta = call(duration_s=0.5)
+    assert time.monotonic() - started >= 3.5
+    assert meta["sender_exit_codes"] == {"main": 3} and meta["ok"] is True
+
+
+def test_a_controller_failure_fails_the_run(monkeypatch, tmp_path):
+    code = "import time; time.sleep(120)"
+    call, log, lines, out, _ = fake_run(monkeypatch, tmp_path, sender_code=code,
+                                        controller_error=ValueError("switch s1 gone"))
+    with pytest.raises(RuntimeError, match="^controller failed: switch s1 gone$"):
+        call()
+    assert json.loads((out / "run.json").read_text())["ok"] is False
+    assert lines[-1] == f"[ebn] something failed: switch logs kept in {out / 'switch-logs'}"
+    assert log[-1] == ("stop",)
+
+
+def test_flow_starts_are_on_the_controllers_clock(monkeypatch, tmp_path):
+    def later(data):
+        data["flows"][0]["start_s"] = 1.5
+    call, _, _, _, _ = fake_run(monkeypatch, tmp_path, now_s=12.0004, edit=later)
+    assert call()["flow_starts_s"] == {"main": 14.0}     # 12.0004 + 0.5 s start-up + 1.5, to the ms
+
+
+def test_delete_root_interfaces_deletes_only_those_still_there(monkeypatch):
+    calls: list[list[str]] = []
+
+    def run(cmd, capture_output=False):
+        calls.append(cmd)
+        exists = cmd[:3] == ["ip", "link", "show"] and cmd[3] == "s1-eth1"
+        return subprocess.CompletedProcess(cmd, 0 if exists else 1)
+
+    monkeypatch.setattr(ex.subprocess, "run", run)
+
+    class Sw:
+        def intfList(self):
+            return [FakeIntf("lo", None), FakeIntf("s1-eth1", None), FakeIntf("s1-eth2", None)]
+
+    ex._delete_root_interfaces(type("Net", (), {"switches": [Sw()]})())
+    assert calls == [["ip", "link", "show", "s1-eth1"], ["ip", "link", "del", "s1-eth1"],
+                     ["ip", "link", "show", "s1-eth2"]]
