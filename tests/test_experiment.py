@@ -743,3 +743,104 @@ def test_delete_root_interfaces_deletes_only_those_still_there(monkeypatch):
     ex._delete_root_interfaces(type("Net", (), {"switches": [Sw()]})())
     assert calls == [["ip", "link", "show", "s1-eth1"], ["ip", "link", "del", "s1-eth1"],
                      ["ip", "link", "show", "s1-eth2"]]
+
+
+def test_build_network_wires_nodes_ports_and_emulators(monkeypatch, tmp_path):
+    """Mininet's calls for a scenario (not started): a switch per [[switches]] with its
+    ports and ids, a host per [[hosts]], an emulator node in the middle of each delayed
+    link, and the plans computed from the result."""
+    import mininet.link
+    import mininet.net
+    from bwn.topologies import nodes
+    calls: list[tuple] = []
+
+    class Node(FakeNode):
+        pass
+
+    class Link:
+        def __init__(self, a, b, port1, port2):
+            self.intf1, self.intf2 = a.add_intf(), b.add_intf()
+            calls.append(("link", a.name, b.name, port1, port2))
+
+    class Mininet:
+        def __init__(self, **kw):
+            calls.append(("mininet", tuple(sorted(kw.items()))))
+            self.nodes: dict[str, Node] = {}
+
+        def _add(self, name, cls, **kw):
+            calls.append((cls.__name__, name, tuple(sorted(kw.items()))))
+            self.nodes[name] = Node(name, len(self.nodes))
+            return self.nodes[name]
+
+        def addSwitch(self, name, cls, **kw):
+            return self._add(name, cls, **kw)
+
+        def addHost(self, name, cls, **kw):
+            return self._add(name, cls, **kw)
+
+        def addLink(self, a, b, port1=None, port2=None):
+            return Link(a, b, port1, port2)
+
+        def get(self, name):
+            return self.nodes[name]
+
+    monkeypatch.setattr(mininet.net, "Mininet", Mininet)
+
+    def edit(data):
+        data["switches"][0].update(grpc_port=50999, device_id=7)
+        data["links"][1]["a_port"] = 5
+    cfg = scenario("smoke", edit)
+    built = ex.build_network(cfg, tmp_path / "logs")
+    assert calls[0] == ("mininet", (("autoSetMacs", False), ("build", False), ("controller", None),
+                                    ("link", mininet.link.Link), ("topo", None), ("waitConnected", False)))
+    assert calls[1] == ("Bmv2MininetSwitch", "s1", (("device_id", 7), ("dpid", "0000000000000001"),
+                                                    ("grpc_port", 50999), ("log_dir", str(tmp_path / "logs")),
+                                                    ("thrift_port", ex.THRIFT_PORT_BASE)))
+    assert calls[2:4] == [("BwnHost", "h1", (("ip", "10.0.1.1/24"),)), ("BwnHost", "h2", (("ip", "10.0.2.1/24"),))]
+    # Both links have a delay: each gets its emulator node, a = h1 side first.
+    assert calls[4:] == [("LinkemNode", "em0", (("ip", None),)), ("link", "h1", "em0", None, None),
+                         ("link", "em0", "s1", None, None),
+                         ("LinkemNode", "em1", (("ip", None),)), ("link", "s1", "em1", 5, None),
+                         ("link", "em1", "h2", None, None)]
+    assert [em.name for em in built.linkem_nodes] == ["em0", "em1"]
+    assert built.linkem_nodes[1].link_config is cfg.link("bottleneck")
+    a, b = built.ends["bottleneck"]
+    assert (a.node.name, b.node.name) == ("s1", "h2")      # the link's real ends, not the emulator
+    assert [p.name for p in built.plans] == ["s1"]
+    assert built.net.get("s1") is a.node
+
+
+def test_build_network_without_delay_links_directly(monkeypatch, tmp_path):
+    import mininet.net
+    links: list[tuple] = []
+
+    class Mininet:
+        def __init__(self, **kw):
+            self.nodes = {}
+
+        def addSwitch(self, name, cls, **kw):
+            self.nodes[name] = FakeNode(name, len(self.nodes))
+            links.append(("switch", name, kw["grpc_port"], kw["thrift_port"], kw["dpid"]))
+            return self.nodes[name]
+
+        def addHost(self, name, cls, **kw):
+            self.nodes[name] = FakeNode(name, len(self.nodes))
+            return self.nodes[name]
+
+        def addLink(self, a, b, port1=None, port2=None):
+            links.append((a.name, b.name, port1, port2))
+            return type("L", (), {"intf1": a.add_intf(), "intf2": b.add_intf()})()
+
+        def get(self, name):
+            return self.nodes[name]
+
+    monkeypatch.setattr(mininet.net, "Mininet", Mininet)
+
+    cfg = scenario("smoke", lambda d: [lk.pop("delay_ms", None) for lk in d["links"]]
+                   and d["switches"].append({"name": "s2", "device_id": 2}))
+    built = ex.build_network(cfg, tmp_path)
+    assert built.linkem_nodes == []
+    assert links[:2] == [("switch", "s1", ex.GRPC_PORT_BASE, ex.THRIFT_PORT_BASE, "0000000000000001"),
+                         ("switch", "s2", ex.GRPC_PORT_BASE + 1, ex.THRIFT_PORT_BASE + 1, "0000000000000002")]
+    assert links[2:] == [("h1", "s1", None, None), ("s1", "h2", None, None)]
+    assert [p.name for p in built.plans] == ["s1", "s2"] and built.plans[1].ports == []
