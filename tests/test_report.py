@@ -291,3 +291,62 @@ def test_capacity_falls_back_to_telemetry(tmp_path):
     with pytest.raises(report.ReportError) as err:
         report.bottleneck(run)
     assert str(err.value) == "ebn: bottleneck link 's1:9' has no capacity samples (links: s1:1, s1:3)"
+
+
+def test_report_command_help_and_arguments(run_dir, capsys, monkeypatch):
+    """`python -m bwn.report --help` says what it does and what each option is; bad
+    --bin-s is exit 2 with one line; --bottleneck and --bin-s reach the report."""
+    with pytest.raises(SystemExit) as exit_:
+        report.main(["--help"])
+    assert exit_.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert text.startswith("usage: python -m bwn.report [-h] [--bin-s BIN_S] [--bottleneck LINK] RUN_DIR")
+    for phrase in ("Rebuild RUN_DIR/summary.md, summary.csv and plots from "
+                   "RUN_DIR/<scheme>/{flows/,telemetry.csv,capacity.csv}.",
+                   "throughput averaging window, s (default 0.5)",
+                   "capacity.csv link to use (default: run.json's, else the slowest)"):
+        assert phrase in text, phrase
+    for bad in ("0", "-1"):
+        with pytest.raises(SystemExit) as exit_:
+            report.main([str(run_dir), "--bin-s", bad])
+        assert exit_.value.code == 2
+        assert capsys.readouterr().err.strip().endswith("error: --bin-s must be positive")
+    seen = {}
+
+    def fake_write(path, runs, bin_s):
+        seen.update(path=path, links={r.bottleneck_link for r in runs}, bin_s=bin_s)
+        return Path(path) / "summary.md"
+
+    monkeypatch.setattr(report, "write_report", fake_write)
+    assert report.main([str(run_dir), "--bin-s", "0.25", "--bottleneck", "bottleneck"]) == 0
+    assert seen == {"path": run_dir, "links": {"bottleneck"}, "bin_s": 0.25}
+    assert report.main([str(run_dir)]) == 0
+    assert seen["bin_s"] == report.DEFAULT_BIN_S and seen["links"] == {None, "bottleneck"}
+
+
+def test_throughput_series_bins():
+    """Bin centres and mean rates over the flow's delivered bytes; the last bin is cut
+    at the flow's end."""
+    flow = report.FlowLog("f", samples=[{"t_s": t, "delivered_bytes": b}
+                                        for t, b in ((0, 0), (1, 1000), (2, 3000), (3, 6000), (3.5, 7000))],
+                          start_s=10.0)
+    xs, ys = report.throughput_series(flow, 1.0)
+    assert xs == [10.5, 11.5, 12.5, 13.25]
+    assert ys == [8000.0, 16000.0, 24000.0, 16000.0]
+    assert report.throughput_series(report.FlowLog("g", samples=[{"t_s": 0, "delivered_bytes": 5}]), 1.0) == ([], [])
+
+
+def test_active_flows_count_start_inclusive_end_exclusive():
+    flows = [report.FlowLog("a", summary={"duration_s": 2.0}, start_s=1.0),
+             report.FlowLog("b", summary={"duration_s": 1.0}, start_s=2.0)]
+    run = report.SchemeRun("x", flows)
+    assert [report.active_flows(run, t) for t in (0.5, 1.0, 2.0, 2.5, 3.0)] == [0, 1, 2, 2, 0]
+
+
+def test_have_dpkt_follows_the_import(monkeypatch):
+    import builtins
+    assert report._have_dpkt() is True          # the plots extra installs it
+    real_import = builtins.__import__
+    monkeypatch.setattr(builtins, "__import__", lambda name, *a, **k: (_ for _ in ()).throw(
+        ModuleNotFoundError(name)) if name == "dpkt" else real_import(name, *a, **k))
+    assert report._have_dpkt() is False
