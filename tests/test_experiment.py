@@ -73,9 +73,10 @@ class FakeNode:
     def MAC(self) -> str:
         return self.intfs[0].MAC()
 
-    def popen(self, cmd: list[str], **_: Any) -> subprocess.Popen:
+    def popen(self, cmd: list[str], **kw: Any) -> subprocess.Popen:
+        """Record the command; run `echo out; echo err >&2` with the given outputs."""
         self.popened.append(cmd)
-        return subprocess.Popen(["true"])
+        return subprocess.Popen(["sh", "-c", f"echo {self.name}-out; echo {self.name}-err >&2"], **kw)
 
 
 class FakeNet:
@@ -575,7 +576,8 @@ def test_a_failed_start_is_torn_down(monkeypatch, tmp_path):
 # -- one scheme's run (run.json), with a fake network, agents and monitor ------------------
 
 def fake_run(monkeypatch, tmp_path, *, summaries=("main",), interrupt=False, pcap=False,
-             monitor_stop_fails=False, sender_code="", controller_error=None, now_s=12.0, edit=None):
+             monitor_stop_fails=False, sender_code="", controller_error=None, now_s=12.0, edit=None,
+             write_logs=True):
     import bwn.linkem
     from bwn import capture, fidelity
     log: list = []
@@ -588,7 +590,8 @@ def fake_run(monkeypatch, tmp_path, *, summaries=("main",), interrupt=False, pca
         def __init__(self, cfg_, out_dir, progress, label=""):
             log.append(("network", label))
             self.log_dir = out_dir / "switch-logs"
-            self.log_dir.mkdir(parents=True)
+            if write_logs:
+                self.log_dir.mkdir(parents=True)
             self.built = ex.BuiltNetwork(net=Net(), plans=[], linkem_nodes=["em0"], ends={"e": 1})
             self.net = self.built.net
             self.controller = type("C", (), {"now_s": lambda self: now_s, "t0": 1000.0})()
@@ -633,9 +636,12 @@ def fake_run(monkeypatch, tmp_path, *, summaries=("main",), interrupt=False, pca
         for name in summaries:
             (out_dir / "flows").mkdir(parents=True, exist_ok=True)
             (out_dir / "flows" / f"{name}.summary.json").write_text("{}")
-        procs = [subprocess.Popen([sys.executable, "-c", sender_code] if sender_code else ["true"]),
+        procs = [subprocess.Popen([sys.executable, "-c", sender_code + "; print('up', flush=True); time.sleep(120)"]
+                                  if sender_code else ["true"], stdout=subprocess.PIPE, text=True),
                  subprocess.Popen(["true"])]
-        if not sender_code:
+        if sender_code:
+            assert procs[0].stdout.readline() == "up\n"      # its signal handler is in place
+        else:
             procs[0].wait()
         procs[1].wait()
         return [ex.Agent("main", procs[0], out_dir / "s.log")], [ex.Agent("h2", procs[1], out_dir / "r.log")]
@@ -699,8 +705,7 @@ def test_an_interrupted_run_is_torn_down_and_says_so(monkeypatch, tmp_path):
 def test_a_sender_still_running_at_the_deadline_is_ended(monkeypatch, tmp_path):
     """The runner waits for the senders until the duration + 3 s, then ends them
     (SIGINT first) and records their exit codes."""
-    code = ("import signal, sys, time; signal.signal(signal.SIGINT, lambda *_: sys.exit(3)); "
-            "time.sleep(120)")
+    code = "import signal, sys, time; signal.signal(signal.SIGINT, lambda *_: sys.exit(3))"
     call, _, _, out, _ = fake_run(monkeypatch, tmp_path, sender_code=code)
     started = time.monotonic()
     meta = call(duration_s=0.5)
@@ -709,7 +714,7 @@ def test_a_sender_still_running_at_the_deadline_is_ended(monkeypatch, tmp_path):
 
 
 def test_a_controller_failure_fails_the_run(monkeypatch, tmp_path):
-    code = "import time; time.sleep(120)"
+    code = "import time"
     call, log, lines, out, _ = fake_run(monkeypatch, tmp_path, sender_code=code,
                                         controller_error=ValueError("switch s1 gone"))
     with pytest.raises(RuntimeError, match="^controller failed: switch s1 gone$"):
@@ -844,3 +849,52 @@ def test_build_network_without_delay_links_directly(monkeypatch, tmp_path):
                          ("switch", "s2", ex.GRPC_PORT_BASE + 1, ex.THRIFT_PORT_BASE + 1, "0000000000000002")]
     assert links[2:] == [("h1", "s1", None, None), ("s1", "h2", None, None)]
     assert [p.name for p in built.plans] == ["s1", "s2"] and built.plans[1].ports == []
+
+
+def test_agents_log_to_their_files_and_flows_get_their_own_start(tmp_path):
+    """Each agent's stdout and stderr go to its log file; a flow starting at 0.5 s is
+    delayed too; flow ids come from the scenario's seed; the output folder is made
+    (with its parents) and may exist already."""
+    from bwn import seeding
+
+    def flows(data: dict[str, Any]) -> None:
+        data["experiment"]["seed"] = 7
+        data["flows"] = [{"name": "soon", "src": "h1", "dst": "h2", "start_s": 0.5}]
+    cfg = scenario("gtcp-reservations", flows)
+    out = tmp_path / "new" / "run"
+    for _ in range(2):
+        net = FakeNet(cfg)
+        senders, receivers = ex.start_agents(cfg, net, "newreno", out, duration_s=5.0)
+        for agent in senders + receivers:
+            agent.proc.wait(5)
+    assert [(a.name, a.log) for a in senders] == [("soon", out / "send-soon.log")]
+    assert [(a.name, a.log) for a in receivers] == [("h2", out / "recv-h2.log")]
+    assert sorted((out / "send-soon.log").read_text().split()) == ["h1-err", "h1-out"]
+    assert sorted((out / "recv-h2.log").read_text().split()) == ["h2-err", "h2-out"]
+    (cmd,) = net.get("h1").popened
+    assert cmd[:3] == ["bash", "-c", 'sleep 0.500 && exec "$@"']
+    assert cmd[cmd.index("--flow-id") + 1] == str(seeding.flow_id(7, 0)) != str(seeding.flow_id(None, 0))
+
+
+def test_the_run_reports_progress_every_10_s_and_ends_at_its_deadline(monkeypatch, tmp_path):
+    """With a clock that advances only when the runner sleeps: progress lines at 10 and
+    20 s of a 25 s run, none at or after its end; the senders are ended at 28 s
+    (duration + 3 s), not before."""
+    import types
+    code = "import signal, sys, time; signal.signal(signal.SIGINT, lambda *_: sys.exit(3))"
+    call, _, lines, out, _ = fake_run(monkeypatch, tmp_path, sender_code=code, write_logs=False)
+    clock = {"t": 1000.0}
+    slept: list[float] = []
+
+    def sleep(dt: float) -> None:
+        slept.append(dt)
+        clock["t"] += dt
+
+    monkeypatch.setattr(ex, "time", types.SimpleNamespace(monotonic=lambda: clock["t"], sleep=sleep,
+                                                          time=time.time))
+    meta = call(duration_s=25.0)
+    assert [line for line in lines if line.endswith("/25 s")] == ["[ebn] 10/25 s", "[ebn] 20/25 s"]
+    assert set(slept) == {0.25} and sum(slept) == pytest.approx(28.0)
+    assert meta["sender_exit_codes"] == {"main": 3}
+    # The log folder of a run that never wrote one: nothing to remove, no error.
+    assert meta["ok"] is True and not (out / "switch-logs").exists()
