@@ -464,7 +464,8 @@ def network(monkeypatch, tmp_path, fail: set = frozenset(), linkem_args=None, fr
     emulator node), a fake controller and thread; returns it and the event log."""
     from bwn.topologies import nodes
     log: list = []
-    cfg = scenario("smoke", lambda d: d.update(dataplane={"window_us": 8192, "flow_window_us": 65536}))
+    cfg = scenario("smoke", lambda d: (d.update(dataplane={"window_us": 8192, "flow_window_us": 65536}),
+                                       d["experiment"].update(seed=11)))
     net = TeardownNet(cfg, log, set(fail))
     em = TeardownNode("em1", 99, log, set(fail))
     em.link_config = cfg.link("bottleneck")
@@ -487,7 +488,10 @@ def network(monkeypatch, tmp_path, fail: set = frozenset(), linkem_args=None, fr
             log.append(("thread.stop",))
 
     monkeypatch.setattr(ex, "pipeline_files", lambda: (Path("p4info"), Path("blob")))
-    monkeypatch.setattr(ex, "build_network", lambda c, d, f: built)
+    def build(c, log_dir, f):
+        assert (c, log_dir, f) == (cfg, tmp_path / "switch-logs", frame_bytes)
+        return built
+    monkeypatch.setattr(ex, "build_network", build)
     monkeypatch.setattr(ex, "BwnController", Controller)
     monkeypatch.setattr(ex, "ControllerThread", Thread)
     monkeypatch.setattr(nodes, "interrupt_command", lambda node: log.append(("interrupt", node.name)))
@@ -512,8 +516,7 @@ def test_start_brings_up_net_emulators_and_controller_in_order(monkeypatch, tmp_
     sn, log, lines, cfg = network(monkeypatch, tmp_path, linkem_args={"bottleneck": ["--jitter-ms", "1"]})
     sn.start()
     from bwn import seeding
-    seed = seeding.linkem_seed(cfg.seed, "em1")
-    seed_args = ("--seed", str(seed)) if seed is not None else ()
+    seed_args = ("--seed", str(seeding.linkem_seed(11, "em1")))
     window = ent_window = ex.ent.WindowConfig(8192, 65536, ex._frame_bytes(1000))
     assert log == [
         ("net.start",),
@@ -841,14 +844,24 @@ def test_build_network_without_delay_links_directly(monkeypatch, tmp_path):
 
     monkeypatch.setattr(mininet.net, "Mininet", Mininet)
 
-    cfg = scenario("smoke", lambda d: [lk.pop("delay_ms", None) for lk in d["links"]]
-                   and d["switches"].append({"name": "s2", "device_id": 2}))
+    def edit(d):
+        for lk in d["links"]:
+            lk.pop("delay_ms", None)
+        d["switches"].append({"name": "s2", "device_id": 2})
+        d["links"].append({"a": "s1", "b": "s2", "a_port": 7, "b_port": 8, "delay_ms": 0.5,
+                           "schedule": {"kind": "constant", "rate_mbit": 10}})
+        d["links"].append({"a": "s2", "b": "s1", "a_port": 9, "b_port": 10,
+                           "schedule": {"kind": "constant", "rate_mbit": 10}})
+    cfg = scenario("smoke", edit)
     built = ex.build_network(cfg, tmp_path)
-    assert built.linkem_nodes == []
+    assert [em.name for em in built.linkem_nodes] == ["em2"]         # 0.5 ms is a delay too
     assert links[:2] == [("switch", "s1", ex.GRPC_PORT_BASE, ex.THRIFT_PORT_BASE, "0000000000000001"),
                          ("switch", "s2", ex.GRPC_PORT_BASE + 1, ex.THRIFT_PORT_BASE + 1, "0000000000000002")]
-    assert links[2:] == [("h1", "s1", None, None), ("s1", "h2", None, None)]
-    assert [p.name for p in built.plans] == ["s1", "s2"] and built.plans[1].ports == []
+    assert links[2:] == [("h1", "s1", None, None), ("s1", "h2", None, None),
+                         ("s1", "em2", 7, None), ("em2", "s2", None, 8), ("s2", "s1", 9, 10)]
+    assert [p.name for p in built.plans] == ["s1", "s2"] and len(built.plans[1].ports) == 2
+    fixed = ex.build_network(cfg, tmp_path, frame_bytes=1500)
+    assert {pp.frame_bytes for plan in fixed.plans for pp in plan.ports} == {1500}
 
 
 def test_agents_log_to_their_files_and_flows_get_their_own_start(tmp_path):
