@@ -84,6 +84,7 @@ def test_pipeline_files_name_what_is_missing(tmp_path):
         p4rt.pipeline_files(tmp_path, "x")
     (tmp_path / "x.p4info.txtpb").write_text("")
     assert p4rt.pipeline_files(tmp_path, "x") == (tmp_path / "x.p4info.txtpb", tmp_path / "x.json")
+    assert p4rt.DEFAULT_BUILD_DIR == Path(p4rt.__file__).resolve().parents[1] / "build"
 
 
 def test_sync_switch_forwards_calls_in_batches_and_closes(fake_finsy):
@@ -132,8 +133,7 @@ def test_a_failed_connect_ends_the_loop_and_raises(fake_finsy):
 
 def test_sync_switch_finds_the_build_by_default(fake_finsy, monkeypatch):
     info, blob = fake_finsy
-    monkeypatch.setattr(p4rt, "DEFAULT_BUILD_DIR", info.parent)
-    monkeypatch.setattr(p4rt.pipeline_files, "__defaults__", (info.parent, "bwn"))
+    monkeypatch.setattr(p4rt, "pipeline_files", lambda: (info, blob))
     sw = p4rt.SyncSwitch("s3", "127.0.0.1:2")
     assert (FakeSwitch.instances[0].options.p4info, FakeSwitch.instances[0].options.p4blob) == (info, blob)
     assert FakeSwitch.instances[0].options.device_id == 0
