@@ -6,6 +6,7 @@
 #               (SCENARIO=name for another one; see README "Try it by hand")
 #   make test   all tests (unit, namespace end-to-end, PTF on BMv2, Mininet smoke)
 #   make ptf    only the PTF suite, with its live output
+#   make mutants  mutation testing of the Python core (hours; resumable; MODULES="wire report" for some)
 #   make schema regenerate docs/scenario.schema.json from controller/scenario.py
 #   make clean
 SHELL := /bin/bash
@@ -17,7 +18,7 @@ P4_SRCS := $(wildcard p4src/shared/*.p4 p4src/v1model/*.p4)
 APT_PACKAGES := python3 python3-venv python3-pip python3-scapy python3-thrift iproute2 iputils-ping \
 	ethtool tcpdump tshark iperf3 mininet make
 
-.PHONY: deps toolchain toolchain-tofino toolchain-pack build build-bench bench-switch run test ptf schema clean
+.PHONY: deps toolchain toolchain-tofino toolchain-pack build build-bench bench-switch run test ptf mutants schema clean
 
 deps:
 	@if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
@@ -82,6 +83,15 @@ test:
 
 ptf: build
 	$(PY) ptf-tests/run_ptf.py
+
+# Mutation testing of the Python core with mutmut (docs/testing.md): per module,
+# resumable (stop it and run it again), niced; not in CI. MODULES="wire hosts" for
+# some modules, MUTANTS_ARGS="--retest" after adding tests.
+MODULES ?=
+MUTANTS_ARGS ?=
+mutants:
+	@$(PY) -c 'import mutmut' 2>/dev/null || $(PY) -m pip install -q -e '.[mutation]'
+	nice -n 10 $(PY) scripts/mutants.py $(MODULES) $(MUTANTS_ARGS)
 
 # The scenario format's JSON Schema, for editors (docs/config.md, "Editors");
 # tests/test_scenario_schema.py fails when the committed file is out of date.

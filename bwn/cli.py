@@ -191,8 +191,12 @@ def cmd_net(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from bwn import report
     out = Path(args.dir)
-    summary = report.write_report(out, report.load_run_dir(out))
-    print((out / "summary.md").read_text() if (out / "summary.md").exists() else summary)
+    try:
+        summary = report.write_report(out, report.load_run_dir(out))
+    except report.ReportError as exc:   # a folder that is not a run, or a broken file in it
+        print(f"bwn report: {exc}", file=sys.stderr)
+        return 1
+    print(summary.read_text())
     return 0
 
 

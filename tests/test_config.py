@@ -257,3 +257,26 @@ def test_format_errors_first_then_references():
     assert errors_of(data) == ["links[1].b: unknown node 'h9' (known: h1, h2, s1)",
                                "hosts[1]: host 'h2' is not connected by any link",
                                "flows[0]: no path from h1 to h2 over the links"]
+
+
+@pytest.mark.parametrize("mutate, expected", [
+    # Exact lines (the list above matches prefixes): one per kind of pydantic error.
+    (lambda d: d["flows"][0].update(bytes=10, duration_s=3), "flows[0]: give bytes or duration_s, not both"),
+    (lambda d: d["experiment"].update(name=3), "experiment.name: expected a non-empty string, got int 3"),
+    (lambda d: d.update(dataplane=[1]), "dataplane: expected a table, got an array"),
+    (lambda d: d["links"][0].update(queue_packets="5"),
+     "links[0].queue_packets: expected an integer, got string '5'"),
+    (lambda d: d["links"][0].update(queue_packets=0), "links[0].queue_packets: must be at least 1, got 0"),
+    (lambda d: d["links"][0]["schedule"].update(kind=3),
+     "links[0].schedule.kind: expected a non-empty string, got int 3"),
+    (lambda d: d["links"][0]["schedule"].update(kind="warp"),
+     "links[0].schedule.kind: unknown kind 'warp' (expected one of: constant, steps, sine, trace)"),
+    (lambda d: d["experiment"].update(duration_s="30"),
+     "experiment.duration_s: expected a number, got string '30'"),
+    (lambda d: d["experiment"].update(duration_s=float("inf")),
+     "experiment.duration_s: must be finite, got inf"),
+])
+def test_error_lines_are_exact(mutate, expected):
+    data = copy.deepcopy(minimal())
+    mutate(data)
+    assert expected in errors_of(data)

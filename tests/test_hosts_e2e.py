@@ -48,6 +48,15 @@ def finish(proc: subprocess.Popen) -> Tuple[int, str, str]:
     return proc.returncode, out, err
 
 
+def wait_for_data(path: Path) -> None:
+    """Until the receiver has written some of the stream to `path` (its file is
+    buffered: the first 8 KiB or so)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while not (path.exists() and path.stat().st_size > 0):
+        assert time.monotonic() < deadline, f"no data reached {path} in {TIMEOUT_S} s"
+        time.sleep(0.1)
+
+
 def test_file_transfer_is_exact(tmp_path: Path) -> None:
     src = tmp_path / "in.bin"
     src.write_bytes(os.urandom(3_000_000 + 17))
@@ -109,7 +118,10 @@ def test_sigint_ends_the_stream_cleanly(tmp_path: Path) -> None:
     recv, port = start_recv("--out", str(out), "--once", "--linger", "0.2")
     s = send(port, "--algo", "newreno", "--duration", "30", "--summary-json",
              str(tmp_path / "s.json"), wait=False)
-    time.sleep(1.5)
+    # SIGINT once data flows, not after a fixed sleep: on a loaded machine the sender
+    # may still be starting Python after 1.5 s, and a SIGINT then is not this test's case.
+    wait_for_data(out)
+    time.sleep(0.5)
     s.send_signal(signal.SIGINT)
     t0 = time.monotonic()
     rc, so, se = finish(s)
@@ -124,9 +136,10 @@ def test_sigint_ends_the_stream_cleanly(tmp_path: Path) -> None:
 
 
 def test_sender_reports_reset_when_receiver_restarts(tmp_path: Path) -> None:
-    recv, port = start_recv()
+    out = tmp_path / "out.bin"
+    recv, port = start_recv("--out", str(out))
     s = send(port, "--algo", "newreno", "--duration", "20", wait=False)
-    time.sleep(1.0)
+    wait_for_data(out)      # the first receiver has the flow (not a slow start of the sender)
     recv.send_signal(signal.SIGTERM)
     finish(recv)
     recv2 = subprocess.Popen([PY, "-m", "bwn.hosts.recv", "--listen", f"127.0.0.1:{port}"],

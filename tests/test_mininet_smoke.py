@@ -35,8 +35,14 @@ def _needs_mininet_and_bmv2():
 
 
 def _links() -> set[str]:
-    out = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines()}
+    """The root namespace's Mininet-made interfaces (`node-ethN`), read while holding
+    the experiment lock: other engineers' PTF veths (s1p1, ...) come and go at any
+    time, and their Mininet runs hold the lock while their interfaces exist."""
+    from bwn.runlock import experiment_lock
+    with experiment_lock(progress=lambda _m: None):
+        out = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    names = {line.split(":")[1].strip().split("@")[0] for line in out.splitlines()}
+    return {n for n in names if "-eth" in n}
 
 
 def test_smoke_experiment(tmp_path):
@@ -57,6 +63,9 @@ def test_smoke_experiment(tmp_path):
     # The switches stamped the flow: the EBN run's log saw switch feedback.
     log = (out / "ebn" / "flows" / "main.jsonl").read_text()
     assert '"echo_hop_count": 1' in log or '"echo_hop_count":1' in log
+    for scheme in ("ebn", "newreno"):
+        _capacity_stepped(out / scheme)
+    _ebn_scaled_cwnd(out / "ebn" / "flows" / "main.jsonl", out / "newreno" / "flows" / "main.jsonl")
     # --pcap: a capture of the bottleneck per scheme that reads back, with the
     # switch's stamp on the flow's DATA, and the figure drawn from it.
     from bwn.pcaptrace import read_trace
@@ -70,6 +79,52 @@ def test_smoke_experiment(tmp_path):
     assert _links() - before == set()
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert "--grpc-server-addr 127.0.0.1:501" not in ps
+
+
+STEP_T_S = 4.0                 # smoke.toml: the bottleneck steps from 5 to 2 Mb/s at 4 s
+
+
+def _capacity_stepped(run: Path) -> None:
+    """The controller applied the bottleneck's step on time (capacity.csv), and the
+    switch then stamped the new capacity (telemetry.csv, kb/s of frames)."""
+    applied = [(float(r["t_s"]), float(r["rate_bps"])) for r in csv.DictReader(open(run / "capacity.csv"))
+               if r["link"] == "bottleneck"]
+    # The first rate is written while the switch's state is installed, before the
+    # controller's clock starts (t = 0 is when every switch is ready): its time is
+    # the install time (0.3-0.5 s here, more on a loaded machine).
+    assert applied[0][1] == 5e6 and applied[0][0] < STEP_T_S, applied
+    steps = [(t, rate) for t, rate in applied if rate == 2e6]
+    assert steps and STEP_T_S <= steps[0][0] <= STEP_T_S + 1.0, applied
+    telemetry = [(float(r["t_s"]), float(r["capacity_kbps"])) for r in csv.DictReader(open(run / "telemetry.csv"))
+                 if r["capacity_kbps"] not in ("", "0")]
+    assert any(t < STEP_T_S and abs(kbps - 5000) <= 250 for t, kbps in telemetry), telemetry[:20]
+    assert any(t > STEP_T_S + 0.5 and abs(kbps - 2000) <= 100 for t, kbps in telemetry), telemetry[-20:]
+
+
+def _ebn_scaled_cwnd(ebn_log: Path, newreno_log: Path) -> None:
+    """TCP-EBN scaled its window down by the EBN ratio after the capacity step (its
+    counter and ratio in the log's `extra`), and the echoed code fell with the
+    capacity; NewReno never scales."""
+    import json
+
+    rows = [json.loads(line) for line in ebn_log.read_text().splitlines() if line.strip()]
+    extras = [(r["time_s"], r.get("extra") or {}) for r in rows]
+    scaled = [(t, e) for t, e in extras if e.get("ebn_scalings")]
+    assert scaled, "TCP-EBN never scaled cwnd"
+    assert any(e.get("ebn_ratio", 1.0) < 1.0 for _, e in scaled), "no downward EBN scaling"
+    # The window itself: at the first logged downward scaling, cwnd fell by at least
+    # half of what the ratio says (the log row may come a few ACKs after the cut).
+    for before, row in zip(rows, rows[1:]):
+        extra = row.get("extra") or {}
+        if extra.get("ebn_scalings", 0) > ((before.get("extra") or {}).get("ebn_scalings", 0)) \
+                and extra.get("ebn_ratio", 1.0) < 1.0:
+            ratio = extra["ebn_ratio"]
+            assert row["cwnd"] < before["cwnd"] * (1 + ratio) / 2, (before, row)
+            break
+    codes = [(r["time_s"], r["echo_ebn_code"]) for r in rows if r.get("echo_ebn_code") not in (None, 255)]
+    assert codes and max(c for _, c in codes) - codes[-1][1] >= 8, codes   # at least halved
+    newreno = [json.loads(line) for line in newreno_log.read_text().splitlines() if line.strip()]
+    assert not any((r.get("extra") or {}).get("ebn_scalings") for r in newreno)
 
 
 def test_sigterm_mid_run_tears_everything_down(tmp_path):

@@ -210,3 +210,143 @@ def test_invalid_run_is_marked_in_every_table_and_plot(run_dir: Path, monkeypatc
     assert "* ebn: INVALID: cpu: BROKEN: 2.4 s without idle CPU" in md
     assert any(t.startswith("ebn [INVALID]") for t in titles)
     assert not any(t.startswith("westwood [INVALID]") for t in titles)
+
+
+def _obp_with_cross_traffic(root: Path) -> Path:
+    """OBP's long flow crosses b1 (10 Mb/s) and b2 (20 Mb/s); a NewReno cross flow,
+    application-limited to 3 Mb/s of payload, shares b1 from 2 s to 6 s only."""
+    scheme = root / "obp"
+    (scheme / "flows").mkdir(parents=True)
+    with (scheme / "flows" / "long.jsonl").open("w") as fh:
+        for i in range(21):
+            t_s = i / 2
+            fh.write(json.dumps({"t_s": t_s, "algo": "obp", "cwnd": 20, "delivered_bytes": 4e6 / 8 * t_s,
+                                 "fb_hop_count": 2, "fb_tight_kbps": 1000}) + "\n")
+    with (scheme / "flows" / "cross.jsonl").open("w") as fh:
+        for i in range(9):
+            fh.write(json.dumps({"t_s": i / 2, "algo": "newreno", "delivered_bytes": 3e6 / 8 * i / 2}) + "\n")
+    write_csv(scheme / "capacity.csv", ["t_s", "link", "rate_bps"], [[0, "b1", 10e6], [0, "b2", 20e6]])
+    (scheme / "run.json").write_text(json.dumps({
+        "flow_starts_s": {"long": 0.0, "cross": 2.0},
+        "flow_links": {"long": [{"link": "b1", "from": "s1", "to": "s2"}, {"link": "b2", "from": "s2", "to": "s3"}],
+                       "cross": [{"link": "b1", "from": "s1", "to": "s2"}]},
+        "flow_demand_bps": {"cross": 3e6}}))
+    return scheme
+
+
+def test_obp_truth_counts_cross_traffic(tmp_path):
+    """The fair share OBP's estimate is judged against is what the cross flow leaves of
+    b1 while it runs (10 Mb/s of frames in payload, less its 3 Mb/s demand), and the
+    whole of b1 before and after: not b1 alone, and not b2."""
+    run = report.load_scheme_run(_obp_with_cross_traffic(tmp_path))
+    long, cross = sorted(run.flows, key=lambda f: f.name != "long")
+    assert (long.name, cross.name, cross.start_s, cross.end_s) == ("long", "cross", 2.0, 6.0)
+    shares = report.FairShares(run)
+    assert shares.resources(long) == ["b1:s1>s2", "b2:s2>s3"]
+    for t_s, expected in ((1.0, 10e6 * K), (2.0, 10e6 * K - 3e6), (4.0, 10e6 * K - 3e6),
+                          (6.0, 10e6 * K - 3e6), (6.5, 10e6 * K)):
+        assert shares.share_bps(long, t_s) == pytest.approx(expected), t_s
+    assert shares.share_bps(cross, 4.0) == pytest.approx(3e6)
+    # The estimate: tight link 1 Mb/s of frames + the flow's own 4 Mb/s (0 at its first row).
+    errors = []
+    for i in range(21):
+        t_s = i / 2
+        estimate = 1e6 * K + (4e6 if t_s > 0 else 0.0)
+        share = 10e6 * K - (3e6 if 2.0 <= t_s <= 6.0 else 0.0)
+        errors.append(abs(estimate - share) / share)
+    err = report.estimate_error(run, long, shares)
+    assert err.samples == 21
+    assert err.vs_share == pytest.approx(sum(errors) / 21)
+    assert err.vs_rate == pytest.approx(1e6 * K / 4e6)
+    row = {r["flow"]: r for r in report.summarize(run)}["long"]
+    assert row["estimate_error_share"] == pytest.approx(sum(errors) / 21)
+    assert row["capacity_bps"] == pytest.approx(10e6)      # the slower link is the bottleneck
+
+
+def test_capacity_falls_back_to_telemetry(tmp_path):
+    """Without capacity.csv, each telemetry port's capacity_kbps is its capacity curve
+    (empty and zero capacities ignored), and the slowest port is the bottleneck."""
+    scheme = tmp_path / "ebn"
+    (scheme / "flows").mkdir(parents=True)
+    write_sender_log(scheme / "flows" / "f1.jsonl", 1, "ebn", 4e6, {"echo_ebn_code": 98, "echo_hop_count": 1})
+    write_summary(scheme / "flows" / "f1.summary.json", 1, "ebn", 4e6, retransmits=0)
+    rows = []
+    for i in range(20):
+        t_s = i / 2
+        rows.append([t_s, "s1", 3, 8000 if t_s < 5 else 4000, 3900, 100, 2, 1])
+        rows.append([t_s, "s1", 1, 100000, 4000, 96000, 0, 1])
+        rows.append([t_s, "s1", 2, 0 if i % 2 else "", 0, 0, 0, 0])   # never rate-limited
+    write_csv(scheme / "telemetry.csv", list(report.TELEMETRY_COLUMNS), rows)
+    run = report.load_scheme_run(scheme)
+    curves = report.capacity_curves(run)
+    assert sorted(curves) == ["s1:1", "s1:3"]
+    assert curves["s1:3"].rate_bps(4.5) == 8e6 and curves["s1:3"].rate_bps(5.0) == 4e6
+    name, curve = report.bottleneck(run)
+    assert name == "s1:3" and (curve.times_s, curve.rates_bps) == (curves["s1:3"].times_s,
+                                                                    curves["s1:3"].rates_bps)
+    (f1,) = report.summarize(run)
+    assert f1["capacity_bps"] == pytest.approx(6e6)          # 8 Mb/s for 5 s, then 4 Mb/s for 5 s
+    assert f1["utilization"] == pytest.approx(4 / 6)
+    run.bottleneck_link = "s1:9"
+    with pytest.raises(report.ReportError) as err:
+        report.bottleneck(run)
+    assert str(err.value) == "ebn: bottleneck link 's1:9' has no capacity samples (links: s1:1, s1:3)"
+
+
+def test_report_command_help_and_arguments(run_dir, capsys, monkeypatch):
+    """`python -m bwn.report --help` says what it does and what each option is; bad
+    --bin-s is exit 2 with one line; --bottleneck and --bin-s reach the report."""
+    with pytest.raises(SystemExit) as exit_:
+        report.main(["--help"])
+    assert exit_.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert text.startswith("usage: python -m bwn.report [-h] [--bin-s BIN_S] [--bottleneck LINK] RUN_DIR")
+    for phrase in ("Rebuild RUN_DIR/summary.md, summary.csv and plots from "
+                   "RUN_DIR/<scheme>/{flows/,telemetry.csv,capacity.csv}.",
+                   "throughput averaging window, s (default 0.5)",
+                   "capacity.csv link to use (default: run.json's, else the slowest)"):
+        assert phrase in text, phrase
+    for bad in ("0", "-1"):
+        with pytest.raises(SystemExit) as exit_:
+            report.main([str(run_dir), "--bin-s", bad])
+        assert exit_.value.code == 2
+        assert capsys.readouterr().err.strip().endswith("error: --bin-s must be positive")
+    seen = {}
+
+    def fake_write(path, runs, bin_s):
+        seen.update(path=path, links={r.bottleneck_link for r in runs}, bin_s=bin_s)
+        return Path(path) / "summary.md"
+
+    monkeypatch.setattr(report, "write_report", fake_write)
+    assert report.main([str(run_dir), "--bin-s", "0.25", "--bottleneck", "bottleneck"]) == 0
+    assert seen == {"path": run_dir, "links": {"bottleneck"}, "bin_s": 0.25}
+    assert report.main([str(run_dir)]) == 0
+    assert seen["bin_s"] == report.DEFAULT_BIN_S and seen["links"] == {None, "bottleneck"}
+
+
+def test_throughput_series_bins():
+    """Bin centres and mean rates over the flow's delivered bytes; the last bin is cut
+    at the flow's end."""
+    flow = report.FlowLog("f", samples=[{"t_s": t, "delivered_bytes": b}
+                                        for t, b in ((0, 0), (1, 1000), (2, 3000), (3, 6000), (3.5, 7000))],
+                          start_s=10.0)
+    xs, ys = report.throughput_series(flow, 1.0)
+    assert xs == [10.5, 11.5, 12.5, 13.25]
+    assert ys == [8000.0, 16000.0, 24000.0, 16000.0]
+    assert report.throughput_series(report.FlowLog("g", samples=[{"t_s": 0, "delivered_bytes": 5}]), 1.0) == ([], [])
+
+
+def test_active_flows_count_start_inclusive_end_exclusive():
+    flows = [report.FlowLog("a", summary={"duration_s": 2.0}, start_s=1.0),
+             report.FlowLog("b", summary={"duration_s": 1.0}, start_s=2.0)]
+    run = report.SchemeRun("x", flows)
+    assert [report.active_flows(run, t) for t in (0.5, 1.0, 2.0, 2.5, 3.0)] == [0, 1, 2, 2, 0]
+
+
+def test_have_dpkt_follows_the_import(monkeypatch):
+    import builtins
+    assert report._have_dpkt() is True          # the plots extra installs it
+    real_import = builtins.__import__
+    monkeypatch.setattr(builtins, "__import__", lambda name, *a, **k: (_ for _ in ()).throw(
+        ModuleNotFoundError(name)) if name == "dpkt" else real_import(name, *a, **k))
+    assert report._have_dpkt() is False

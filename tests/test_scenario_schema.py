@@ -127,3 +127,14 @@ def test_capture_links_must_name_links():
     data["capture"] = {"links": ["bottleneck"]}
     assert cfg.validate(data, base_dir=EXAMPLE.parent).capture_links == ("bottleneck",)
     assert cfg.load_config(EXAMPLE).capture_links is None
+
+
+def test_schema_command_prints_or_writes_the_committed_schema(tmp_path, capsys):
+    """`make schema`'s command: to stdout, or to --out; both the committed file's text."""
+    from bwn.controller import scenario
+    committed = (REPO / "docs" / "scenario.schema.json").read_text()
+    assert scenario.main([]) == 0
+    assert capsys.readouterr().out == committed
+    out = tmp_path / "schema.json"
+    assert scenario.main(["--out", str(out)]) == 0
+    assert out.read_text() == committed and capsys.readouterr().out == ""

@@ -168,3 +168,39 @@ def test_update_arguments_checked():
         sch.SineSchedule(1e6).updates(10, interval_s=0)
     with pytest.raises(sch.ScheduleError, match="duration_s"):
         sch.ConstantSchedule(1e6).updates(0)
+
+
+def test_step_mean_rate_before_zero_and_at_a_point():
+    """The first rate also holds before t = 0 (the report's flows may start earlier
+    than the controller's clock); an empty interval is the rate at that time."""
+    s = sch.StepSchedule([(0, 10e6), (2, 4e6)])
+    assert s.mean_rate_bps(-2, 0) == pytest.approx(10e6)
+    assert s.mean_rate_bps(-1, 3) == pytest.approx((3 * 10e6 + 4e6) / 4)
+    assert s.mean_rate_bps(-3, -1) == pytest.approx(10e6)
+    assert s.mean_rate_bps(2, 2) == 4e6 and s.mean_rate_bps(1.5, 1.5) == 10e6
+    with pytest.raises(sch.ScheduleError) as err:
+        s.mean_rate_bps(3, 2)
+    assert str(err.value) == "mean_rate_bps: t1_s 2 is before t0_s 3"
+
+
+@pytest.mark.parametrize("steps, message", [
+    ([], "steps: at least one step is needed"),
+    ([(1, 5e6)], "steps[0]: the first step must be at t_s = 0, got 1.0"),
+    ([(0, 5e6), (3, 1e6), (2, 1e6)], "steps[2]: t_s 2.0 is not after the previous step's 3.0"),
+])
+def test_step_schedule_messages(steps, message):
+    with pytest.raises(sch.ScheduleError) as err:
+        sch.StepSchedule(steps)
+    assert str(err.value) == message
+
+
+def test_updates_keep_changes_above_the_threshold_only():
+    class Ramp(sch.Schedule):
+        def rate_bps(self, t_s: float) -> float:
+            return [0.0, 0.0, 1e6, 1.01e6, 1.02e6, 1.03e6][int(round(t_s * 10))]
+
+    # From 0 any rate is a change; then changes of exactly the threshold are not.
+    assert Ramp().updates(0.6, 0.1, 0.02) == [(0.0, 0.0), (0.2, 1e6), (0.5, 1.03e6)]
+    # A duration shorter than one interval still applies the rate at 0.
+    assert sch.ConstantSchedule(5e6).updates(0.05, 0.1) == [(0.0, 5e6)]
+    assert [t for t, _ in Ramp().updates(0.3, 0.1, 0.0)] == [0.0, 0.2]

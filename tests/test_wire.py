@@ -117,3 +117,51 @@ def test_linux_accepts_zero_udp_checksum():
     finally:
         raw.close()
         rx.close()
+
+
+def test_codec_errors_say_which_value_is_wrong():
+    """The messages a user sees for bad codes and rates: exact, so that a caller can act on them."""
+    with pytest.raises(ValueError) as err:
+        ebn_encode_kbps(float("nan"))
+    assert str(err.value) == "rate_kbps is NaN"
+    assert ebn_decode_kbps(0xFF) is None  # the top of the range is valid (unset) ...
+    with pytest.raises(ValueError) as err:
+        ebn_decode_kbps(256)             # ... one past it is not
+    assert str(err.value) == "EBN code must be 0..255, got 256"
+    assert ebn_ratio(254, 254) == 1.0     # EBN_CODE_MAX is a set code
+    for args, name, code in (((255, 10), "current_code", 255), ((10, -1), "last_code", -1)):
+        with pytest.raises(ValueError) as err:
+            ebn_ratio(*args)
+        assert str(err.value) == f"{name} must be a set EBN code 0..254, got {code}"
+
+
+@pytest.mark.parametrize("field,low,high", [
+    ("version", 0, 15), ("kind", 0, 15), ("hop_count", 0, 0xFF), ("flags", 0, 0xFF),
+    ("narrow_kbps", 0, 0xFFFFFFFF), ("echo_narrow_kbps", 0, 0xFFFFFFFF),
+    ("tight_kbps", -(2**31), 2**31 - 1), ("reserved", 0, 0xFFFF)])
+def test_field_ranges_are_exactly_the_wire_widths(field, low, high):
+    """Both ends of each field's range are accepted and one past either end is refused,
+    with a message naming the field and its range."""
+    assert getattr(BwnHeader(**{field: low}), field) == low
+    assert getattr(BwnHeader(**{field: high}), field) == high
+    for bad in (low - 1, high + 1):
+        with pytest.raises(ValueError) as err:
+            BwnHeader(**{field: bad})
+        assert str(err.value) == f"BWN field {field} must be an integer in [{low}, {high}], got {bad}"
+
+
+def test_hop_count_saturates_at_255():
+    """A 256th switch leaves the hop count at 255 (as the P4 program does), not an error."""
+    h = BwnHeader(hop_count=254).stamped(ebn_code=1, narrow_kbps=1, tight_kbps=1)
+    assert h.hop_count == 255
+    assert h.stamped(ebn_code=1, narrow_kbps=1, tight_kbps=1).hop_count == 255
+
+
+def test_unpack_keeps_version_and_reserved_bits():
+    """A lenient decode (strict_version=False) reports the version it read, and the reserved
+    bits are carried, not zeroed: a receiver can flag a header from another version."""
+    raw = BwnHeader(version=2, reserved=0xABCD).pack()
+    h = BwnHeader.unpack(raw, strict_version=False)
+    assert (h.version, h.reserved) == (2, 0xABCD)
+    with pytest.raises(BwnDecodeError, match="BWN version 2 is not supported"):
+        BwnHeader.unpack(raw)

@@ -1,0 +1,307 @@
+#!/usr/bin/env python3
+"""Mutation testing of the Python core with mutmut 3: do the fast unit tests catch each fault?
+
+    nice -n 10 .venv/bin/python scripts/mutants.py [MODULE ...] [--jobs 2]
+        [--retest] [--fresh] [--report-only] [--survivors]
+
+MODULE is one of: wire report experiment linkem controller hosts (default: all,
+in that order). Each module has its own mutmut work folder under
+build/mutation/MODULE/, so a run can be stopped (Ctrl-C) and started again: mutmut
+keeps every result and only tests the mutants that have none yet, or whose
+function changed since.
+
+Why a staging copy: mutmut copies the code it mutates to `mutants/` and puts that
+folder first on sys.path. The project maps `bwn.hosts` to `hosts/` and
+`bwn.controller` to `controller/` (pyproject.toml, package-dir), which that
+copy cannot reproduce, and mutmut names each mutant after its file's path. So
+this script lays the modules out as an ordinary package (`bwn/hosts/...`) in
+build/mutation/MODULE/, with tests/ and the data the tests read, and runs mutmut
+there. The worktree itself is never touched, so you can keep working meanwhile.
+
+The inner loop is the fast unit tests only (FAST_TESTS: no root, netns, Mininet,
+BMv2 or PTF); mutmut runs, for each mutant, only the tests that call the mutated
+function. Code that only those slow tests reach shows up as "no tests"
+(counted as not killed).
+
+Each mutant is
+  killed     a test failed (or the type of crash pytest reports as an error),
+  timeout    the tests ran past mutmut's limit (counted as killed: the fault is seen),
+  survived   every test passed,
+  no tests   no fast test calls the mutated function (counted as not killed),
+  equivalent listed in EQUIVALENT_FILE with the reason it cannot change behaviour,
+             or (kind = "import-time") because the mutated function runs only while
+             the module is imported, before mutmut switches a mutant on, so no test
+             can see it here (checked by hand instead); excluded from the score.
+Score = (killed + timeout) / (all - equivalent - not checked).
+
+--retest       forget the test/function map (new tests are seen) and run the
+               survivors and the "no tests" mutants again: use it after adding tests.
+--fresh        delete the module's work folder and start over.
+--report-only  print the scores from the results so far, run nothing.
+--survivors    also print each surviving mutant's diff.
+Exit status: 0 when done (whatever the score), 1 when mutmut itself failed.
+Not run by CI: a full run takes hours on two shared cores.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import tomllib
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+WORK = REPO / "build" / "mutation"
+EQUIVALENT_FILE = REPO / "scripts" / "mutants_equivalent.toml"
+
+# Module -> the files it mutates, as paths in the staged package.
+MODULES: dict[str, list[str]] = {
+    "wire": ["bwn/wire.py"],
+    "report": ["bwn/report.py"],
+    "experiment": ["bwn/experiment.py"],
+    "linkem": ["bwn/linkem/*"],
+    "controller": ["bwn/controller/*"],
+    "hosts": ["bwn/hosts/*"],
+}
+
+# The inner loop: unit tests that need no root, namespaces, Mininet, BMv2, PTF,
+# tshark or p4c, and run in about a minute together.
+FAST_TESTS: list[str] = [
+    "tests/test_cc_dft.py", "tests/test_cc_ebn.py", "tests/test_cc_gtcp.py", "tests/test_cc_obp.py",
+    "tests/test_cc_sarbe.py", "tests/test_cc_sim.py", "tests/test_cc_vegas.py",
+    "tests/test_cc_westwood.py", "tests/test_config.py", "tests/test_dataplane_math.py",
+    "tests/test_experiment.py", "tests/test_fairshare.py", "tests/test_fidelity.py",
+    "tests/test_hosts_e2e.py", "tests/test_linkem_cli.py", "tests/test_linkem_offload.py",
+    "tests/test_linkem_sched.py", "tests/test_report.py",
+    "tests/test_scenario_schema.py", "tests/test_schedule.py", "tests/test_session_commands.py",
+    "tests/test_switchctl_unit.py", "tests/test_transport.py", "tests/test_transport_algos.py",
+    "tests/test_transport_cli.py", "tests/test_wire.py", "tests/test_cli.py", "tests/test_needs.py",
+    "tests/test_runlock.py",
+]
+
+# More fast tests for one module only (a change of a module's test list makes mutmut
+# forget that module's results, so the shared list above stays put).
+MODULE_TESTS: dict[str, list[str]] = {
+    "controller": ["tests/test_p4rt_sync.py"],
+    "hosts": ["tests/test_forged_feedback.py", "tests/test_netsim.py", "tests/test_receiver_garbage.py",
+              "tests/test_transport_sack.py", "tests/test_transport_wire.py"],
+}
+
+# Folders of the repository laid out as packages of `bwn` (pyproject.toml, package-dir).
+SUBPACKAGES = {"hosts": "bwn/hosts", "controller": "bwn/controller", "topologies": "bwn/topologies"}
+# Read by the tests from the repository root.
+DATA_DIRS = ["tests", "topologies", "docs", "ptf-tests", "scripts", "benchmarks"]
+DATA_FILES = [".taplo.toml", "Makefile", "README.md"]
+
+STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped",
+          36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout",
+          37: "killed", None: "not checked"}
+
+
+@dataclass
+class Score:
+    counts: Counter[str]
+    equivalent: list[str]
+    survivors: list[str]
+
+    @property
+    def tested(self) -> int:
+        return sum(n for s, n in self.counts.items() if s not in ("not checked", "skipped"))
+
+    @property
+    def percent(self) -> float:
+        seen = self.counts["killed"] + self.counts["timeout"]
+        return 100.0 * seen / self.tested if self.tested else 0.0
+
+
+def _sync_tree(src: Path, dst: Path) -> None:
+    """Make `dst` a copy of `src` (files only, no caches), keeping the mtime of unchanged
+    files so that mutmut keeps the results of functions that did not change."""
+    dst.mkdir(parents=True, exist_ok=True)
+    wanted: set[Path] = set()
+    for path in sorted(src.rglob("*")):
+        rel = path.relative_to(src)
+        if "__pycache__" in rel.parts or path.suffix in (".pyc",) or not path.is_file():
+            continue
+        wanted.add(rel)
+        out = dst / rel
+        if out.exists() and out.stat().st_size == path.stat().st_size \
+                and out.read_bytes() == path.read_bytes():
+            continue
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, out)
+    for path in sorted(dst.rglob("*"), reverse=True):
+        rel = path.relative_to(dst)
+        if path.is_file() and rel not in wanted and "__pycache__" not in rel.parts:
+            path.unlink()
+
+
+def _stage(module: str) -> Path:
+    """build/mutation/MODULE/ with bwn/ laid out as one package, tests and data, and the
+    mutmut configuration for MODULE."""
+    stage = WORK / module
+    _sync_tree(REPO / "bwn", stage / "bwn")
+    for folder, target in SUBPACKAGES.items():
+        _sync_tree(REPO / folder, stage / target)
+    for folder in DATA_DIRS:
+        if (REPO / folder).is_dir():
+            _sync_tree(REPO / folder, stage / folder)
+    for name in DATA_FILES:
+        if (REPO / name).is_file() and (not (stage / name).exists()
+                                        or (stage / name).read_bytes() != (REPO / name).read_bytes()):
+            shutil.copy2(REPO / name, stage / name)
+    tests = [t for t in FAST_TESTS + MODULE_TESTS.get(module, []) if (REPO / t).exists()]
+    config = "\n".join([
+        "# Written by scripts/mutants.py; edit that script, not this file.",
+        "[tool.mutmut]",
+        'source_paths = ["bwn"]',
+        f"only_mutate = {json.dumps(MODULES[module])}",
+        f"also_copy = {json.dumps(DATA_DIRS + DATA_FILES)}",
+        f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "no:randomly"]',
+        "timeout_multiplier = 10.0",
+        "timeout_constant = 5.0",
+        "",
+        "[tool.pytest.ini_options]",
+        'addopts = "-q"',
+        "",
+    ])
+    pyproject = stage / "pyproject.toml"
+    if not pyproject.exists() or pyproject.read_text() != config:
+        pyproject.write_text(config)
+    return stage
+
+
+def _equivalents() -> dict[str, str]:
+    if not EQUIVALENT_FILE.exists():
+        return {}
+    data = tomllib.loads(EQUIVALENT_FILE.read_text())
+    return {name: entry["reason"] for name, entry in data.get("mutant", {}).items()}
+
+
+def _results(stage: Path) -> dict[str, int | None]:
+    """mutant name -> mutmut exit code, from the .meta files mutmut keeps beside each mutated file."""
+    out: dict[str, int | None] = {}
+    for meta in sorted((stage / "mutants").rglob("*.py.meta")):
+        data = json.loads(meta.read_text())
+        out.update(data.get("exit_code_by_key", {}))
+    return out
+
+
+def score(module: str, stage: Path, equivalents: dict[str, str]) -> Score:
+    counts: Counter[str] = Counter()
+    listed: list[str] = []
+    survivors: list[str] = []
+    for name, code in sorted(_results(stage).items()):
+        status = STATUS.get(code, "suspicious")
+        if name in equivalents:
+            if status in ("killed", "timeout"):
+                print(f"  NOTE {name} is listed as equivalent in {EQUIVALENT_FILE.name} but a test "
+                      f"kills it: remove it from the list", file=sys.stderr)
+                counts[status] += 1
+            else:
+                listed.append(name)
+            continue
+        counts[status] += 1
+        if status in ("survived", "no tests", "suspicious"):
+            survivors.append(name)
+    return Score(counts, listed, survivors)
+
+
+def _mutmut(stage: Path, args: list[str]) -> int:
+    cmd = [str(Path(sys.executable).parent / "mutmut"), *args]
+    print(f"  [{stage.name}] $ {' '.join(cmd)}", flush=True)
+    # SIGINT back to its default: a shell starts background jobs with it ignored, and
+    # children inherit that, so tests that end a child with SIGINT would hang.
+    return subprocess.call(cmd, cwd=stage, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def run_module(module: str, jobs: int, retest: bool, fresh: bool) -> int:
+    if fresh and (WORK / module).exists():
+        shutil.rmtree(WORK / module)
+    stage = _stage(module)
+    rc = _mutmut(stage, ["run", "--max-children", str(jobs)])
+    if rc != 0:
+        return rc
+    if retest:
+        # New tests: mutmut must learn again which tests call which function.
+        (stage / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
+        again = score(module, stage, _equivalents()).survivors
+        if again:
+            rc = _mutmut(stage, ["run", "--max-children", str(jobs), *again])
+    return rc
+
+
+def print_scores(modules: list[str], show_diffs: bool) -> None:
+    equivalents = _equivalents()
+    total: Counter[str] = Counter()
+    n_equivalent = 0
+    print(f"\n{'module':<12}{'mutants':>8}{'killed':>8}{'timeout':>8}{'survived':>9}"
+          f"{'no tests':>9}{'equiv.':>7}{'score':>8}")
+    for module in modules:
+        stage = WORK / module
+        if not (stage / "mutants").is_dir():
+            print(f"{module:<12}  (not run yet)")
+            continue
+        s = score(module, stage, equivalents)
+        total += s.counts
+        n_equivalent += len(s.equivalent)
+        n = sum(s.counts.values()) + len(s.equivalent)
+        print(f"{module:<12}{n:>8}{s.counts['killed']:>8}{s.counts['timeout']:>8}"
+              f"{s.counts['survived'] + s.counts['suspicious']:>9}{s.counts['no tests']:>9}"
+              f"{len(s.equivalent):>7}{s.percent:>7.1f}%")
+        if s.counts["not checked"]:
+            print(f"{'':<12}  {s.counts['not checked']} not checked yet (run again to resume)")
+        for name in s.survivors:
+            print(f"    survived: {name}")
+            if show_diffs:
+                subprocess.call([str(Path(sys.executable).parent / "mutmut"), "show", name], cwd=stage)
+    if len(modules) > 1:
+        all_s = Score(total, [], [])
+        print(f"{'all':<12}{sum(total.values()) + n_equivalent:>8}{total['killed']:>8}{total['timeout']:>8}"
+              f"{total['survived'] + total['suspicious']:>9}{total['no tests']:>9}{n_equivalent:>7}"
+              f"{all_s.percent:>7.1f}%")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("modules", nargs="*", metavar="MODULE",
+                    help=f"modules to mutate (default: all): {', '.join(MODULES)}")
+    ap.add_argument("--jobs", type=int, default=2, help="mutants tested at once (default 2)")
+    ap.add_argument("--retest", action="store_true",
+                    help="re-map tests to functions and re-run survivors (after adding tests)")
+    ap.add_argument("--fresh", action="store_true", help="discard the module's results and start over")
+    ap.add_argument("--report-only", action="store_true", help="print the scores so far; run nothing")
+    ap.add_argument("--survivors", action="store_true", help="print each survivor's diff")
+    args = ap.parse_args(argv)
+    unknown = [m for m in args.modules if m not in MODULES]
+    if unknown:
+        ap.error(f"unknown module {', '.join(unknown)}; choose from {', '.join(MODULES)}")
+    if args.jobs < 1:
+        ap.error("--jobs must be at least 1")
+    if shutil.which("mutmut", path=str(Path(sys.executable).parent)) is None:
+        print("mutants: mutmut is not installed in this venv: .venv/bin/pip install -e '.[mutation]'",
+              file=sys.stderr)
+        return 1
+    modules = args.modules or list(MODULES)
+    failed: list[str] = []
+    if not args.report_only:
+        for module in modules:
+            print(f"== {module}: {', '.join(MODULES[module])}", flush=True)
+            rc = run_module(module, args.jobs, args.retest, args.fresh)
+            if rc != 0:
+                print(f"mutants: mutmut failed on {module} (exit {rc}); its output is above", file=sys.stderr)
+                failed.append(module)
+    print_scores(modules, args.survivors)
+    if failed:
+        print(f"mutants: mutmut failed on {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""`bwn`'s exit codes and messages for what a user gets wrong (no experiment runs:
+the checks come before anything is built, and `preflight` is replaced where a
+root machine would otherwise start one).
+
+Exit status: 0 done, 1 the run or report failed, 2 bad arguments or scenario,
+3 this machine cannot run experiments, 130 interrupted."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bwn import cli
+from bwn.hosts.cc.registry import ALGORITHMS
+
+# Every file of topologies/scenarios/, in name order (e.g. "ebn-sine, gtcp-reservations, ...").
+KNOWN_SCENARIOS = ", ".join(sorted(p.stem for p in (Path(__file__).resolve().parents[1]
+                                                    / "topologies" / "scenarios").glob("*.toml")))
+
+
+@pytest.fixture()
+def no_experiment(monkeypatch):
+    """Fail the test if a command got as far as starting an experiment."""
+    def refuse(*_a, **_k):
+        raise AssertionError("an experiment was started")
+    from bwn import experiment, session
+    monkeypatch.setattr(experiment, "run_scheme", refuse)
+    monkeypatch.setattr(session, "run_session", refuse)
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    try:
+        rc = cli.main(list(argv))
+    except SystemExit as exc:
+        rc = exc.code
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_list_names_every_scenario_and_scheme(capsys):
+    rc, out, err = run(capsys, "list")
+    assert rc == 0 and err == ""
+    assert "smoke" in KNOWN_SCENARIOS and "obp-parking-lot" in KNOWN_SCENARIOS
+    for name in KNOWN_SCENARIOS.split(", "):
+        assert f"\n  {name} " in out
+    assert "  smoke              " in out and out.split("smoke", 1)[1].split("\n")[0].strip()
+    assert "  " + ", ".join(ALGORITHMS) in out
+
+
+@pytest.mark.parametrize("command", ["run", "net"])
+def test_unknown_scenario_is_exit_2_naming_the_known_ones(capsys, command, no_experiment, tmp_path):
+    args = [command, "nosuch"] + (["--out", str(tmp_path)] if command == "run" else [])
+    rc, _, err = run(capsys, *args)
+    assert rc == 2
+    assert err == f"bwn {command}: unknown scenario 'nosuch'; known: {KNOWN_SCENARIOS} (or a path to a .toml)\n"
+
+
+@pytest.mark.parametrize("command", ["run", "net"])
+def test_bad_scenario_file_is_exit_2_with_the_file_and_problem(capsys, command, no_experiment, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[experiment]\nname = "x"\nduration_s = -1\n')
+    rc, _, err = run(capsys, command, str(bad), "--out", str(tmp_path / "out"))
+    assert rc == 2
+    assert err.startswith(f"bwn {command}: {bad}: ") and "duration_s" in err
+
+
+@pytest.mark.parametrize("schemes, says", [
+    ("ebn,warp", "bwn run: unknown scheme(s) warp; known: "),
+    ("ebn:variant", "bwn run: scheme 'ebn:variant': parameter 'variant' is not key=value"),
+    ("ebn:nosuch=1", "bwn run: "),
+    (",", "bwn run: no schemes given (--schemes) and none in the scenario"),
+])
+def test_bad_schemes_are_exit_2(capsys, no_experiment, tmp_path, schemes, says):
+    rc, _, err = run(capsys, "run", "smoke", "--schemes", schemes, "--out", str(tmp_path))
+    assert rc == 2 and err.startswith(says), err
+    if "unknown scheme" in says:
+        assert err.strip().endswith(", ".join(sorted(ALGORITHMS)))
+    if "nosuch" in schemes:
+        assert "nosuch" in err
+
+
+def test_a_bad_parameter_value_is_caught_before_the_run(capsys, no_experiment, tmp_path):
+    rc, _, err = run(capsys, "run", "smoke", "--schemes", "newreno,ebn:variant=sideways", "--out", str(tmp_path))
+    assert rc == 2 and err.startswith("bwn run: ") and "sideways" in err
+
+
+def test_duration_must_be_positive(capsys, no_experiment, tmp_path):
+    rc, _, err = run(capsys, "run", "smoke", "--duration", "0", "--out", str(tmp_path))
+    assert (rc, err) == (2, "bwn run: --duration must be positive\n")
+
+
+@pytest.mark.parametrize("command", ["run", "net"])
+def test_a_machine_that_cannot_run_it_is_exit_3(capsys, monkeypatch, no_experiment, tmp_path, command):
+    monkeypatch.setattr(cli, "preflight", lambda: "experiments need root (test)")
+    rc, _, err = run(capsys, command, "smoke", "--out", str(tmp_path / "out"))
+    assert (rc, err) == (3, f"bwn {command}: cannot run here: experiments need root (test)\n")
+    assert not (tmp_path / "out").exists()     # nothing written before the checks pass
+
+
+def test_pcap_needs_tcpdump(capsys, monkeypatch, no_experiment, tmp_path):
+    from bwn import capture
+    monkeypatch.setattr(cli, "preflight", lambda: None)
+    monkeypatch.setattr(capture, "tcpdump_missing", lambda: "tcpdump is not installed (test)")
+    rc, _, err = run(capsys, "run", "smoke", "--pcap", "--out", str(tmp_path))
+    assert (rc, err) == (3, "bwn run: cannot run here: tcpdump is not installed (test)\n")
+    monkeypatch.setattr(capture, "tcpdump_missing", lambda: None)
+    with pytest.raises(AssertionError, match="an experiment was started"):
+        cli.main(["run", "smoke", "--pcap", "--out", str(tmp_path), "--duration", "1"])
+
+
+def test_preflight_names_what_is_missing(monkeypatch):
+    import os
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert cli.preflight() == "experiments need root (Mininet and BMv2 create interfaces and namespaces)"
+
+
+def test_report_of_a_folder_that_is_not_a_run_is_exit_1(capsys, tmp_path):
+    rc, out, err = run(capsys, "report", str(tmp_path))
+    assert (rc, out) == (1, "")
+    assert err == f"bwn report: {tmp_path}: no scheme directory (expected RUN_DIR/<scheme>/flows/...)\n"
+    rc, _, err = run(capsys, "report", str(tmp_path / "missing"))
+    assert (rc, err) == (1, f"bwn report: {tmp_path / 'missing'}: not a directory\n")
+
+
+def test_report_prints_the_summary(capsys, tmp_path):
+    (tmp_path / "obp").mkdir()
+    (tmp_path / "obp" / "capacity.csv").write_text("t_s,link,rate_bps\n0,b,1000000\n")
+    rc, out, err = run(capsys, "report", str(tmp_path))
+    assert rc == 0 and out.startswith(f"{(tmp_path / 'summary.md').read_text()}")
+
+
+def test_usage_errors_are_exit_2(capsys):
+    rc, _, err = run(capsys)
+    assert rc == 2 and "the following arguments are required: command" in err
+    rc, _, err = run(capsys, "run", "smoke")
+    assert rc == 2 and "the following arguments are required: --out" in err
+
+
+def test_the_installed_command_returns_the_code():
+    bwn = Path(sys.executable).parent / "bwn"
+    res = subprocess.run([str(bwn), "run", "nosuch", "--out", "/nonexistent"], capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 2 and res.stderr.startswith("bwn run: unknown scenario 'nosuch'")

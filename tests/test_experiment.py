@@ -1,0 +1,913 @@
+"""The runner's switch plans and agent command lines (bwn/experiment.py), without Mininet.
+
+`_switch_plans` is what the controller programs into every switch: routes, each
+egress port's capacity schedule (and where it applies), queue, the frame size that
+turns its bit rate into BMv2's packets/s, the Assured Forwarding threshold of ports
+that reserved flows leave by, and the reservation meters. A fake Mininet network
+stands in for the real one (same port numbering rule: each node's interfaces in
+link order)."""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import copy
+import signal
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bwn import experiment as ex
+from bwn.controller.config import ExperimentConfig, load_config, validate
+from bwn.controller.entries import Reservation
+from bwn.wire import BWN_UDP_PORT
+
+REPO = Path(__file__).resolve().parents[1]
+SCENARIOS = REPO / "topologies" / "scenarios"
+TRANSPORT_HEADER_LEN = 36           # docs/transport.md
+DATA_FRAME = 1000 + 14 + 20 + 8 + 24 + TRANSPORT_HEADER_LEN   # 1102: the agents' 1000-byte segments
+ACK_FRAME = 14 + 20 + 8 + 24 + TRANSPORT_HEADER_LEN           # 102
+
+
+@dataclass
+class FakeIntf:
+    name: str
+    node: "FakeNode"
+
+    def MAC(self) -> str:
+        return f"mac:{self.name}"
+
+
+@dataclass
+class FakeNode:
+    name: str
+    index: int
+    intfs: list[FakeIntf] = field(default_factory=list)
+    popened: list[list[str]] = field(default_factory=list)
+
+    @property
+    def grpc_addr(self) -> str:
+        return f"127.0.0.1:{50100 + self.index}"
+
+    @property
+    def thrift_port(self) -> int:
+        return 9190 + self.index
+
+    @property
+    def device_id(self) -> int:
+        return self.index + 1
+
+    def add_intf(self) -> FakeIntf:
+        intf = FakeIntf(f"{self.name}-eth{len(self.intfs) + 1}", self)
+        self.intfs.append(intf)
+        return intf
+
+    def port_of(self, intf_name: str) -> int:
+        return [i.name for i in self.intfs].index(intf_name) + 1
+
+    def MAC(self) -> str:
+        return self.intfs[0].MAC()
+
+    def popen(self, cmd: list[str], **kw: Any) -> subprocess.Popen:
+        """Record the command; run `echo out; echo err >&2` with the given outputs."""
+        self.popened.append(cmd)
+        return subprocess.Popen(["sh", "-c", f"echo {self.name}-out; echo {self.name}-err >&2"], **kw)
+
+
+class FakeNet:
+    def __init__(self, cfg: ExperimentConfig) -> None:
+        self.nodes = {n: FakeNode(n, i) for i, n in enumerate(cfg.node_names())}
+        self.ends = {link.name: (self.nodes[link.a].add_intf(), self.nodes[link.b].add_intf())
+                     for link in cfg.links}
+
+    def get(self, name: str) -> FakeNode:
+        return self.nodes[name]
+
+
+def plans(cfg: ExperimentConfig, frame_bytes: int | None = None) -> tuple[dict[str, ex.SwitchPlan], FakeNet]:
+    net = FakeNet(cfg)
+    return {p.name: p for p in ex._switch_plans(cfg, net, net.ends, frame_bytes)}, net
+
+
+def port(plan: ex.SwitchPlan, link: str) -> ex.PortPlan:
+    (found,) = [p for p in plan.ports if p.link == link]
+    return found
+
+
+def scenario(name: str, edit: Any = None) -> ExperimentConfig:
+    path = SCENARIOS / f"{name}.toml"
+    if edit is None:
+        return load_config(path)
+    data = tomllib.loads(path.read_text())
+    edit(data)
+    return validate(copy.deepcopy(data), base_dir=SCENARIOS, source=path)
+
+
+def link_name(cfg: ExperimentConfig, a: str, b: str) -> str:
+    (found,) = [link.name for link in cfg.links if {link.a, link.b} == {a, b}]
+    return found
+
+
+def test_frame_sizes_are_the_agents_frames():
+    assert ex._frame_bytes(1000) == DATA_FRAME
+    assert ex._frame_bytes(0) == ACK_FRAME
+
+
+def test_parking_lot_routes_every_host_from_every_switch():
+    cfg = scenario("obp-parking-lot")
+    by_name, net = plans(cfg)
+    assert [p.name for p in ex._switch_plans(cfg, net, net.ends)] == ["s1", "s2", "s3", "s4"]
+    ips = {h.name: f"{h.ip.ip}/32" for h in cfg.hosts}
+    for plan in by_name.values():
+        sw = net.get(plan.name)
+        assert (plan.grpc_addr, plan.thrift_port, plan.device_id) == (sw.grpc_addr, sw.thrift_port, sw.device_id)
+        assert sorted(r[0] for r in plan.routes) == sorted(ips.values())
+    s2 = {r[0]: r for r in by_name["s2"].routes}
+    b1, b2, x2 = (net.ends[link_name(cfg, *ends)] for ends in (("s1", "s2"), ("s2", "s3"), ("x2", "s2")))
+    # Towards h9: out of s2's b2 port to the next switch, whose destination MAC it ignores.
+    assert s2[ips["h9"]] == (ips["h9"], net.get("s2").port_of(b2[0].name), ex.GATEWAY_MAC, b2[0].MAC())
+    # Back towards h0: out of s2's b1 port (the b end of b1).
+    assert s2[ips["h0"]] == (ips["h0"], net.get("s2").port_of(b1[1].name), ex.GATEWAY_MAC, b1[1].MAC())
+    # To its own host: that host's MAC.
+    assert s2[ips["x2"]] == (ips["x2"], net.get("s2").port_of(x2[1].name), net.get("x2").MAC(), x2[1].MAC())
+
+
+def test_parking_lot_port_capacities_queues_and_frame_sizes():
+    """Each switch drives every link it touches. Ports that a flow's data leaves by
+    convert their rate with the data frame; ports that carry only ACKs with the ACK
+    frame (else ACKs would fill a 10x smaller packet budget)."""
+    cfg = scenario("obp-parking-lot")
+    by_name, net = plans(cfg)
+    assert sorted(p.link for p in by_name["s2"].ports) == sorted(
+        link_name(cfg, *e) for e in (("s1", "s2"), ("s2", "s3"), ("x2", "s2")))
+    b1, b2, b3 = (link_name(cfg, *e) for e in (("s1", "s2"), ("s2", "s3"), ("s3", "s4")))
+    for sw, link, frame in (("s1", b1, DATA_FRAME),     # long and cross1 leave s1 by b1
+                            ("s2", b1, ACK_FRAME),      # only ACKs go back to s1
+                            ("s2", b2, DATA_FRAME), ("s3", b2, ACK_FRAME),
+                            ("s3", b3, DATA_FRAME), ("s4", b3, ACK_FRAME),
+                            ("s1", link_name(cfg, "h0", "s1"), ACK_FRAME),
+                            ("s4", link_name(cfg, "h9", "s4"), DATA_FRAME),
+                            ("s2", link_name(cfg, "x2", "s2"), DATA_FRAME),   # cross1's data to x2
+                            ("s1", link_name(cfg, "x1", "s1"), ACK_FRAME)):
+        p = port(by_name[sw], link)
+        assert p.frame_bytes == frame, (sw, link)
+        assert p.port == net.get(sw).port_of(
+            net.ends[link][0 if cfg.link(link).a == sw else 1].name)
+        assert p.schedule is cfg.link(link).capacity.schedule   # "both" ends apply it
+        assert p.af_queue_packets == 0                          # no reservations here
+    bottleneck = port(by_name["s1"], b1)
+    assert bottleneck.schedule.rate_bps(0.0) == 10e6 and bottleneck.queue_packets == 100
+    assert port(by_name["s1"], link_name(cfg, "h0", "s1")).schedule.rate_bps(0.0) == 100e6
+    # One frame size for every port when the caller fixes it.
+    fixed, _ = plans(cfg, frame_bytes=1500)
+    assert {p.frame_bytes for plan in fixed.values() for p in plan.ports} == {1500}
+
+
+def test_apply_at_limits_the_schedule_to_one_end():
+    def one_end(data: dict[str, Any]) -> None:
+        for link in data["links"]:
+            if link.get("name") == "b2":
+                link["apply_at"] = "s3"
+                link["loss"] = 0.01
+    cfg = scenario("obp-parking-lot", one_end)
+    by_name, _ = plans(cfg)
+    assert port(by_name["s3"], "b2").schedule is cfg.link("b2").capacity.schedule
+    assert port(by_name["s2"], "b2").schedule is None    # s2's egress onto b2: no limit, no stamping
+    assert port(by_name["s2"], "b2").loss == 0.01 and port(by_name["s3"], "b2").loss == 0.01
+    assert port(by_name["s2"], "b1").schedule is not None and port(by_name["s2"], "b1").loss == 0.0
+
+
+def test_smoke_capacity_step_is_in_the_plan():
+    cfg = scenario("smoke")
+    by_name, _ = plans(cfg)
+    schedule = port(by_name["s1"], "bottleneck").schedule
+    assert (schedule.rate_bps(0.0), schedule.rate_bps(3.9), schedule.rate_bps(4.0)) == (5e6, 5e6, 2e6)
+
+
+def test_gtcp_reservations_af_threshold_and_meters():
+    cfg = scenario("gtcp-reservations")
+    by_name, _ = plans(cfg)
+    h1s1, s2h2 = link_name(cfg, "h1", "s1"), link_name(cfg, "s2", "h2")
+    # Reserved flows leave s1 by the bottleneck: AF drops begin at half its 60-packet queue.
+    assert port(by_name["s1"], "bottleneck").af_queue_packets == 30
+    assert port(by_name["s2"], "bottleneck").af_queue_packets == 0    # ACKs' way back
+    assert port(by_name["s1"], h1s1).af_queue_packets == 0
+    assert port(by_name["s2"], s2h2).af_queue_packets == 32          # and s2 towards h2 (64 packets)
+    # The meters sit at the edge switch where the reserved traffic enters, only there.
+    assert by_name["s2"].reservations == []
+    assert by_name["s1"].reservations == [
+        Reservation(src="10.0.1.1", dst="10.0.2.1", rate_bps=rate * 1e6, src_port=sport, dst_port=BWN_UDP_PORT)
+        for rate, sport in ((4, 40001), (2, 40002), (1, 40003))]
+
+
+def test_af_threshold_is_at_least_one_packet_and_dst_port_kept():
+    def small(data: dict[str, Any]) -> None:
+        for link in data["links"]:
+            if link.get("name") == "bottleneck":
+                link["queue_packets"] = 3
+        data["reservations"][0]["dst_port"] = 5001
+        data["links"][2]["queue_packets"] = 1
+    cfg = scenario("gtcp-reservations", small)
+    by_name, _ = plans(cfg)
+    assert port(by_name["s1"], "bottleneck").af_queue_packets == 1
+    assert port(by_name["s2"], link_name(cfg, "s2", "h2")).af_queue_packets == 1
+    assert by_name["s1"].reservations[0].dst_port == 5001
+
+
+def test_first_switch_and_on_path():
+    cfg = scenario("obp-parking-lot")
+    assert ex._first_switch(cfg, "h0", "h9") == "s1"
+    assert ex._first_switch(cfg, "h9", "h0") == "s4"
+    assert ex._first_switch(cfg, "h0", "nowhere") is None
+    b2 = cfg.link("b2")
+    assert ex._on_path(cfg, "h0", "h9", b2, "s2") and not ex._on_path(cfg, "h0", "h9", b2, "s3")
+    assert ex._on_path(cfg, "h9", "h0", b2, "s3") and not ex._on_path(cfg, "x1", "x2", b2, "s2")
+
+
+def test_parse_scheme():
+    assert ex.parse_scheme("obp") == ("obp", [])
+    assert ex.parse_scheme("ebn:variant=relative;k=2;") == ("ebn", ["variant=relative", "k=2"])
+    with pytest.raises(ValueError) as err:
+        ex.parse_scheme("ebn:variant")
+    assert str(err.value) == "scheme 'ebn:variant': parameter 'variant' is not key=value"
+
+
+def test_agent_command_lines(tmp_path):
+    """bwn-recv per destination and bwn-send per flow with every option the flow sets."""
+    def flows(data: dict[str, Any]) -> None:
+        data["experiment"]["receive_window_bytes"] = 65536
+        data["flows"] = [
+            {"name": "g4", "src": "h1", "dst": "h2", "scheme": "gtcp", "reserved_rate_mbit": 4,
+             "src_port": 40001, "bytes": 5000, "params": {"alpha": 0.5}},
+            {"name": "late", "src": "h1", "dst": "h2", "start_s": 2.5, "app_rate_mbit": 3},
+            {"name": "short", "src": "h1", "dst": "h2", "duration_s": 4},
+        ]
+    cfg = scenario("gtcp-reservations", flows)
+    net = FakeNet(cfg)
+    senders, receivers = ex.start_agents(cfg, net, "ebn:variant=relative", tmp_path, duration_s=10.0)
+    for agent in senders + receivers:
+        agent.proc.wait(5)
+    assert [a.name for a in receivers] == ["h2"] and [a.name for a in senders] == ["g4", "late", "short"]
+    (recv,) = net.get("h2").popened
+    assert recv == [str(ex.VENV_BIN / "bwn-recv"), "--listen", f"10.0.2.1:{BWN_UDP_PORT}",
+                    "--summary-json", str(tmp_path / "recv-h2.summary.json"), "--window-bytes", "65536"]
+    g4, late, short = net.get("h1").popened
+    flows_dir = tmp_path / "flows"
+    from bwn import seeding
+    assert g4 == [str(ex.VENV_BIN / "bwn-send"), "--algo", "gtcp", "--dst", f"10.0.2.1:{BWN_UDP_PORT}",
+                  "--mss", "1000", "--flow-id", str(seeding.flow_id(cfg.seed, 0)),
+                  "--log", str(flows_dir / "g4.jsonl"), "--summary-json", str(flows_dir / "g4.summary.json"),
+                  "--bytes", "5000", "--reserved-rate-mbit", "4.0", "--bind", "0.0.0.0:40001",
+                  "--param", "alpha=0.5"]
+    # The flow under test gets the scheme's parameters; a delayed flow starts through bash.
+    assert late[:4] == ["bash", "-c", 'sleep 2.500 && exec "$@"', "delayed-start"]
+    assert late[5:7] == ["--algo", "ebn"]
+    assert late[-6:] == ["--duration", "7.500", "--app-rate-mbit", "3.0", "--param", "variant=relative"]
+    assert short[short.index("--duration") + 1] == "4.000"
+    assert (tmp_path / "send-g4.log").exists() and (tmp_path / "recv-h2.log").exists()
+    assert not any("--no-sack" in cmd or "--log-interval-ms" in cmd for cmd in (g4, late, short))
+
+
+def test_agent_command_lines_without_sack_and_with_a_log_interval(tmp_path):
+    def no_sack(data: dict[str, Any]) -> None:
+        data["experiment"]["sack"] = False
+        data["flows"] = [{"name": "f", "src": "h1", "dst": "h2"}]
+    cfg = scenario("gtcp-reservations", no_sack)
+    net = FakeNet(cfg)
+    senders, receivers = ex.start_agents(cfg, net, "newreno", tmp_path, duration_s=5.0, log_interval_ms=250)
+    for agent in senders + receivers:
+        agent.proc.wait(5)
+    (cmd,) = net.get("h1").popened
+    assert cmd[cmd.index("--log-interval-ms") + 1] == "250"
+    assert cmd[-1] == "--no-sack" and cmd[cmd.index("--duration") + 1] == "5.000"
+
+
+def test_end_sender_interrupts_then_kills():
+    """A sender that ignores SIGINT is killed; one that exits on it is left at that."""
+    code = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "up\n"
+        ex.end_sender(proc, grace_s=0.2)
+        assert proc.returncode == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    # (Its own handler: a test runner may start children with SIGINT ignored.)
+    code = ("import signal, sys, time; signal.signal(signal.SIGINT, lambda *_: sys.exit(3)); "
+            "print('up', flush=True); time.sleep(60)")
+    polite = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert polite.stdout.readline() == "up\n"
+    ex.end_sender(polite, grace_s=30.0)
+    assert polite.returncode == 3     # ended by the first SIGINT, not killed
+    ex.end_sender(polite)             # already ended: nothing to do
+
+
+def test_stop_process_escalates_to_kill():
+    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "up\n"
+    ex.stop_process(proc, signal.SIGTERM, timeout_s=0.3)
+    assert proc.returncode == -signal.SIGKILL
+
+
+class _FakeController:
+    def __init__(self, fail: BaseException | None = None, ready: bool = True) -> None:
+        self.fail, self.ready_flag = fail, ready
+        self.stopped = False
+
+    async def run(self, ready: asyncio.Event) -> None:
+        if self.fail is not None:
+            raise self.fail
+        if self.ready_flag:
+            ready.set()
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            self.stopped = True
+
+    async def answer(self, value: int) -> int:
+        return value * 2
+
+    async def slow(self) -> None:
+        await asyncio.sleep(3600)
+
+
+def test_controller_thread_runs_calls_and_stops():
+    ctl = _FakeController()
+    thread = ex.ControllerThread(ctl)
+    thread.start(timeout_s=10)
+    try:
+        assert thread.call(ctl.answer(21)) == 42
+        with pytest.raises(TimeoutError, match="did not answer within 0 s"):
+            thread.call(ctl.slow(), timeout_s=0.2)
+    finally:
+        thread.stop()
+    assert ctl.stopped and thread.error is None
+    with pytest.raises(RuntimeError, match="^the controller is not running$"):
+        thread.call(ctl.answer(1))
+
+
+def test_controller_thread_reports_a_failed_start():
+    thread = ex.ControllerThread(_FakeController(fail=ValueError("no pipeline")))
+    with pytest.raises(RuntimeError, match="^controller failed: no pipeline$"):
+        thread.start(timeout_s=10)
+    with pytest.raises(RuntimeError, match=r"not running \(it failed: no pipeline\)"):
+        thread.call(_FakeController().answer(1))
+    thread.stop()
+
+
+def test_controller_thread_times_out_when_never_ready():
+    ctl = _FakeController(ready=False)
+    thread = ex.ControllerThread(ctl)
+    with pytest.raises(TimeoutError, match="could not configure every switch in time"):
+        thread.start(timeout_s=0.3)
+    thread.stop()
+    assert ctl.stopped
+
+
+def test_fidelity_json_says_when_the_check_failed():
+    lines: list[str] = []
+
+    class Broken:
+        def result(self) -> Any:
+            raise OSError("telemetry.csv unreadable")
+
+    class Fine:
+        def result(self) -> Any:
+            class R:
+                def summary(self) -> str:
+                    return "valid"
+
+                def to_json(self) -> dict[str, Any]:
+                    return {"valid": True}
+            return R()
+
+    out = ex._fidelity_json(Broken(), lines.append, "obp")
+    assert out == {"valid": False, "broken": ["check"],
+                   "summary": "INVALID: fidelity check failed: OSError('telemetry.csv unreadable')"}
+    assert lines == ["[obp] fidelity check failed: OSError('telemetry.csv unreadable')"]
+    assert ex._fidelity_json(Fine(), lines.append, "ebn") == {"valid": True}
+    assert lines[-1] == "[ebn] fidelity: valid"
+
+
+# -- the network's start and teardown, with a fake Mininet ------------------------------
+
+class TeardownNode(FakeNode):
+    def __init__(self, name: str, index: int, log: list, fail: set) -> None:
+        super().__init__(name, index)
+        self.log, self.fail = log, fail
+        self.commands: list[str] = []
+        self.link_config = None
+
+    def _step(self, what: str) -> None:
+        self.log.append((what, self.name))
+        if (what, self.name) in self.fail:
+            raise RuntimeError(f"{what} {self.name} failed")
+
+    def cmd(self, line: str) -> str:
+        self.commands.append(line)
+        return ""
+
+    def defaultIntf(self) -> FakeIntf:
+        return FakeIntf(f"{self.name}-eth0", self)
+
+    def start_linkem(self, args: list[str], log: Path, stats: Path) -> None:
+        self.log.append(("start_linkem", self.name, tuple(args), log.name, stats.name))
+
+    def wait_linkem_ready(self) -> None:
+        self._step("wait_linkem_ready")
+
+    def stop_linkem(self) -> None:
+        self._step("stop_linkem")
+
+    def stop_process(self) -> None:
+        self._step("stop_process")
+
+    def terminate(self) -> None:
+        self._step("terminate")
+
+    def intfList(self) -> list:
+        return []
+
+
+class TeardownNet:
+    def __init__(self, cfg: ExperimentConfig, log: list, fail: set) -> None:
+        self.log, self.fail = log, fail
+        self.nodes = {n: TeardownNode(n, i, log, fail) for i, n in enumerate(cfg.node_names())}
+        self.hosts = [self.nodes[h.name] for h in cfg.hosts]
+        self.switches = [self.nodes[s.name] for s in cfg.switches]
+
+    def get(self, name: str) -> TeardownNode:
+        return self.nodes[name]
+
+    def values(self) -> list:
+        return list(self.nodes.values())
+
+    def start(self) -> None:
+        self.log.append(("net.start",))
+
+    def stop(self) -> None:
+        self.log.append(("net.stop",))
+        if ("net.stop", "") in self.fail:
+            raise RuntimeError("mininet teardown broke off")
+
+
+def network(monkeypatch, tmp_path, fail: set = frozenset(), linkem_args=None, frame_bytes=None):
+    """A ScenarioNetwork of the smoke scenario on the fake net (its delayed links as one
+    emulator node), a fake controller and thread; returns it and the event log."""
+    from bwn.topologies import nodes
+    log: list = []
+    cfg = scenario("smoke", lambda d: (d.update(dataplane={"window_us": 8192, "flow_window_us": 65536}),
+                                       d["experiment"].update(seed=11)))
+    net = TeardownNet(cfg, log, set(fail))
+    em = TeardownNode("em1", 99, log, set(fail))
+    em.link_config = cfg.link("bottleneck")
+    built = ex.BuiltNetwork(net=net, plans=["plan"], linkem_nodes=[em])
+
+    class Controller:
+        def __init__(self, *args, **kw):
+            log.append(("controller", args, tuple(sorted(kw.items()))))
+
+    class Thread:
+        def __init__(self, controller):
+            self.controller = controller
+
+        def start(self):
+            log.append(("thread.start",))
+            if ("thread.start", "") in fail:
+                raise RuntimeError("controller failed: no pipeline")
+
+        def stop(self):
+            log.append(("thread.stop",))
+
+    monkeypatch.setattr(ex, "pipeline_files", lambda: (Path("p4info"), Path("blob")))
+    def build(c, log_dir, f):
+        assert (c, log_dir, f) == (cfg, tmp_path / "switch-logs", frame_bytes)
+        return built
+    monkeypatch.setattr(ex, "build_network", build)
+    monkeypatch.setattr(ex, "BwnController", Controller)
+    monkeypatch.setattr(ex, "ControllerThread", Thread)
+    monkeypatch.setattr(nodes, "interrupt_command", lambda node: log.append(("interrupt", node.name)))
+    monkeypatch.setattr(nodes, "node_namespaces", lambda hosts: {i: h.name for i, h in enumerate(hosts)})
+    monkeypatch.setattr(nodes, "end_processes_in", lambda ns: [f"pid 7 in {sorted(ns.values())}"])
+    lines: list[str] = []
+    return ex.ScenarioNetwork(cfg, tmp_path, lines.append, label="[t] ", frame_bytes=frame_bytes,
+                              linkem_args=linkem_args), log, lines, cfg
+
+
+def test_configure_hosts_routes_and_static_arp(monkeypatch, tmp_path):
+    sn, _, _, cfg = network(monkeypatch, tmp_path)
+    ex.configure_hosts(cfg, sn.net)
+    assert sn.net.get("h1").commands == [
+        "ip route replace default dev h1-eth0",
+        f"ip neigh replace 10.0.2.1 lladdr {ex.GATEWAY_MAC} dev h1-eth0 nud permanent"]
+    assert sn.net.get("h2").commands[1] == f"ip neigh replace 10.0.1.1 lladdr {ex.GATEWAY_MAC} dev h2-eth0 nud permanent"
+    assert sn.net.get("s1").commands == []
+
+
+def test_start_brings_up_net_emulators_and_controller_in_order(monkeypatch, tmp_path):
+    sn, log, lines, cfg = network(monkeypatch, tmp_path, linkem_args={"bottleneck": ["--jitter-ms", "1"]})
+    sn.start()
+    from bwn import seeding
+    seed_args = ("--seed", str(seeding.linkem_seed(11, "em1")))
+    window = ent_window = ex.ent.WindowConfig(8192, 65536, ex._frame_bytes(1000))
+    assert log == [
+        ("net.start",),
+        ("start_linkem", "em1", ("--delay-ms", "10", *seed_args, "--jitter-ms", "1"), "em1-linkem.log",
+         "em1-linkem.json"),
+        ("controller", (["plan"], Path("p4info"), Path("blob"), tmp_path, window),
+         (("telemetry_interval_s", cfg.telemetry.interval_s),)),
+        ("thread.start",),
+        ("wait_linkem_ready", "em1"),
+    ]
+    assert ent_window.queue_unit_bytes == 1102
+    assert lines == ["[t] starting 1 BMv2 switches and 2 hosts"]
+    assert sn.net.get("h1").commands[0] == "ip route replace default dev h1-eth0"
+
+
+def test_queue_unit_is_the_fixed_frame_size_when_given(monkeypatch, tmp_path):
+    sn, log, _, _ = network(monkeypatch, tmp_path, frame_bytes=1500)
+    sn.start()
+    (ctl,) = [e for e in log if e[0] == "controller"]
+    assert ctl[1][4].queue_unit_bytes == 1500
+
+
+def test_stop_tears_down_in_order_once(monkeypatch, tmp_path):
+    sn, log, lines, _ = network(monkeypatch, tmp_path)
+    sn.start()
+    log.clear()
+    sn.stop()
+    assert log == [("interrupt", "s1"), ("interrupt", "h1"), ("interrupt", "h2"), ("stop_linkem", "em1"),
+                   ("thread.stop",), ("net.stop",)]
+    assert lines[-1] == "[t] ended pid 7 in ['h1', 'h2']"
+    log.clear()
+    sn.stop()                  # safe to call twice
+    assert log == []
+
+
+def test_a_failed_teardown_step_ends_everything_directly_then_raises(monkeypatch, tmp_path):
+    sn, log, lines, _ = network(monkeypatch, tmp_path, fail={("stop_linkem", "em1"), ("terminate", "h1")})
+    sn.start()
+    log.clear()
+    with pytest.raises(RuntimeError, match="^stop_linkem em1 failed$"):   # the first failure
+        sn.stop()
+    assert log == [("interrupt", "s1"), ("interrupt", "h1"), ("interrupt", "h2"), ("stop_linkem", "em1"),
+                   ("thread.stop",), ("net.stop",), ("stop_process", "s1"),
+                   ("terminate", "h1"), ("terminate", "h2"), ("terminate", "s1")]
+    assert lines[-1] == "[t] ended pid 7 in ['h1', 'h2']"
+
+
+def test_a_failed_start_is_torn_down(monkeypatch, tmp_path):
+    sn, log, _, _ = network(monkeypatch, tmp_path, fail={("thread.start", "")})
+    with pytest.raises(RuntimeError, match="controller failed"):
+        with sn:
+            raise AssertionError("not reached")
+    assert log[-1] == ("net.stop",) and ("stop_linkem", "em1") in log
+    sn2, log2, _, _ = network(monkeypatch, tmp_path)
+    with sn2 as entered:
+        assert entered is sn2 and ("net.start",) in log2
+    assert log2[-1] == ("net.stop",)
+
+
+# -- one scheme's run (run.json), with a fake network, agents and monitor ------------------
+
+def fake_run(monkeypatch, tmp_path, *, summaries=("main",), interrupt=False, pcap=False,
+             monitor_stop_fails=False, sender_code="", controller_error=None, now_s=12.0, edit=None,
+             write_logs=True):
+    import bwn.linkem
+    from bwn import capture, fidelity
+    log: list = []
+    cfg = scenario("smoke", edit)
+
+    class Net:
+        pass
+
+    class Network:
+        def __init__(self, cfg_, out_dir, progress, label=""):
+            log.append(("network", label))
+            self.log_dir = out_dir / "switch-logs"
+            if write_logs:
+                self.log_dir.mkdir(parents=True)
+            self.built = ex.BuiltNetwork(net=Net(), plans=[], linkem_nodes=["em0"], ends={"e": 1})
+            self.net = self.built.net
+            self.controller = type("C", (), {"now_s": lambda self: now_s, "t0": 1000.0})()
+            self.controller_thread = type("T", (), {"error": controller_error})()
+
+        def start(self):
+            log.append(("start",))
+
+        def stop_linkems(self):
+            log.append(("stop_linkems",))
+
+        def stop(self):
+            log.append(("stop",))
+
+    class Monitor:
+        @classmethod
+        def for_network(cls, out_dir, built, interval_s):
+            log.append(("monitor", interval_s))
+            return cls()
+
+        def start(self):
+            log.append(("monitor.start", self.time_origin_s))
+
+        def stop(self):
+            log.append(("monitor.stop",))
+            if monitor_stop_fails:
+                raise OSError("sampler gone")
+
+        def result(self):
+            class R:
+                def summary(self):
+                    return "valid"
+
+                def to_json(self):
+                    return {"valid": True}
+            return R()
+
+    def start_agents(cfg_, net, scheme, out_dir, duration_s):
+        log.append(("agents", scheme, duration_s))
+        if interrupt:
+            raise KeyboardInterrupt
+        for name in summaries:
+            (out_dir / "flows").mkdir(parents=True, exist_ok=True)
+            (out_dir / "flows" / f"{name}.summary.json").write_text("{}")
+        procs = [subprocess.Popen([sys.executable, "-c", sender_code + "; print('up', flush=True); time.sleep(120)"]
+                                  if sender_code else ["true"], stdout=subprocess.PIPE, text=True),
+                 subprocess.Popen(["true"])]
+        if sender_code:
+            assert procs[0].stdout.readline() == "up\n"      # its signal handler is in place
+        else:
+            procs[0].wait()
+        procs[1].wait()
+        return [ex.Agent("main", procs[0], out_dir / "s.log")], [ex.Agent("h2", procs[1], out_dir / "r.log")]
+
+    class Captures:
+        points = [type("P", (), {"link": "bottleneck"})()]
+
+    monkeypatch.setattr(ex, "ScenarioNetwork", Network)
+    monkeypatch.setattr(ex, "start_agents", start_agents)
+    monkeypatch.setattr(fidelity, "Monitor", Monitor)
+    monkeypatch.setattr(bwn.linkem, "netem_available", lambda: False)
+    monkeypatch.setattr(capture, "start_for_run", lambda c, ends, out, d: log.append(("capture", ends)) or Captures())
+    monkeypatch.setattr(capture, "finish_for_run", lambda caps, out: log.append(("capture.finish",)) or {"captures": {"bottleneck": {"file": "x.pcap"}}})
+    lines: list[str] = []
+    out = tmp_path / "ebn"
+    call = lambda duration_s=6.0: ex._run_scheme_locked(cfg, "ebn", out, duration_s, lines.append, pcap=pcap)
+    return call, log, lines, out, cfg
+
+
+def test_a_run_writes_run_json_and_drops_the_switch_logs(monkeypatch, tmp_path):
+    call, log, lines, out, cfg = fake_run(monkeypatch, tmp_path, pcap=True)
+    meta = call()
+    saved = json.loads((out / "run.json").read_text())
+    assert saved == meta
+    assert saved["ok"] is True and saved["scheme"] == "ebn" and saved["duration_s"] == 6.0
+    assert saved["delay_emulator"] == "bwn-link" and saved["netem_available"] is False
+    assert saved["flow_starts_s"] == {"main": 12.5}                # controller clock + 0.5 s of start-up
+    assert saved["sender_exit_codes"] == {"main": 0} and saved["flows_without_summary"] == []
+    assert saved["fidelity"] == {"valid": True} and saved["captures"] == {"bottleneck": {"file": "x.pcap"}}
+    assert saved["flow_ids"] == {"main": ex.seeding.flow_id(cfg.seed, 0)}
+    assert saved["mss_bytes"] == 1000 and saved["frame_bytes"] == DATA_FRAME
+    assert abs(saved["clock_offset_s"] - (time.time() - 12.0)) < 60
+    assert not (out / "switch-logs").exists()
+    assert [e[0] for e in log] == ["network", "start", "capture", "monitor", "monitor.start", "agents",
+                                   "monitor.stop", "stop_linkems", "capture.finish", "stop"]
+    assert ("monitor.start", 1000.0) in log and ("network", "[ebn] ") in log
+    assert lines[:2] == ["[ebn] switches configured; running 1 flows for 6 s", "[ebn] capturing bottleneck"]
+    assert lines[-1] == "[ebn] fidelity: valid"
+
+
+def test_a_flow_without_summary_fails_the_run_and_keeps_the_logs(monkeypatch, tmp_path):
+    call, log, lines, out, _ = fake_run(monkeypatch, tmp_path, summaries=(), monitor_stop_fails=True)
+    meta = call()
+    assert meta["flows_without_summary"] == ["main"]
+    saved = json.loads((out / "run.json").read_text())
+    assert saved["ok"] is False and (out / "switch-logs").is_dir()
+    assert f"[ebn] something failed: switch logs kept in {out / 'switch-logs'}" == lines[-1]
+    assert "[ebn] fidelity sampler: OSError('sampler gone')" in lines
+    assert "capture" not in [e[0] for e in log]
+
+
+def test_an_interrupted_run_is_torn_down_and_says_so(monkeypatch, tmp_path):
+    call, log, lines, out, _ = fake_run(monkeypatch, tmp_path, interrupt=True)
+    with pytest.raises(KeyboardInterrupt):
+        call()
+    assert log[-1] == ("stop",) and ("stop_linkems",) in log
+    assert json.loads((out / "run.json").read_text())["ok"] is False
+    assert lines[-1] == f"[ebn] interrupted: switch logs kept in {out / 'switch-logs'}"
+
+
+def test_a_sender_still_running_at_the_deadline_is_ended(monkeypatch, tmp_path):
+    """The runner waits for the senders until the duration + 3 s, then ends them
+    (SIGINT first) and records their exit codes."""
+    code = "import signal, sys, time; signal.signal(signal.SIGINT, lambda *_: sys.exit(3))"
+    call, _, _, out, _ = fake_run(monkeypatch, tmp_path, sender_code=code)
+    started = time.monotonic()
+    meta = call(duration_s=0.5)
+    assert time.monotonic() - started >= 3.5
+    assert meta["sender_exit_codes"] == {"main": 3} and meta["ok"] is True
+
+
+def test_a_controller_failure_fails_the_run(monkeypatch, tmp_path):
+    code = "import time"
+    call, log, lines, out, _ = fake_run(monkeypatch, tmp_path, sender_code=code,
+                                        controller_error=ValueError("switch s1 gone"))
+    with pytest.raises(RuntimeError, match="^controller failed: switch s1 gone$"):
+        call()
+    assert json.loads((out / "run.json").read_text())["ok"] is False
+    assert lines[-1] == f"[ebn] something failed: switch logs kept in {out / 'switch-logs'}"
+    assert log[-1] == ("stop",)
+
+
+def test_flow_starts_are_on_the_controllers_clock(monkeypatch, tmp_path):
+    def later(data):
+        data["flows"][0]["start_s"] = 1.5
+    call, _, _, _, _ = fake_run(monkeypatch, tmp_path, now_s=12.0004, edit=later)
+    assert call()["flow_starts_s"] == {"main": 14.0}     # 12.0004 + 0.5 s start-up + 1.5, to the ms
+
+
+def test_delete_root_interfaces_deletes_only_those_still_there(monkeypatch):
+    calls: list[list[str]] = []
+
+    def run(cmd, capture_output=False):
+        calls.append(cmd)
+        exists = cmd[:3] == ["ip", "link", "show"] and cmd[3] == "s1-eth1"
+        return subprocess.CompletedProcess(cmd, 0 if exists else 1)
+
+    monkeypatch.setattr(ex.subprocess, "run", run)
+
+    class Sw:
+        def intfList(self):
+            return [FakeIntf("lo", None), FakeIntf("s1-eth1", None), FakeIntf("s1-eth2", None)]
+
+    ex._delete_root_interfaces(type("Net", (), {"switches": [Sw()]})())
+    assert calls == [["ip", "link", "show", "s1-eth1"], ["ip", "link", "del", "s1-eth1"],
+                     ["ip", "link", "show", "s1-eth2"]]
+
+
+def test_build_network_wires_nodes_ports_and_emulators(monkeypatch, tmp_path):
+    """Mininet's calls for a scenario (not started): a switch per [[switches]] with its
+    ports and ids, a host per [[hosts]], an emulator node in the middle of each delayed
+    link, and the plans computed from the result."""
+    import mininet.link
+    import mininet.net
+    from bwn.topologies import nodes
+    calls: list[tuple] = []
+
+    class Node(FakeNode):
+        pass
+
+    class Link:
+        def __init__(self, a, b, port1, port2):
+            self.intf1, self.intf2 = a.add_intf(), b.add_intf()
+            calls.append(("link", a.name, b.name, port1, port2))
+
+    class Mininet:
+        def __init__(self, **kw):
+            calls.append(("mininet", tuple(sorted(kw.items()))))
+            self.nodes: dict[str, Node] = {}
+
+        def _add(self, name, cls, **kw):
+            calls.append((cls.__name__, name, tuple(sorted(kw.items()))))
+            self.nodes[name] = Node(name, len(self.nodes))
+            return self.nodes[name]
+
+        def addSwitch(self, name, cls, **kw):
+            return self._add(name, cls, **kw)
+
+        def addHost(self, name, cls, **kw):
+            return self._add(name, cls, **kw)
+
+        def addLink(self, a, b, port1=None, port2=None):
+            return Link(a, b, port1, port2)
+
+        def get(self, name):
+            return self.nodes[name]
+
+    monkeypatch.setattr(mininet.net, "Mininet", Mininet)
+
+    def edit(data):
+        data["switches"][0].update(grpc_port=50999, device_id=7)
+        data["links"][1]["a_port"] = 5
+    cfg = scenario("smoke", edit)
+    built = ex.build_network(cfg, tmp_path / "logs")
+    assert calls[0] == ("mininet", (("autoSetMacs", False), ("build", False), ("controller", None),
+                                    ("link", mininet.link.Link), ("topo", None), ("waitConnected", False)))
+    assert calls[1] == ("Bmv2MininetSwitch", "s1", (("device_id", 7), ("dpid", "0000000000000001"),
+                                                    ("grpc_port", 50999), ("log_dir", str(tmp_path / "logs")),
+                                                    ("thrift_port", ex.THRIFT_PORT_BASE)))
+    assert calls[2:4] == [("BwnHost", "h1", (("ip", "10.0.1.1/24"),)), ("BwnHost", "h2", (("ip", "10.0.2.1/24"),))]
+    # Both links have a delay: each gets its emulator node, a = h1 side first.
+    assert calls[4:] == [("LinkemNode", "em0", (("ip", None),)), ("link", "h1", "em0", None, None),
+                         ("link", "em0", "s1", None, None),
+                         ("LinkemNode", "em1", (("ip", None),)), ("link", "s1", "em1", 5, None),
+                         ("link", "em1", "h2", None, None)]
+    assert [em.name for em in built.linkem_nodes] == ["em0", "em1"]
+    assert built.linkem_nodes[1].link_config is cfg.link("bottleneck")
+    a, b = built.ends["bottleneck"]
+    assert (a.node.name, b.node.name) == ("s1", "h2")      # the link's real ends, not the emulator
+    assert [p.name for p in built.plans] == ["s1"]
+    assert built.net.get("s1") is a.node
+
+
+def test_build_network_without_delay_links_directly(monkeypatch, tmp_path):
+    import mininet.net
+    links: list[tuple] = []
+
+    class Mininet:
+        def __init__(self, **kw):
+            self.nodes = {}
+
+        def addSwitch(self, name, cls, **kw):
+            self.nodes[name] = FakeNode(name, len(self.nodes))
+            links.append(("switch", name, kw["grpc_port"], kw["thrift_port"], kw["dpid"]))
+            return self.nodes[name]
+
+        def addHost(self, name, cls, **kw):
+            self.nodes[name] = FakeNode(name, len(self.nodes))
+            return self.nodes[name]
+
+        def addLink(self, a, b, port1=None, port2=None):
+            links.append((a.name, b.name, port1, port2))
+            return type("L", (), {"intf1": a.add_intf(), "intf2": b.add_intf()})()
+
+        def get(self, name):
+            return self.nodes[name]
+
+    monkeypatch.setattr(mininet.net, "Mininet", Mininet)
+
+    def edit(d):
+        for lk in d["links"]:
+            lk.pop("delay_ms", None)
+        d["switches"].append({"name": "s2", "device_id": 2})
+        d["links"].append({"a": "s1", "b": "s2", "a_port": 7, "b_port": 8, "delay_ms": 0.5,
+                           "schedule": {"kind": "constant", "rate_mbit": 10}})
+        d["links"].append({"a": "s2", "b": "s1", "a_port": 9, "b_port": 10,
+                           "schedule": {"kind": "constant", "rate_mbit": 10}})
+    cfg = scenario("smoke", edit)
+    built = ex.build_network(cfg, tmp_path)
+    assert [em.name for em in built.linkem_nodes] == ["em2"]         # 0.5 ms is a delay too
+    assert links[:2] == [("switch", "s1", ex.GRPC_PORT_BASE, ex.THRIFT_PORT_BASE, "0000000000000001"),
+                         ("switch", "s2", ex.GRPC_PORT_BASE + 1, ex.THRIFT_PORT_BASE + 1, "0000000000000002")]
+    assert links[2:] == [("h1", "s1", None, None), ("s1", "h2", None, None),
+                         ("s1", "em2", 7, None), ("em2", "s2", None, 8), ("s2", "s1", 9, 10)]
+    assert [p.name for p in built.plans] == ["s1", "s2"] and len(built.plans[1].ports) == 2
+    fixed = ex.build_network(cfg, tmp_path, frame_bytes=1500)
+    assert {pp.frame_bytes for plan in fixed.plans for pp in plan.ports} == {1500}
+
+
+def test_agents_log_to_their_files_and_flows_get_their_own_start(tmp_path):
+    """Each agent's stdout and stderr go to its log file; a flow starting at 0.5 s is
+    delayed too; flow ids come from the scenario's seed; the output folder is made
+    (with its parents) and may exist already."""
+    from bwn import seeding
+
+    def flows(data: dict[str, Any]) -> None:
+        data["experiment"]["seed"] = 7
+        data["flows"] = [{"name": "soon", "src": "h1", "dst": "h2", "start_s": 0.5}]
+    cfg = scenario("gtcp-reservations", flows)
+    out = tmp_path / "new" / "run"
+    for _ in range(2):
+        net = FakeNet(cfg)
+        senders, receivers = ex.start_agents(cfg, net, "newreno", out, duration_s=5.0)
+        for agent in senders + receivers:
+            agent.proc.wait(5)
+    assert [(a.name, a.log) for a in senders] == [("soon", out / "send-soon.log")]
+    assert [(a.name, a.log) for a in receivers] == [("h2", out / "recv-h2.log")]
+    assert sorted((out / "send-soon.log").read_text().split()) == ["h1-err", "h1-out"]
+    assert sorted((out / "recv-h2.log").read_text().split()) == ["h2-err", "h2-out"]
+    (cmd,) = net.get("h1").popened
+    assert cmd[:3] == ["bash", "-c", 'sleep 0.500 && exec "$@"']
+    assert cmd[cmd.index("--flow-id") + 1] == str(seeding.flow_id(7, 0)) != str(seeding.flow_id(None, 0))
+
+
+def test_the_run_reports_progress_every_10_s_and_ends_at_its_deadline(monkeypatch, tmp_path):
+    """With a clock that advances only when the runner sleeps: progress lines at 10 and
+    20 s of a 25 s run, none at or after its end; the senders are ended at 28 s
+    (duration + 3 s), not before."""
+    import types
+    code = "import signal, sys, time; signal.signal(signal.SIGINT, lambda *_: sys.exit(3))"
+    call, _, lines, out, _ = fake_run(monkeypatch, tmp_path, sender_code=code, write_logs=False)
+    clock = {"t": 1000.0}
+    slept: list[float] = []
+
+    def sleep(dt: float) -> None:
+        slept.append(dt)
+        clock["t"] += dt
+
+    monkeypatch.setattr(ex, "time", types.SimpleNamespace(monotonic=lambda: clock["t"], sleep=sleep,
+                                                          time=time.time))
+    meta = call(duration_s=25.0)
+    assert [line for line in lines if line.endswith("/25 s")] == ["[ebn] 10/25 s", "[ebn] 20/25 s"]
+    assert set(slept) == {0.25} and sum(slept) == pytest.approx(28.0)
+    assert meta["sender_exit_codes"] == {"main": 3}
+    # The log folder of a run that never wrote one: nothing to remove, no error.
+    assert meta["ok"] is True and not (out / "switch-logs").exists()

@@ -1,0 +1,403 @@
+"""The controller's state push and rate logic (controller/switchctl.py) against fake
+switches: what it writes, in which order, and which rate, without BMv2.
+
+tests/test_switchctl_bmv2.py checks the same against a real switch restart; these
+check the numbers: after a reconnect the port gets the rate its schedule has *now*
+(or the rate pinned by hand), the reservation's meter is configured, and the
+schedule loop writes only changes above 0.5 %."""
+from __future__ import annotations
+
+import asyncio
+import csv
+from pathlib import Path
+from typing import Any
+
+import finsy as fy
+import pytest
+
+from bwn.controller import entries as ent
+from bwn.controller import switchctl as sc
+from bwn.controller.schedule import ConstantSchedule, StepSchedule, bmv2_queue_rate_pps
+
+WINDOW = ent.WindowConfig(16_384, 65_536, 1102)
+
+
+class FakeQueues:
+    log: list[tuple[Any, ...]] = []
+
+    def __init__(self, thrift_port: int) -> None:
+        self.thrift_port = thrift_port
+
+    def set_depth(self, port: int, depth_packets: int) -> None:
+        FakeQueues.log.append(("depth", self.thrift_port, port, depth_packets))
+
+    def set_rate(self, port: int, rate_pps: float) -> None:
+        FakeQueues.log.append(("rate", self.thrift_port, port, rate_pps))
+
+    def close(self) -> None:
+        FakeQueues.log.append(("close", self.thrift_port))
+
+
+class FakeSwitch:
+    def __init__(self, name: str, digest_exists: bool = False) -> None:
+        self.name = name
+        self.is_up = True
+        self.ops: list[tuple[str, list[Any]]] = []
+        self.digest_exists = digest_exists
+
+    async def delete_all(self) -> None:
+        self.ops.append(("delete_all", []))
+
+    async def insert(self, entities: list[Any]) -> None:
+        if self.digest_exists and isinstance(entities[0], fy.P4DigestEntry):
+            raise fy.P4ClientError.__new__(fy.P4ClientError)
+        self.ops.append(("insert", list(entities)))
+
+    async def modify(self, entities: list[Any]) -> None:
+        self.ops.append(("modify", list(entities)))
+
+    def written(self, kind: type) -> list[tuple[str, Any]]:
+        return [(op, e) for op, batch in self.ops for e in batch if isinstance(e, kind)]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture(autouse=True)
+def fake_queues(monkeypatch):
+    FakeQueues.log = []
+    monkeypatch.setattr(sc, "QueueControl", FakeQueues)
+    # No P4 program needed: the controller's finsy switches are replaced by FakeSwitch.
+    monkeypatch.setattr(sc.fy, "Switch", lambda name, *_args, **_kw: FakeSwitch(name))
+
+
+STEP = StepSchedule(((0.0, 5e6), (4.0, 2e6)))
+
+
+def controller(tmp_path: Path, plans: list[sc.SwitchPlan], clock: Clock) -> sc.BwnController:
+    ctl = sc.BwnController(plans, tmp_path / "p4info.txtpb", tmp_path / "bwn.json", tmp_path / "out",
+                           WINDOW, clock=clock)
+    ctl._rate_lock = asyncio.Lock()
+    return ctl
+
+
+def smoke_plan(**port_kw: Any) -> sc.SwitchPlan:
+    return sc.SwitchPlan(
+        name="s1", grpc_addr="127.0.0.1:50100", thrift_port=9190, device_id=1,
+        routes=[("10.0.1.1/32", 1, "00:00:00:00:01:01", "00:00:00:01:00:01"), ("10.0.2.1/32", 2, "00:00:00:00:02:01", "00:00:00:01:00:02")],
+        ports=[sc.PortPlan(port=1, link="h1-s1", schedule=None, queue_packets=64),
+               sc.PortPlan(port=2, link="bottleneck", schedule=STEP, queue_packets=30, frame_bytes=1102,
+                           **port_kw)],
+        reservations=[ent.Reservation(src="10.0.1.1", dst="10.0.2.1", rate_bps=1e6, src_port=40001)])
+
+
+def capacity_rows(ctl: sc.BwnController) -> list[dict[str, str]]:
+    ctl._cap_file.flush()
+    return list(csv.DictReader(open(ctl.out_dir / "capacity.csv")))
+
+
+def test_reconnect_pushes_the_schedules_current_rate(tmp_path):
+    """A switch that comes back 6 s into the run gets the 2 Mb/s its step schedule has
+    then, not the 5 Mb/s it started with: dataplane capacity, BMv2 queue rate and the log."""
+    clock = Clock()
+    plan = smoke_plan()
+    ctl = controller(tmp_path, [plan], clock)
+    sw = ctl.switches[0]
+    asyncio.run(ctl._on_ready(sw))                # first session, t = 0
+    clock.t += 6.0
+    sw.ops.clear()
+    FakeQueues.log = []
+    asyncio.run(ctl._on_ready(sw))                # the switch restarted
+    assert ctl.ready_count["s1"] == 2
+    assert sw.ops[0] == ("delete_all", [])        # its old state goes first
+    capacity = [e for op, e in sw.written(fy.P4TableEntry) if e == ent.port_capacity(2, 2e6, WINDOW)]
+    assert capacity, "the current scheduled capacity was not written to the port"
+    assert ("insert", ent.port_capacity(2, 2e6, WINDOW)) in sw.written(fy.P4TableEntry)
+    assert ent.port_capacity(2, 5e6, WINDOW) not in [e for _, e in sw.written(fy.P4TableEntry)]
+    assert FakeQueues.log == [("depth", 9190, 1, 64), ("depth", 9190, 2, 30),
+                              ("rate", 9190, 2, bmv2_queue_rate_pps(2e6, 1102)), ("close", 9190)]
+    assert ctl.applied_bps == {("s1", 2): 2e6}
+    rows = capacity_rows(ctl)
+    assert [(r["t_s"], r["link"], r["switch"], r["port"], r["rate_bps"]) for r in rows] == [
+        ("0.000", "bottleneck", "s1", "2", "5000000"), ("6.000", "bottleneck", "s1", "2", "2000000")]
+    assert float(rows[1]["queue_pps"]) == pytest.approx(bmv2_queue_rate_pps(2e6, 1102), abs=0.01)
+
+
+def test_state_push_installs_tables_routes_digest_and_the_reservation_meter(tmp_path):
+    plan = smoke_plan(loss=0.25, af_queue_packets=15)
+    ctl = controller(tmp_path, [plan], Clock())
+    sw = ctl.switches[0]
+    asyncio.run(ctl._on_ready(sw))
+    entry, meter = ent.reservation(plan.reservations[0])
+    assert sw.written(fy.P4DirectMeterEntry) == [("modify", meter)]      # the meter's rate is set
+    for e in ent.window_config(WINDOW):
+        assert ("modify", e) in sw.written(fy.P4TableEntry)
+    inserted = [e for op, e in sw.written(fy.P4TableEntry) if op == "insert"]
+    assert inserted == (ent.static_tables(WINDOW) + sc.route_entries(plan)
+                        + [entry, ent.port_capacity(2, 5e6, WINDOW)])
+    assert sw.written(fy.P4DigestEntry) == [("insert", ent.telemetry_digest())]
+    # A new session of the same switch: the digest is already there, so it is modified.
+    again = FakeSwitch("s1", digest_exists=True)
+    asyncio.run(ctl._on_ready(again))
+    assert again.written(fy.P4DigestEntry) == [("modify", ent.telemetry_digest())]
+    assert ctl.ready_count["s1"] == 2
+
+
+def test_route_entries_carry_each_ports_options():
+    plan = smoke_plan(loss=0.25, af_queue_packets=15)
+    to_h2 = ent.route("10.0.2.1/32", 2, "00:00:00:00:02:01", "00:00:00:01:00:02",
+                      ent.PortOptions(loss=0.25, reservations=True, af_queue_packets=15))
+    to_h1 = ent.route("10.0.1.1/32", 1, "00:00:00:00:01:01", "00:00:00:01:00:01", ent.PortOptions())
+    assert sc.route_entries(plan) == to_h1 + to_h2
+    assert sc.route_entries(plan, only_port=2) == to_h2
+    # A route out of a port without a plan: no loss, no AF.
+    plan.routes.append(("10.0.9.1/32", 7, "00:00:00:00:09:01", "00:00:00:01:00:07"))
+    assert sc.route_entries(plan, only_port=7) == ent.route("10.0.9.1/32", 7, "00:00:00:00:09:01", "00:00:00:01:00:07",
+                                                             ent.PortOptions())
+
+
+def test_a_pinned_rate_survives_a_reconnect_and_unpinning_resumes_the_schedule(tmp_path):
+    clock = Clock()
+    ctl = controller(tmp_path, [smoke_plan()], clock)
+    sw = ctl.switches[0]
+    asyncio.run(ctl._on_ready(sw))
+    applied = asyncio.run(ctl.set_link_rate("bottleneck", 3e6))
+    assert applied == [sc.AppliedRate("s1", 2, 3e6, bmv2_queue_rate_pps(3e6, 1102))]
+    assert ("modify", ent.port_capacity(2, 3e6, WINDOW)) in sw.written(fy.P4TableEntry)
+    clock.t += 10.0
+    sw.ops.clear()
+    asyncio.run(ctl._on_ready(sw))
+    assert ("insert", ent.port_capacity(2, 3e6, WINDOW)) in sw.written(fy.P4TableEntry)
+    assert [s.mode for s in asyncio.run(ctl.port_status())] == ["unlimited", "pinned"]
+    applied = asyncio.run(ctl.set_link_rate("bottleneck", None))
+    assert [a.rate_bps for a in applied] == [2e6]          # the schedule's rate at t = 10 s
+    status = asyncio.run(ctl.port_status())
+    assert [(s.link, s.mode, s.applied_bps) for s in status] == [
+        ("h1-s1", "unlimited", None), ("bottleneck", "schedule", 2e6)]
+
+
+def test_set_link_rate_refuses_what_it_cannot_do(tmp_path):
+    ctl = controller(tmp_path, [smoke_plan()], Clock())
+    with pytest.raises(KeyError) as err:
+        asyncio.run(ctl.set_link_rate("nosuch", 1e6))
+    assert err.value.args[0] == "no link 'nosuch' on any switch; links: h1-s1, bottleneck"
+    with pytest.raises(KeyError) as err:
+        asyncio.run(ctl.set_link_rate("h1-s1", 1e6))
+    assert err.value.args[0] == "link 'h1-s1' has no rate-limited switch port (see its apply_at)"
+    # Not connected yet: refused, but the pin is kept for when the session is back.
+    with pytest.raises(RuntimeError) as err:
+        asyncio.run(ctl.set_link_rate("bottleneck", 1e6))
+    assert str(err.value) == ("s1 is not connected now; the change is kept and applied when its "
+                              "session is back")
+    assert ctl.pinned_bps == {"bottleneck": 1e6}
+    ctl.ready_count["s1"] = 1
+    ctl.switches[0].is_up = False
+    with pytest.raises(RuntimeError, match="s1 is not connected now"):
+        asyncio.run(ctl.set_link_loss("bottleneck", 0.1))
+
+
+def test_set_link_loss_rewrites_the_ports_routes(tmp_path):
+    plan = smoke_plan()
+    ctl = controller(tmp_path, [plan], Clock())
+    ctl.ready_count["s1"] = 1
+    done = asyncio.run(ctl.set_link_loss("bottleneck", 0.1))
+    assert done == [("s1", 2, 1)]
+    assert plan.ports[1].loss == 0.1
+    assert ctl.switches[0].ops == [("modify", sc.route_entries(plan, only_port=2))]
+    with pytest.raises(Exception, match="0..1|probability"):
+        asyncio.run(ctl.set_link_loss("bottleneck", 1.5))
+
+
+def test_schedule_loop_writes_only_changes(tmp_path):
+    """Every schedule_interval_s: a port whose target moved by more than 0.5 % gets it;
+    switches that are down, or never configured, are left for their ready handler."""
+    clock = Clock()
+    ramp = ConstantSchedule(10e6)
+    plans = [smoke_plan(), sc.SwitchPlan("s2", "127.0.0.1:50101", 9191, 2,
+                                         ports=[sc.PortPlan(3, "b2", ramp, frame_bytes=1102)])]
+    ctl = controller(tmp_path, plans, clock)
+    s1, s2 = ctl.switches
+    ctl.ready_count.update(s1=1, s2=1)
+    ctl.applied_bps = {("s1", 2): 5e6, ("s2", 3): 10e6 * 1.004}   # s2 within 0.5 % of its target
+    ctl.schedule_interval_s = 0.01
+
+    async def run_once(dt_s: float) -> None:
+        clock.t += dt_s
+        task = asyncio.create_task(ctl._schedules())
+        await asyncio.sleep(0.05)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(run_once(1.0))                # t = 1 s: 5 Mb/s is still right
+    assert s1.ops == [] and s2.ops == []
+    s2.is_up = False
+    asyncio.run(run_once(4.0))                # t = 5 s: the step to 2 Mb/s
+    assert s1.ops == [("modify", [ent.port_capacity(2, 2e6, WINDOW)])]
+    assert ctl.applied_bps[("s1", 2)] == 2e6
+    assert s2.ops == []
+    ctl.applied_bps[("s2", 3)] = 10e6 * 1.006
+    s2.is_up = True
+    asyncio.run(run_once(0.0))
+    assert s2.ops == [("modify", [ent.port_capacity(3, 10e6, WINDOW)])]
+    assert ("close", 9191) in FakeQueues.log
+
+
+def test_target_is_the_pin_else_the_schedule(tmp_path):
+    ctl = controller(tmp_path, [smoke_plan()], Clock())
+    pp = ctl.plans["s1"].ports[1]
+    assert ctl._target_bps(pp, 3.99) == 5e6 and ctl._target_bps(pp, 4.0) == 2e6
+    ctl.pinned_bps["bottleneck"] = 7e6
+    assert ctl._target_bps(pp, 4.0) == 7e6
+    assert ctl.links() == ["h1-s1", "bottleneck"]
+
+
+# -- telemetry: the digest's 256-bit stamp and the controller's telemetry.csv ---------
+
+def stamp(port: int, flows_now: int, flows_last: int, queue: int, br_kbps: int, start_us: int,
+          log7: int, ebn: int, ic_kbps: int, ab_kbps: int) -> int:
+    """A stamp laid out as p4src/v1model/bwn.p4 documents it (bits)."""
+    return (port << 224 | flows_now << 208 | flows_last << 192 | queue << 160 | br_kbps << 128
+            | start_us << 96 | log7 << 72 | ebn << 64 | ic_kbps << 32 | (ab_kbps & 0xFFFFFFFF))
+
+
+def test_telemetry_decodes_every_field_of_the_stamp():
+    raw = stamp(port=0x1FF, flows_now=3, flows_last=7, queue=42, br_kbps=0xFFFFFFFF, start_us=0xDEADBEEF,
+                log7=0xABCD, ebn=0x88, ic_kbps=5000, ab_kbps=-250)
+    t = ent.PortTelemetry.from_digest({"stamp": raw})
+    assert t == ent.PortTelemetry(port=0x1FF, window_start_us=0xDEADBEEF, capacity_kbps=5000.0,
+                                  rate_kbps=float(0xFFFFFFFF), avail_kbps=-250.0, queue_pkts=42,
+                                  flows=7, ebn_code=0x88)
+    # AB is a signed 32-bit field: the extremes, and the larger of the two flow counts.
+    t = ent.PortTelemetry.from_stamp(stamp(1, 9, 2, 0, 0, 0, 0, 0, 0, -(2**31)))
+    assert (t.avail_kbps, t.flows) == (-(2**31), 9)
+    assert ent.PortTelemetry.from_stamp(stamp(1, 0, 0, 0, 0, 0, 0, 0, 0, 2**31 - 1)).avail_kbps == 2**31 - 1
+    assert ent.PortTelemetry.from_stamp(stamp(1, 0, 0, 0, 0, 0, 0, 0, 0, 0)).avail_kbps == 0
+
+
+@pytest.mark.parametrize("kw, says", [
+    (dict(window_us=1000), "window_us"), (dict(flow_window_us=3), "flow_window_us"),
+    (dict(queue_unit_bytes=0), "queue_unit_bytes must be positive, got 0")])
+def test_window_config_refuses_bad_values(kw, says):
+    with pytest.raises(ValueError, match=says):
+        ent.WindowConfig(**kw)
+    assert ent.WindowConfig(queue_unit_bytes=1).queue_unit_bytes == 1
+    assert ent.WindowConfig(window_us=1024).window_log2 == 10
+
+
+class _DigestList(list):
+    def ack(self) -> str:
+        return "ack"
+
+
+def test_controller_runs_switches_and_writes_telemetry(tmp_path, monkeypatch):
+    """run(): every switch's state installed before `ready`, then the schedules and a
+    telemetry task per switch. Telemetry rows: one per port per interval, only the
+    plan's ports, each digest acknowledged, and every digest kept as the latest."""
+    clock = Clock()
+    digests = [
+        _DigestList([{"stamp": stamp(2, 1, 1, 4, 4800, 1000, 0, 98, 5000, 200)},
+                     {"stamp": stamp(9, 1, 1, 0, 0, 1000, 0, 0, 0, 0)}]),        # not a plan port
+        _DigestList([{"stamp": stamp(2, 1, 1, 6, 4900, 17384, 0, 98, 5000, 100)}]),  # within the interval
+    ]
+
+    async def read_digests(self, name):
+        assert name == ent.TELEMETRY_DIGEST
+        for d in digests:
+            yield d
+        clock.t += 1.0
+        yield _DigestList([{"stamp": stamp(2, 2, 1, 8, 4950, 33768, 0, 90, 5000, 50)}])
+        await asyncio.sleep(3600)
+
+    async def write(self, entities):
+        self.ops.append(("write", list(entities)))
+
+    monkeypatch.setattr(FakeSwitch, "read_digests", read_digests, raising=False)
+    monkeypatch.setattr(FakeSwitch, "write", write, raising=False)
+
+    class FakeFinsyController:
+        def __init__(self, switches):
+            self.switches = switches
+
+        async def run(self):
+            for sw in self.switches:
+                await sw.ready_handler(sw)
+            await asyncio.sleep(3600)
+
+    monkeypatch.setattr(sc.fy, "Controller", FakeFinsyController)
+    plan = smoke_plan()
+    ctl = controller(tmp_path, [plan], clock)
+    for sw in ctl.switches:
+        sw.ready_handler = ctl._on_ready
+    ctl.telemetry_interval_s = 0.5
+
+    async def main():
+        ready = asyncio.Event()
+        await ctl.run(duration_s=0.3, ready=ready)
+        return ready.is_set()
+
+    assert asyncio.run(main())
+    assert ctl.ready_count["s1"] == 1
+    sw = ctl.switches[0]
+    assert [op for op in sw.ops if op[0] == "write"] == [("write", ["ack"])] * 3
+    rows = list(csv.DictReader(open(ctl.out_dir / "telemetry.csv")))
+    assert [(r["t_s"], r["port"], r["capacity_kbps"], r["avail_kbps"], r["queue_pkts"], r["ebn_code"],
+             r["window_start_us"]) for r in rows] == [
+        ("0.000", "2", "5000.0", "200.0", "4", "98", "1000"), ("1.000", "2", "5000.0", "50.0", "8", "90", "33768")]
+    latest, _ = ctl.latest_telemetry[("s1", 2)]
+    assert latest.queue_pkts == 8 and ("s1", 9) not in ctl.latest_telemetry
+    assert ctl._cap_file.closed and ctl._tel_file.closed
+
+
+def test_schedule_loop_skips_down_switches_goes_on_after_a_failure(tmp_path, caplog):
+    """A switch listed first that is down, or up but not configured yet, is skipped
+    without stopping the others; a port whose write fails (switch restarting) is
+    logged with its switch and port, its queue connection renewed, and the next
+    port still gets its rate."""
+    clock = Clock()
+    two_ports = sc.SwitchPlan("s2", "127.0.0.1:50101", 9191, 2, ports=[
+        sc.PortPlan(3, "b2", ConstantSchedule(10e6), frame_bytes=1102),
+        sc.PortPlan(4, "b3", ConstantSchedule(20e6), frame_bytes=1102)])
+    down = sc.SwitchPlan("s0", "127.0.0.1:50099", 9189, 3, ports=[sc.PortPlan(1, "b0", ConstantSchedule(1e6))])
+    ctl = controller(tmp_path, [down, two_ports], clock)
+    s0, s2 = ctl.switches
+    ctl.ready_count.update(s0=1, s2=1)
+    s0.is_up = False
+    ctl.applied_bps = {("s2", 3): 10e6, ("s2", 4): 5e6}     # b2 unchanged, b3 due
+    ctl.schedule_interval_s = 0.01
+
+    async def run_once() -> None:
+        task = asyncio.create_task(ctl._schedules())
+        await asyncio.sleep(0.05)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(run_once())
+    assert s0.ops == []
+    assert s2.ops == [("modify", [ent.port_capacity(4, 20e6, WINDOW)])]
+    # Up but never configured: still skipped.
+    s0.is_up, ctl.ready_count["s0"] = True, 0
+    asyncio.run(run_once())
+    assert s0.ops == []
+    # A write that fails: logged, queues reconnected, the next port still done.
+    ctl.applied_bps = {("s2", 3): 1e6, ("s2", 4): 1e6}
+    calls = []
+
+    async def failing_modify(entities):
+        calls.append(entities)
+        if len(calls) == 1:
+            raise ConnectionError("switch restarting")
+        s2.ops.append(("modify", list(entities)))
+
+    s2.modify = failing_modify
+    s2.ops.clear()
+    FakeQueues.log = []
+    with caplog.at_level("WARNING", logger="bwn.controller"):
+        asyncio.run(run_once())
+    assert ("modify", [ent.port_capacity(4, 20e6, WINDOW)]) in s2.ops
+    assert "s2: could not apply rate on port 3: switch restarting" in caplog.messages
+    assert FakeQueues.log.count(("close", 9191)) >= 2    # the old connection closed, a new one made
