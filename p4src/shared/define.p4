@@ -2,12 +2,11 @@
 /*
  * bwn: constants shared by every target (v1model for BMv2, TNA for Tofino).
  *
- * Units used inside the dataplane (docs/dataplane.md explains each choice):
- *   - time:  microseconds (BMv2's global timestamps are in microseconds)
- *   - rates: "qkbps", a quarter of a kb/s (250 bit/s), in 32 bits: an int<32>
- *            spans +/-537 Gb/s, enough for a 400G port, and the quarter unit
- *            keeps the per-packet rounding of small packets below 3 %.
- *            Wire rates (docs/wire-format.md) are in kb/s: qkbps >> 2.
+ * Units inside the dataplane (docs/dataplane.md explains each choice):
+ *   - time:  microseconds on BMv2; ticks of 1.024 us on Tofino (p4src/tna);
+ *            measurement windows are powers of two of that unit;
+ *   - bytes: OBP's IC, BR and BI are counted in bytes per window, exactly;
+ *            AB is converted to kb/s (the wire unit) once per window;
  *   - logs:  "log7", 128 * log2(x): 1/128 octave (0.54 %) resolution in 16 bits.
  *            The EBN code on the wire is 1/8 octave: log7 >> 4 (rounded).
  */
@@ -24,8 +23,9 @@
 #define BWN_KIND_DATA 0
 #define BWN_KIND_ACK 1
 
-/* Registers are indexed by egress port & (MAX_PORTS - 1); the controller only
- * routes to ports below MAX_PORTS. */
+/* Per-port registers hold MAX_PORTS entries, indexed by the port index each
+ * route carries (the port itself on BMv2; controller/tofino.py's PortMap on
+ * Tofino, whose device ports go above 63). */
 #define MAX_PORTS 64
 #define PORT_INDEX_MASK 63
 
@@ -34,15 +34,8 @@
 #define FLOW_SLOTS_LOG2 8
 
 /* Rate arithmetic. */
-#define QKBPS_SHIFT 2         /* qkbps >> 2 = kb/s */
 #define LOG7_TO_EBN_SHIFT 4   /* log7 >> 4 = EBN code (1/8 octave) */
 #define EBN_CODE_MAX 254
-
-/* Lookup tables of the length/queue -> rate conversion: value = hi[x >> 5] + lo[x & 31]. */
-#define LUT_LO_BITS 5
-#define LUT_LO_MASK 31
-#define LUT_HI_SIZE 64        /* covers x < 2048 */
-#define LUT_LO_SIZE 32
 
 /* Queue depth (packets on BMv2) -> bytes: one exact table up to this depth. */
 #define QUEUE_TABLE_SIZE 4096
@@ -77,8 +70,5 @@
 typedef bit<9>  PortId_t;       /* TNA-like names, so shared code reads the same */
 typedef bit<48> mac_addr_t;
 typedef bit<32> ipv4_addr_t;
-typedef bit<32> qkbps_t;        /* unsigned rates in quarter kb/s */
-typedef int<32> sqkbps_t;       /* signed (available bandwidth) */
-typedef bit<16> log7_t;
 
 #endif
