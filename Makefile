@@ -2,6 +2,7 @@
 #   make deps   Debian/Ubuntu packages, the P4 toolchain (scripts/p4-toolchain.sh), the Python venv
 #   make toolchain  only the P4 toolchain (prebuilt, packages or source; see its help)
 #   make build  compile the P4 program with p4c into build/
+#   make build-tofino  compile p4src/tna/bwn.p4 with p4c's Tofino back end into build/tofino{,2}/
 #   make run    (as root) the smoke scenario's network and the Mininet CLI: bwn net smoke
 #               (SCENARIO=name for another one; see README "Try it by hand")
 #   make test   all tests (unit, namespace end-to-end, PTF on BMv2, Mininet smoke)
@@ -18,7 +19,7 @@ P4_SRCS := $(wildcard p4src/shared/*.p4 p4src/v1model/*.p4)
 APT_PACKAGES := python3 python3-venv python3-pip python3-scapy python3-thrift iproute2 iputils-ping \
 	ethtool tcpdump tshark iperf3 mininet make
 
-.PHONY: deps toolchain toolchain-tofino toolchain-pack build build-bench bench-switch run test ptf mutants schema clean
+.PHONY: deps toolchain toolchain-tofino toolchain-pack build build-tofino build-bench bench-switch run test ptf mutants schema clean
 
 deps:
 	@if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
@@ -57,6 +58,23 @@ $(BUILD)/bwn.json $(BUILD)/bwn.p4info.txtpb: $(P4_SRCS)
 	  --p4runtime-files $(BUILD)/bwn.p4info.txtpb -o $(BUILD) $(P4_MAIN)
 
 build: $(BUILD)/bwn.json
+
+# Tofino 1 (build/tofino/) and Tofino 2 (build/tofino2/) with p4c's open-source
+# Tofino back end (make toolchain-tofino); resources: docs/tofino.md.
+TNA_SRCS := $(wildcard p4src/shared/*.p4 p4src/tna/*.p4)
+TOFINO_FLAGS := --arch tna --std p4-16 -I p4src --create-graphs
+$(BUILD)/tofino/bwn.conf: $(TNA_SRCS)
+	@command -v p4c-barefoot >/dev/null || { echo "build-tofino: p4c's Tofino back end (p4c-barefoot) is not installed: make toolchain-tofino"; exit 1; }
+	@mkdir -p $(BUILD)/tofino
+	p4c --target tofino $(TOFINO_FLAGS) -o $(BUILD)/tofino \
+	  --p4runtime-files $(BUILD)/tofino/bwn.p4info.txtpb --bf-rt-schema $(BUILD)/tofino/bfrt.json p4src/tna/bwn.p4
+$(BUILD)/tofino2/bwn.conf: $(TNA_SRCS)
+	@command -v p4c-barefoot >/dev/null || { echo "build-tofino: p4c's Tofino back end (p4c-barefoot) is not installed: make toolchain-tofino"; exit 1; }
+	@mkdir -p $(BUILD)/tofino2
+	p4c --target tofino2 $(TOFINO_FLAGS) -o $(BUILD)/tofino2 \
+	  --p4runtime-files $(BUILD)/tofino2/bwn.p4info.txtpb --bf-rt-schema $(BUILD)/tofino2/bfrt.json p4src/tna/bwn.p4
+
+build-tofino: $(BUILD)/tofino/bwn.conf $(BUILD)/tofino2/bwn.conf
 
 SCENARIO ?= smoke
 run: build
