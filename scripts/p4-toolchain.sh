@@ -224,8 +224,9 @@ BUILD_DEPS=(
     python3-protobuf python3-grpcio
 )
 # bf-p4c: RapidJSON for its logging, Python's jsl + jsonschema to generate that
-# logging code, and PyInstaller to package its p4c-build-logs tool (installed from
-# PyPI into a venv of the build, put first on PATH).
+# logging code, PyInstaller to package its p4c-build-logs tool and PyYAML for
+# bf-asm's register generator (walle), installed from PyPI into a venv of the
+# build, put first on PATH.
 TOFINO_BUILD_DEPS=(rapidjson-dev libboost-graph-dev python3-venv)
 
 src_dir() {  # where the checkout of $1 is: P4_SRC/$1, or cloned into the build dir
@@ -332,7 +333,7 @@ build_from_source() {
     step "apt build dependencies" apt_install "${BUILD_DEPS[@]}"
     if [ "${P4_WITH_TOFINO:-0}" = 1 ]; then
         step "apt Tofino build dependencies" apt_install "${TOFINO_BUILD_DEPS[@]}"
-        step "Python for bf-p4c's code generators" bash -c "rm -rf '$BUILD_DIR/venv' && $SYS_PYTHON -m venv '$BUILD_DIR/venv' && '$BUILD_DIR/venv/bin/pip' install -q jsl 'jsonschema<4' pyinstaller"
+        step "Python for bf-p4c's code generators" bash -c "rm -rf '$BUILD_DIR/venv' && $SYS_PYTHON -m venv '$BUILD_DIR/venv' && '$BUILD_DIR/venv/bin/pip' install -q jsl 'jsonschema<4' pyinstaller pyyaml"
         export PATH="$BUILD_DIR/venv/bin:$PATH"
     fi
     fetch_sources
