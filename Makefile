@@ -60,19 +60,25 @@ $(BUILD)/bwn.json $(BUILD)/bwn.p4info.txtpb: $(P4_SRCS)
 build: $(BUILD)/bwn.json
 
 # Tofino 1 (build/tofino/) and Tofino 2 (build/tofino2/) with p4c's open-source
-# Tofino back end (make toolchain-tofino); resources: docs/tofino.md.
+# Tofino back end (make toolchain-tofino); resources: docs/tofino.md. The driver's
+# bf_switchd .conf (what controller/tofino.py packs) is written by p4c-gen-conf,
+# which p4c's driver does not run here.
 TNA_SRCS := $(wildcard p4src/shared/*.p4 p4src/tna/*.p4)
-TOFINO_FLAGS := --arch tna --std p4-16 -I p4src --create-graphs
+TOFINO_FLAGS := --arch tna --std p4-16 -I p4src -g   # -g: the resource logs in pipe/logs
 $(BUILD)/tofino/bwn.conf: $(TNA_SRCS)
 	@command -v p4c-barefoot >/dev/null || { echo "build-tofino: p4c's Tofino back end (p4c-barefoot) is not installed: make toolchain-tofino"; exit 1; }
 	@mkdir -p $(BUILD)/tofino
 	p4c --target tofino $(TOFINO_FLAGS) -o $(BUILD)/tofino \
 	  --p4runtime-files $(BUILD)/tofino/bwn.p4info.txtpb --bf-rt-schema $(BUILD)/tofino/bfrt.json p4src/tna/bwn.p4
+	p4c-gen-conf --conf-type BF-RT --bfrt-name $(BUILD)/tofino/bfrt.json --name bwn --device tofino \
+	  --outputdir $(BUILD)/tofino --p4-version p4-16 --pipe pipe
 $(BUILD)/tofino2/bwn.conf: $(TNA_SRCS)
 	@command -v p4c-barefoot >/dev/null || { echo "build-tofino: p4c's Tofino back end (p4c-barefoot) is not installed: make toolchain-tofino"; exit 1; }
 	@mkdir -p $(BUILD)/tofino2
-	p4c --target tofino2 $(TOFINO_FLAGS) -o $(BUILD)/tofino2 \
+	p4c --target tofino2 $(subst tna,t2na,$(TOFINO_FLAGS)) -o $(BUILD)/tofino2 \
 	  --p4runtime-files $(BUILD)/tofino2/bwn.p4info.txtpb --bf-rt-schema $(BUILD)/tofino2/bfrt.json p4src/tna/bwn.p4
+	p4c-gen-conf --conf-type BF-RT --bfrt-name $(BUILD)/tofino2/bfrt.json --name bwn --device tofino2 \
+	  --outputdir $(BUILD)/tofino2 --p4-version p4-16 --pipe pipe
 
 build-tofino: $(BUILD)/tofino/bwn.conf $(BUILD)/tofino2/bwn.conf
 

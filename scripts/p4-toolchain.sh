@@ -302,6 +302,11 @@ fill_pi_third_party() {
 patch_p4c() {
     # GCC 12's std::erase_if passes a const element to the predicate.
     sed -i 's/\[this\](flow_join_points_t::value_type &el)/[this](const flow_join_points_t::value_type \&el)/' "$1/ir/visitor.cpp"
+    # The Tofino driver (p4c_src/barefoot.py) takes the paths of bfas and two
+    # tools from util.find_file, which returns a pathlib.Path, and later treats
+    # them as str (str.find, str.join): the compile stops before the assembler.
+    sed -i 's/= find_file(\(.*\))$/= str(find_file(\1))/' \
+        "$1/backends/tofino/bf-p4c/driver/barefoot.py" 2>/dev/null || true
 }
 
 relocate_python() {  # Debian's /usr/bin/python3 reads dist-packages, not site-packages
@@ -389,7 +394,7 @@ build_from_source() {
         -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$PREFIX \
         -DENABLE_BMV2=ON -DENABLE_P4TEST=ON -DENABLE_EBPF=OFF -DENABLE_UBPF=OFF -DENABLE_DPDK=OFF \
         -DENABLE_P4TC=OFF -DENABLE_P4FMT=OFF -DENABLE_TEST_TOOLS=OFF -DENABLE_GTESTS=OFF \
-        -DENABLE_TOFINO=$tofino -DCMAKE_UNITY_BUILD=ON \
+        -DENABLE_TOFINO=$tofino -DENABLE_BAREFOOT_INTERNAL=OFF -DCMAKE_UNITY_BUILD=ON \
         -DFETCHCONTENT_FULLY_DISCONNECTED=ON \
         -DFETCHCONTENT_SOURCE_DIR_ABSEIL="$(src_dir abseil-cpp)" \
         -DFETCHCONTENT_SOURCE_DIR_PROTOBUF="$(src_dir protobuf)" \

@@ -75,7 +75,7 @@ header bridge_t {
     bit<32> rx_before;        /* bytes the egress port had received before this packet (wraps) */
     bit<32> win;              /* rate window of the arrival: ids in units of 64 ticks */
     bit<32> win_prev;         /* id of the window before it: win - W */
-    bit<16> flows;            /* EBN's N: max(flows this flow window, last), <= FLOW_SLOTS */
+    bit<32> flows;            /* EBN's N: max(flows this flow window, last), <= FLOW_SLOTS */
     bit<8>  pidx;             /* the route's port index */
     bit<8>  pad;
 }
@@ -97,12 +97,14 @@ struct ingress_metadata_t {
     bit<16> l4_src_port;          /* TCP/UDP ports (0 when neither), set by the parser */
     bit<16> l4_dst_port;
     bit<1>  has_flow_key;         /* TCP or UDP without options: a flow EBN counts */
+    bit<1>  drop;
+    bit<3>  drop_reason;
     /* route */
     bit<32> slot_base;
-    bit<32> loss_threshold;
+    bit<16> loss_threshold;       /* the route's threshold, top 16 bits */
     bit<32> options;              /* bit 31 reservations, bits 30..0 AF threshold */
-    bit<32> loss_draw;
-    bit<32> loss_margin;          /* threshold |-| draw: non-zero <=> draw < threshold */
+    bit<16> loss_draw;
+    bit<16> loss_margin;          /* threshold |-| draw: non-zero <=> draw < threshold */
     bit<16> frame_bytes;
     /* windows (ids in units of 64 ticks) */
     bit<32> epoch;
@@ -111,12 +113,10 @@ struct ingress_metadata_t {
     bit<32> win_len;
     roll_t  flow_state;
     bit<8>  flow_hash;
-    slot_idx_t slot_idx;
     bit<32> flow_inc;             /* 1 when the packet's slot is new in this flow window */
     bit<32> flows_closed;         /* count of the flow window that just closed */
     bit<32> flows_cur;
     bit<32> flows_last;
-    bit<32> flows_n;
     /* reservations */
     bit<8>  meter_color;
     bit<6>  reserved_dscp;
@@ -126,8 +126,7 @@ struct ingress_metadata_t {
     bit<1>  ipv4_csum_full;       /* recompute over the 20-byte header */
     bit<1>  ipv4_csum_incr;       /* RFC 1624 update (options) */
     bit<16> csum_inv_hc;          /* ~HC on arrival */
-    bit<16> csum_inv_tos_word;    /* ~(version ihl dscp ecn) on arrival */
-    bit<16> csum_inv_ttl_word;    /* ~(ttl protocol) on arrival */
+    bit<16> csum_ttl_delta;       /* ~m + m' of the (ttl, protocol) word when TTL drops by 1 */
 }
 
 struct egress_metadata_t {
@@ -135,9 +134,11 @@ struct egress_metadata_t {
     bit<1>   port_configured;
     bit<32>  cap_bytes;           /* IC: bytes per window of 2^K ticks */
     bit<32>  cap_kbps;
-    bit<16>  cap_log7_r;          /* log7(IC) + 8: the EBN code's rounding folded in */
+    bit<8>   cap_hi;              /* (log7(IC) + 8) >> 4: IC's code, rounded (1/8 octave) */
+    bit<8>   cap_frac;            /* (log7(IC) + 8) & 15 */
     bit<8>   rate_k;              /* K of the window: which bytes -> kb/s action */
     /* OBP, bytes per window */
+    bit<32>  queue_cells;         /* deq_qdepth: 80-byte cells */
     bit<32>  bi_hi;               /* queue cells * 64 */
     bit<32>  bi_lo;               /* queue cells * 16 */
     bit<32>  bi_bytes;            /* BI: queue cells * 80 */
@@ -152,9 +153,10 @@ struct egress_metadata_t {
     int<32>  ab_kbps;
     bit<32>  ab_now;              /* AB in force (avail_kbps), int32 as bits */
     /* EBN */
-    bit<16>  flows_log7;
-    bit<16>  share_log7_r;        /* log7(C / N) + 8, saturated at 0 */
-    bit<16>  ebn;                 /* EBN code of the port's share (<= 254, controller/tofino.py) */
+    bit<8>   n_hi;                /* log7(N) >> 4 */
+    bit<8>   n_frac;              /* log7(N) & 15 */
+    bit<8>   n_borrow;            /* != 0 when n_frac > cap_frac */
+    bit<8>   ebn;                 /* EBN code of the port's share (<= 254, controller/tofino.py) */
 }
 
 /*************************************************************************
@@ -174,6 +176,7 @@ parser BwnIngressParser(packet_in pkt,
         ig_md.l4_src_port = 0;
         ig_md.l4_dst_port = 0;
         ig_md.has_flow_key = 0;
+        ig_md.drop = 0;
         ig_md.loss_margin = 0;
         ig_md.options = 0;
         ig_md.is_reserved = 0;
@@ -246,8 +249,11 @@ control BwnIngress(inout tna_headers_t hdr,
 
     Counter<bit<64>, bit<3>>(DROP_REASONS, CounterType_t.PACKETS) drop_counter;
     DirectMeter(MeterType_t.BYTES) reservation_meter;
-    Random<bit<32>>() loss_rng;
+    Random<bit<16>>() loss_rng;   /* 16 bits: 2^-16 loss resolution (README.md) */
     Hash<bit<8>>(HashAlgorithm_t.CRC32) flow_hash;
+    /* A register's index comes from the hash unit: the slot is port index ++
+     * flow hash, an identity hash of the two (= slot_base + hash). */
+    Hash<slot_idx_t>(HashAlgorithm_t.IDENTITY) slot_index;
 
     /* ---- per-port state, indexed by the route's port index ---------------
      * rx_bytes: OBP's BR, bytes received for each egress port (every routed
@@ -327,8 +333,15 @@ control BwnIngress(inout tna_headers_t hdr,
         }
     };
 
+    /* A drop is decided in several places and counted once, at the end of the
+     * ingress (a counter is used from one place per packet on Tofino). */
     action drop_with(bit<3> reason) {
-        drop_counter.count(reason);
+        ig_md.drop_reason = reason;
+        ig_md.drop = 1;
+    }
+
+    action count_and_drop() {
+        drop_counter.count(ig_md.drop_reason);
         ig_dprsr_md.drop_ctl = 1;
     }
 
@@ -344,10 +357,15 @@ control BwnIngress(inout tna_headers_t hdr,
         hdr.bridge.pidx = pidx[7:0];
     }
 
+    /* The flow hash (and the loss draw) come from the hash unit and the RNG,
+     * which feed an action through its table's immediate data (32 bits): so
+     * they are computed in the route actions, not in a table of their own. */
     action route(bwn_shared_PortId_t port, bit<32> pidx, bit<32> slot_base, bit<96> macs) {
         forward(port, pidx, macs);
         ig_md.slot_base = slot_base;
         ig_md.loss_threshold = 0;
+        ig_md.flow_hash = flow_hash.get({ hdr.ipv4.src_addr, hdr.ipv4.dst_addr,
+                                          ig_md.l4_src_port, ig_md.l4_dst_port });
     }
 
     /* A route whose port has options: random loss (threshold = round(p *
@@ -358,8 +376,11 @@ control BwnIngress(inout tna_headers_t hdr,
                          bit<32> loss_threshold, bit<32> options) {
         forward(port, pidx, macs);
         ig_md.slot_base = slot_base;
-        ig_md.loss_threshold = loss_threshold;
+        ig_md.loss_threshold = (bit<16>)loss_threshold[31:16];
         ig_md.options = options;
+        ig_md.loss_draw = loss_rng.get();
+        ig_md.flow_hash = flow_hash.get({ hdr.ipv4.src_addr, hdr.ipv4.dst_addr,
+                                          ig_md.l4_src_port, ig_md.l4_dst_port });
     }
 
     /* One table for every IPv4 packet (v1model splits it in two because BMv2
@@ -371,21 +392,33 @@ control BwnIngress(inout tna_headers_t hdr,
         size = 1024;
     }
 
-    /* ---- windows: the controller's keyless table, as on v1model ---------- *
-     * mask ~(W - 1) and W in ticks of 1024 ns: tick bit i is bit i + 10 of the
-     * ns timestamp. Ids keep ticks 6..37 (global_tstamp[47:16] & mask[37:6]),
-     * a byte-aligned 32-bit slice; so W >= 64 ticks (the controller's minimum
-     * window) and ids wrap after 3.3 days. */
-    action roll_window(bit<48> mask, bit<48> window_us, bit<32> flow_mask, bit<32> flow_window_us) {
-        hdr.bridge.win = ig_prsr_md.global_tstamp[47:16] & mask[37:6];
-        ig_md.win_len = window_us[37:6];
-        ig_md.epoch = ig_prsr_md.global_tstamp[47:16] & (6w0x3F ++ flow_mask[31:6]);
-        ig_md.epoch_len = (bit<32>)flow_window_us[31:6];
+    /* ---- windows: the controller's keyless table ---------------------------
+     * The same action as on v1model, with its parameters in the units the
+     * pipeline compares: window ids are global_tstamp[47:16], units of 64 ticks
+     * of 1024 ns (a byte-aligned 32-bit slice: one AND with action data), so
+     * `mask` is ~(W - 1) >> 6 and `window_us` is W >> 6, W in ticks, likewise
+     * for the flow window (controller/tofino.py's window_config). Windows are
+     * at least 64 ticks (the controller's minimum, 64); ids wrap after 3.3 days. */
+    action roll_window(bit<32> mask, bit<32> window_us, bit<32> flow_mask, bit<32> flow_window_us) {
+        hdr.bridge.win = ig_prsr_md.global_tstamp[47:16] & mask;
+        ig_md.win_len = window_us;
+        ig_md.epoch = ig_prsr_md.global_tstamp[47:16] & flow_mask;
+        ig_md.epoch_len = flow_window_us;
+    }
+
+    /* The ids of the windows before this packet's, and the loss draw against
+     * the port's threshold: non-zero <=> draw < threshold (a saturating
+     * subtraction, since a gateway compares a field with a constant only). */
+    action previous_windows_and_loss() {
+        ig_md.loss_margin = ig_md.loss_threshold |-| ig_md.loss_draw;
+        ig_md.epoch_prev = ig_md.epoch - ig_md.epoch_len;
+        hdr.bridge.win_prev = hdr.bridge.win - ig_md.win_len;
     }
 
     table window_config {
         actions = { roll_window; }
-        default_action = roll_window(48w0xFFFFFFFFC000, 16384, 32w0xFFFE0000, 131072);
+        default_action = roll_window(32w0xFFFFFF00, 256, 32w0xFFFFF800, 2048);  /* 2^14, 2^17 ticks */
+        size = 1;
     }
 
     /* ---- GTCP reservations (edge switch), as on v1model ------------------ */
@@ -403,7 +436,8 @@ control BwnIngress(inout tna_headers_t hdr,
             ig_md.l4_src_port  : ternary @name("src_port");
             ig_md.l4_dst_port  : ternary @name("dst_port");
         }
-        actions = { reserved_flow; NoAction; }
+        /* A direct meter must run in every hit action: NoAction is the miss only. */
+        actions = { reserved_flow; @defaultonly NoAction; }
         const default_action = NoAction();
         meters = reservation_meter;
         size = 256;
@@ -412,12 +446,7 @@ control BwnIngress(inout tna_headers_t hdr,
     apply {
         /* s0: the checksum operands before anything changes; loss draw; flow hash. */
         ig_md.csum_inv_hc = ~hdr.ipv4.hdr_checksum;
-        ig_md.csum_inv_tos_word = ~(hdr.ipv4.version ++ hdr.ipv4.ihl ++ hdr.ipv4.dscp ++ hdr.ipv4.ecn);
-        ig_md.csum_inv_ttl_word = ~(hdr.ipv4.ttl ++ hdr.ipv4.protocol);
-        ig_md.loss_draw = loss_rng.get();
         ig_md.frame_bytes = hdr.ipv4.total_len + ETHERNET_BYTES;
-        ig_md.flow_hash = flow_hash.get({ hdr.ipv4.src_addr, hdr.ipv4.dst_addr,
-                                          ig_md.l4_src_port, ig_md.l4_dst_port });
 
         /* The same checks, in the same order, as the v1model parser/ingress. */
         if (!hdr.ipv4.isValid()) {
@@ -435,11 +464,7 @@ control BwnIngress(inout tna_headers_t hdr,
             window_config.apply();                                           /* s0 */
             hdr.bridge.setValid();
             hdr.bridge.pad = 0;
-            /* s1 */
-            ig_md.loss_margin = ig_md.loss_threshold |-| ig_md.loss_draw;
-            ig_md.epoch_prev = ig_md.epoch - ig_md.epoch_len;
-            hdr.bridge.win_prev = hdr.bridge.win - ig_md.win_len;
-            ig_md.slot_idx = ig_md.slot_base[13:0] + (slot_idx_t)ig_md.flow_hash;
+            previous_windows_and_loss();                                     /* s1 */
             hdr.bridge.rx_before = rx_bytes_add.execute(hdr.bridge.pidx[5:0]);
             if (ig_md.loss_margin != 0) {                                    /* s2 */
                 drop_with(DROP_RANDOM_LOSS);
@@ -448,7 +473,8 @@ control BwnIngress(inout tna_headers_t hdr,
                 ig_md.flow_state = flow_epoch_roll.execute(hdr.bridge.pidx[5:0]);
                 ig_md.flow_inc = 0;
                 if (ig_md.has_flow_key == 1) {
-                    ig_md.flow_inc = flow_slot_visit.execute(ig_md.slot_idx);
+                    ig_md.flow_inc = flow_slot_visit.execute(
+                        slot_index.get({ hdr.bridge.pidx[5:0], ig_md.flow_hash }));
                 }
                 if (ig_md.flow_state == ROLL_SAME) {
                     ig_md.flows_cur = flows_current_add.execute(hdr.bridge.pidx[5:0]);
@@ -463,11 +489,10 @@ control BwnIngress(inout tna_headers_t hdr,
                         ig_md.flows_last = flows_last_clear.execute(hdr.bridge.pidx[5:0]);
                     }
                 }
-                ig_md.flows_n = max(ig_md.flows_cur, ig_md.flows_last);
-                hdr.bridge.flows = ig_md.flows_n[15:0];
+                hdr.bridge.flows = max(ig_md.flows_cur, ig_md.flows_last);
 
                 /* ---- GTCP reservations and Assured Forwarding ------------- */
-                if (ig_md.options[31:31] == 1) {
+                if (ig_md.options[31:31] == 1 && hdr.ipv4.ihl == 5) {
                     reservations.apply();                 /* meter and mark (edge) */
                     if (ig_md.is_reserved == 1) {
                         if (ig_md.meter_color == METER_GREEN) {
@@ -490,10 +515,14 @@ control BwnIngress(inout tna_headers_t hdr,
                     ig_md.ipv4_csum_full = 1;
                 } else {
                     ig_md.ipv4_csum_incr = 1;
+                    ig_md.csum_ttl_delta = 0xFEFF;
                 }
             }
         }
-        /* A miss of ipv4_lpm ran drop_no_route (counted there). */
+        /* A miss of ipv4_lpm ran drop_no_route. */
+        if (ig_md.drop == 1) {
+            count_and_drop();
+        }
     }
 }
 
@@ -521,16 +550,12 @@ control BwnIngressDeparser(packet_out pkt,
                 hdr.ipv4.dst_addr});
         }
         /* IHL > 5: the options are never extracted, so the header cannot be
-         * summed here: RFC 1624 eq. 3, HC' = ~(~HC + ~m_tos + m'_tos + ~m_ttl +
-         * m'_ttl), what v1model's incremental update computes. Each field sits
-         * at the same byte position (mod 2) in the list as in the packet. */
+         * summed here: RFC 1624 eq. 3, HC' = ~(~HC + ~m + m'), where the only
+         * change is TTL - 1 in the (ttl, protocol) word: ~m + m' = 0xFEFF, the
+         * constant v1model adds too (such packets are not re-marked, README.md). */
         if (ig_md.ipv4_csum_incr == 1) {
             hdr.ipv4.hdr_checksum = ipv4_checksum_incr.update({
-                ig_md.csum_inv_hc,
-                ig_md.csum_inv_tos_word,
-                ig_md.csum_inv_ttl_word,
-                hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn,
-                hdr.ipv4.ttl, hdr.ipv4.protocol});
+                ig_md.csum_inv_hc, ig_md.csum_ttl_delta});
         }
         pkt.emit(hdr);  /* bridge (routed packets), then the packet's valid headers */
     }
@@ -649,16 +674,24 @@ control BwnEgress(inout tna_headers_t hdr,
         void apply(inout bit<32> value) { value = (bit<32>)eg_md.ebn; }
     };
 
+    /* The 19-bit queue depth as a 32-bit value, through the hash unit
+     * (identity): ALU arithmetic on the intrinsic field itself would tie its
+     * container to the 32-bit arithmetic that follows. A hash reaches an action
+     * through a keyed table's immediate data, so port_config's actions do it. */
+    Hash<bit<32>>(HashAlgorithm_t.IDENTITY) queue_cells;
+
     /* ---- the port's capacity: the same actions as v1model ---------------- *
      * IC as bytes per window of 2^K ticks (controller/tofino.py), as kb/s, and
      * log7; K picks the bytes -> kb/s conversion (ab_to_kbps). */
 #define SET_PORT(K) \
-    action set_port_##K(bit<32> cap_bytes, bit<32> cap_kbps, bit<16> cap_log7) { \
+    action set_port_##K(bit<32> cap_bytes, bit<32> cap_kbps, bit<16> cap_log7_r) { \
         eg_md.port_configured = 1; \
         eg_md.cap_bytes = cap_bytes; \
         eg_md.cap_kbps = cap_kbps; \
-        eg_md.cap_log7_r = cap_log7 + 8; \
+        eg_md.cap_hi = cap_log7_r[11:4]; \
+        eg_md.cap_frac = (bit<8>)cap_log7_r[3:0]; \
         eg_md.rate_k = K; \
+        eg_md.queue_cells = queue_cells.get({ eg_intr_md.deq_qdepth }); \
     }
     SET_PORT(6)  SET_PORT(7)  SET_PORT(8)  SET_PORT(9)  SET_PORT(10)
     SET_PORT(11) SET_PORT(12) SET_PORT(13) SET_PORT(14) SET_PORT(15)
@@ -740,7 +773,8 @@ control BwnEgress(inout tna_headers_t hdr,
     /* EBN: log7 of the linear-counting estimate of N (docs/dataplane.md,
      * "Active flows"); same table and action names as v1model. */
     action set_share(bit<16> log7) {
-        eg_md.flows_log7 = log7;
+        eg_md.n_hi = log7[11:4];
+        eg_md.n_frac = (bit<8>)log7[3:0];
     }
 
     table flows_log {
@@ -750,51 +784,98 @@ control BwnEgress(inout tna_headers_t hdr,
         size = FLOW_SLOTS + 1;
     }
 
+    /* ---- the steps of the egress, one stage each -------------------------- */
+
+    /* BI = queue cells * 80 = *64 + *16.
+     * The EBN code, max((log7(C) + 8 - log7(N)) >> 4, 0) as on v1model, in
+     * 8-bit pieces (the code is 8 bits; 16-bit values feeding an 8-bit header
+     * field do not fit Tofino's PHV here): with log7(C) + 8 = 16 ch + cf and
+     * log7(N) = 16 nh + nf, the code is ch - nh, less 1 when nf > cf,
+     * saturated at 0. */
+    action bi_parts_and_borrow() {
+        eg_md.bi_hi = eg_md.queue_cells << 6;
+        eg_md.bi_lo = eg_md.queue_cells << 4;
+        eg_md.n_borrow = eg_md.n_frac |-| eg_md.cap_frac;
+    }
+
+    action bi_and_code() {
+        eg_md.bi_bytes = eg_md.bi_hi + eg_md.bi_lo;
+        eg_md.ebn = eg_md.cap_hi |-| eg_md.n_hi;
+    }
+
+    action code_borrow() {
+        eg_md.ebn = eg_md.ebn |-| 1;
+    }
+
+    action cap_minus_bi() {
+        eg_md.cap_minus_bi = eg_md.cap_bytes - eg_md.bi_bytes;
+    }
+
+    action idle_window() {
+        eg_md.br_bytes = 0;
+    }
+
+    action avail_bytes() {
+        eg_md.ab_bytes = (int<32>)eg_md.cap_minus_bi - (int<32>)eg_md.br_bytes;
+    }
+
+    action kbps_first_term() {
+        eg_md.ab_z = eg_md.ab_y - eg_md.ab_y5;
+    }
+
+    action kbps_second_term() {
+        eg_md.ab_kbps = eg_md.ab_z - eg_md.ab_y6;
+    }
+
+    /* BWN DATA on a configured port: min() of each field, hop count + 1
+     * (saturating at 255), UDP checksum 0 (docs/wire-format.md). */
+    action stamp() {
+        hdr.bwn.hop_count = hdr.bwn.hop_count |+| 1;
+        hdr.bwn.narrow_kbps = min(hdr.bwn.narrow_kbps, eg_md.cap_kbps);
+        hdr.bwn.ebn_code = min(hdr.bwn.ebn_code, eg_md.ebn);
+        hdr.bwn.tight_kbps = (bit<32>)min((int<32>)hdr.bwn.tight_kbps, (int<32>)eg_md.ab_now);
+        hdr.udp.checksum = 0;
+    }
+
     apply {
         port_idx_t pidx = hdr.bridge.pidx[5:0];
         bool is_data = hdr.bwn.isValid() && hdr.bwn.version == BWN_VERSION
                        && hdr.bwn.kind == BWN_KIND_DATA;
 
-        /* s0: configuration */
-        port_config.apply();
+        /* Each step that needs the one before it is an action of its own:
+         * bf-p4c merges consecutive statements into one action, and an action
+         * runs in one stage. */
+        port_config.apply();                                             /* s0 */
         flows_log.apply();
-        /* s1: BI = queue cells * 80 = *64 + *16; the EBN share, rounded */
-        eg_md.bi_hi = (bit<32>)eg_intr_md.deq_qdepth << 6;
-        eg_md.bi_lo = (bit<32>)eg_intr_md.deq_qdepth << 4;
-        eg_md.share_log7_r = eg_md.cap_log7_r |-| eg_md.flows_log7;
-        /* s2 */
-        eg_md.bi_bytes = eg_md.bi_hi + eg_md.bi_lo;
-        eg_md.ebn = eg_md.share_log7_r >> LOG7_TO_EBN_SHIFT;
+        bi_parts_and_borrow();                                           /* s1 */
+        bi_and_code();                                                   /* s2 */
         eg_md.win_state = window_roll.execute(pidx);
-        /* s3 */
-        eg_md.cap_minus_bi = eg_md.cap_bytes - eg_md.bi_bytes;
-        share_ebn_write.execute(pidx);
+        cap_minus_bi();                                                  /* s3 */
+        if (eg_md.n_borrow != 0) {
+            code_borrow();                                               /* s3 */
+        }
+        share_ebn_write.execute(pidx);                                   /* s4 */
 
         if (eg_md.win_state != ROLL_SAME) {
             /* ---- a window closed: OBP eq. 6 (on every port, as on v1model, so
              * that a port configured later starts from a closed window) ------- */
             eg_md.br_bytes = rx_mark_close.execute(pidx);                /* s3 */
             if (eg_md.win_state == ROLL_GAP) {
-                eg_md.br_bytes = 0;               /* whole windows without a packet */
+                idle_window();                    /* whole windows without a packet */
             }
             window_br_write.execute(pidx);
             window_bi_write.execute(pidx);
-            eg_md.ab_bytes = (int<32>)eg_md.cap_minus_bi - (int<32>)eg_md.br_bytes;  /* s4/5 */
+            avail_bytes();                                               /* s4/5 */
             ab_to_kbps.apply();                                          /* s6 */
-            eg_md.ab_z = eg_md.ab_y - eg_md.ab_y5;                       /* s7 */
-            eg_md.ab_kbps = eg_md.ab_z - eg_md.ab_y6;                    /* s8 */
+            kbps_first_term();                                           /* s7 */
+            kbps_second_term();                                          /* s8 */
             eg_md.ab_now = avail_write.execute(pidx);                    /* s9 */
         } else if (is_data) {
             eg_md.ab_now = avail_read.execute(pidx);
         }
         if (eg_md.port_configured == 1) {
             if (is_data) {
-                /* ---- stamp: min() of each field, hop count + 1 ------------- */
-                hdr.bwn.hop_count = hdr.bwn.hop_count |+| 1;   /* saturates at 255 */
-                hdr.bwn.narrow_kbps = min(hdr.bwn.narrow_kbps, eg_md.cap_kbps);
-                hdr.bwn.ebn_code = min(hdr.bwn.ebn_code, eg_md.ebn[7:0]);
-                hdr.bwn.tight_kbps = (bit<32>)min((int<32>)hdr.bwn.tight_kbps, (int<32>)eg_md.ab_now);
-                hdr.udp.checksum = 0;  /* the UDP checksum rule, docs/wire-format.md */
+                stamp();
             }
         }
         hdr.bridge.setInvalid();
