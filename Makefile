@@ -64,7 +64,7 @@ build: $(BUILD)/bwn.json
 # bf_switchd .conf (what controller/tofino.py packs) is written by p4c-gen-conf,
 # which p4c's driver does not run here.
 TNA_SRCS := $(wildcard p4src/shared/*.p4 p4src/tna/*.p4)
-TOFINO_FLAGS := --arch tna --std p4-16 -I p4src -g   # -g: the resource logs in pipe/logs
+TOFINO_FLAGS := --arch tna --std p4-16 -I p4src -g --p4runtime-force-std-externs   # -g: resource logs; std externs: P4Info a P4Runtime client reads
 $(BUILD)/tofino/bwn.conf: $(TNA_SRCS)
 	@command -v p4c-barefoot >/dev/null || { echo "build-tofino: p4c's Tofino back end (p4c-barefoot) is not installed: make toolchain-tofino"; exit 1; }
 	@mkdir -p $(BUILD)/tofino

@@ -6,7 +6,8 @@ holds only the differences (p4src/tna/README.md explains each):
 
 * **time base**: Tofino's clock is in ns and the program counts ticks of
   1024 ns, so a window of 2^K "us" lasts 2^K * 1.024 us; IC per window is sized
-  for that length (`TofinoCapacity`), and `tofino_avail_kbps` models the
+  for that length (`TofinoCapacity`), the window masks are given in the
+  pipeline's id units (`window_config`), and `tofino_avail_kbps` models the
   program's division-free bytes -> kb/s conversion;
 * **ports**: Tofino device ports are `pipe * 128 + 0..71` (so above 63), while
   the per-port registers hold MAX_PORTS entries: `PortMap` gives each device port
@@ -43,11 +44,11 @@ CELL_BYTES = 80                 # Tofino 1 queue-depth unit (deq_qdepth)
 MAX_DEV_PORT = 511              # bit<9>
 PIPE_PORTS = 72                 # device ports 0..71 of each pipe (front panel, CPU, recirculation)
 MAX_PIPES = 4
-# EBN codes stop at 254 (define.p4). The TNA program does not clamp (it would
-# cost a stage on the longest chain): the controller caps log7(IC) so that the
-# share of one flow, (log7(IC) + 8) >> 4, is at most 254. This binds only
-# above 2^(254/8) kb/s = 3.6 Tb/s, beyond any single port.
-MAX_CAP_LOG7 = 254 * 16 + 7
+# EBN codes stop at 254 (define.p4). The TNA program does not clamp: the
+# controller gives log7(IC) + 8 (the code's rounding, which the program cannot
+# add in 8-bit pieces) capped so that the share of one flow, (log7(IC) + 8) >> 4,
+# is at most 254. This binds only above 2^(254/8) kb/s = 3.6 Tb/s.
+MAX_CAP_LOG7_R = 254 * 16 + 15
 
 
 # ---- time base ------------------------------------------------------------------
@@ -84,7 +85,7 @@ class TofinoCapacity:
 
     cap_bytes: int
     cap_kbps: int
-    cap_log7: int
+    cap_log7_r: int       # log7(IC) + 8, at most MAX_CAP_LOG7_R
 
     @classmethod
     def from_bps(cls, capacity_bps: float, window_us: int) -> "TofinoCapacity":
@@ -95,7 +96,7 @@ class TofinoCapacity:
                 f"link capacity {capacity_bps:.3g} b/s is too large for a window of {window_us} ticks "
                 f"({window_duration_s(window_us) * 1e3:.3g} ms): IC - BR - BI must fit an int32 of "
                 f"bytes per window; use a shorter window")
-        return cls(cap_bytes=cap_bytes, cap_kbps=kbps, cap_log7=min(dm.log7(kbps), MAX_CAP_LOG7))
+        return cls(cap_bytes=cap_bytes, cap_kbps=kbps, cap_log7_r=min(dm.log7(kbps) + 8, MAX_CAP_LOG7_R))
 
 
 # ---- ports -------------------------------------------------------------------------
@@ -154,7 +155,9 @@ class PortMap:
 # ---- table entries ------------------------------------------------------------
 def route(prefix: str, port: TofinoPort, dst_mac: str, src_mac: str,
           options: en.PortOptions = en.PortOptions()) -> fy.P4TableEntry:
-    """One `ipv4_lpm` entry (the TNA program has one routing table for all IPv4)."""
+    """One `ipv4_lpm` entry (the TNA program has one routing table for all IPv4).
+    The loss threshold keeps v1model's 32-bit encoding; Tofino compares its top
+    16 bits with a 16-bit random number (loss resolution 2^-16)."""
     net = ipaddress.IPv4Network(prefix, strict=False)
     params: dict[str, int] = dict(port=port.dev_port, pidx=port.pidx, slot_base=port.pidx * dm.FLOW_SLOTS,
                                   macs=(en.mac_to_int(dst_mac) << 48) | en.mac_to_int(src_mac))
@@ -172,12 +175,24 @@ def port_capacity(port: TofinoPort, capacity_bps: float, window: en.WindowConfig
     return fy.P4TableEntry(
         f"{EGRESS}.port_config", match=fy.P4TableMatch(egress_port=port.dev_port),
         action=fy.P4TableAction(f"{EGRESS}.set_port_{window.window_log2}", cap_bytes=cap.cap_bytes,
-                                cap_kbps=cap.cap_kbps, cap_log7=cap.cap_log7))
+                                cap_kbps=cap.cap_kbps, cap_log7_r=cap.cap_log7_r))
+
+
+ID_SHIFT = 6     # window ids are global_tstamp[47:16]: units of 64 ticks
 
 
 def window_config(cfg: en.WindowConfig) -> list[fy.P4TableEntry]:
-    """The same `roll_window` default action as on BMv2 (masks read as ticks)."""
-    return en.window_config(cfg)
+    """`roll_window` as on BMv2, its values in the units the pipeline compares:
+    window ids count 64 ticks (global_tstamp[47:16]), so a window of W ticks is
+    the mask ~(W - 1) >> 6 and the length W >> 6 (32 bits each)."""
+    def mask(window_us: int) -> int:
+        return (dm.window_mask(window_us) >> ID_SHIFT) & dm.U32_MAX
+    return [fy.P4TableEntry(f"{INGRESS}.window_config", is_default_action=True,
+                            action=fy.P4TableAction(f"{INGRESS}.roll_window",
+                                                    mask=mask(cfg.window_us),
+                                                    window_us=cfg.window_us >> ID_SHIFT,
+                                                    flow_mask=mask(cfg.flow_window_us),
+                                                    flow_window_us=cfg.flow_window_us >> ID_SHIFT))]
 
 
 def static_tables() -> list[fy.P4TableEntry]:

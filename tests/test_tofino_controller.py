@@ -45,12 +45,25 @@ def test_avail_conversion_tracks_the_exact_rate_for_every_window(k):
         assert abs(got - exact) <= abs(exact) * 6.0e-4 + 3.0, (x, k, got, exact)
 
 
-def test_ebn_log7_is_capped_so_the_one_flow_code_stays_254():
-    assert tf.TofinoCapacity.from_bps(10e6, 16_384).cap_log7 == dm.log7(10_000)
+def test_ebn_log7_carries_the_rounding_and_is_capped_so_the_one_flow_code_stays_254():
+    assert tf.TofinoCapacity.from_bps(10e6, 16_384).cap_log7_r == dm.log7(10_000) + 8
     huge = tf.TofinoCapacity.from_bps(2**31 * 1000 - 1000, 64)   # the largest kb/s the dataplane holds
-    assert huge.cap_log7 <= tf.MAX_CAP_LOG7
-    assert (tf.MAX_CAP_LOG7 + 8) >> 4 == 254
-    assert (tf.MAX_CAP_LOG7 + 1 + 8) >> 4 == 255
+    assert huge.cap_log7_r <= tf.MAX_CAP_LOG7_R
+    assert tf.MAX_CAP_LOG7_R >> 4 == 254 and (tf.MAX_CAP_LOG7_R + 1) >> 4 == 255
+
+
+@pytest.mark.parametrize("cap_kbps", [100, 200, 10_000, 1_000_000])
+@pytest.mark.parametrize("flows", [0, 1, 2, 3, 7, 50, 256])
+def test_tna_ebn_code_in_8_bit_pieces_equals_the_v1model_code(cap_kbps, flows):
+    """p4src/tna/bwn.p4 computes the code as ch - nh - borrow, saturated at 0,
+    from log7(C) + 8 = 16 ch + cf and log7(N) = 16 nh + nf."""
+    c = tf.TofinoCapacity.from_bps(cap_kbps * 1000, 16_384).cap_log7_r
+    n = dm.flows_log7_table()[flows] if flows else 0
+    ch, cf, nh, nf = c >> 4, c & 15, n >> 4, n & 15
+    code = max(ch - nh, 0)
+    if max(nf - cf, 0) != 0:
+        code = max(code - 1, 0)
+    assert code == dm.expected_ebn_code(cap_kbps, flows)
 
 
 # ---- ports -------------------------------------------------------------------------
@@ -100,7 +113,18 @@ def test_port_capacity_is_in_the_egress_with_the_windows_action_and_tick_sized_i
     assert e.table_id == "BwnEgress.port_config" and e.match["egress_port"] == 132
     assert e.action.name == "BwnEgress.set_port_13"
     assert e.action.args == {"cap_bytes": tf.capacity_bytes_per_window(10e6, 8192),
-                             "cap_kbps": 10_000, "cap_log7": dm.log7(10_000)}
+                             "cap_kbps": 10_000, "cap_log7_r": dm.log7(10_000) + 8}
+
+
+def test_window_config_is_in_units_of_64_ticks():
+    (e,) = tf.window_config(en.WindowConfig(window_us=16_384, flow_window_us=131_072))
+    assert e.table_id == "BwnIngress.window_config" and e.is_default_action
+    assert e.action.args == {"mask": 0xFFFFFF00, "window_us": 256,
+                             "flow_mask": 0xFFFFF800, "flow_window_us": 2048}
+    # the id of a timestamp: ns bits 47:16 & mask = its window's start in units of 64 ticks
+    t_ns = 123_456_789_012
+    win = ((t_ns >> 16) & 0xFFFFFFFF) & e.action.args["mask"]
+    assert win * 64 * 1024 <= t_ns < (win + 256) * 64 * 1024
 
 
 def test_static_tables_are_ebn_log_table_only_in_the_egress():
