@@ -402,6 +402,11 @@ build_from_source() {
         -DP4C_USE_PREINSTALLED_BDWGC=ON "${z3args[@]}"
     step "p4c build" ninja -C "$p4c/build" -j"$JOBS"
     step "p4c install (stage)" env DESTDIR="$STAGE" ninja -C "$p4c/build" install
+    # The Tofino back end's build makes tofino/default p4c's default target and
+    # architecture (a sed on p4c_src/main.py); keep bmv2/v1model the default, as
+    # without it (the project always names its target).
+    sed -i 's/p4c_default_target = "tofino"/p4c_default_target = "bmv2"/; s/p4c_default_arch = "default"/p4c_default_arch = "v1model"/' \
+        "$STAGE$PREFIX/share/p4c/p4c_src/main.py"
     # p4c's Tofino include files, for p4test checks of TNA programs without bf-p4c
     mkdir -p "$STAGE$PREFIX/share/p4c/p4include"
     cp -a "$p4c"/backends/tofino/bf-p4c/p4include/*.p4 "$STAGE$PREFIX/share/p4c/p4include/"
