@@ -43,8 +43,14 @@ def no_tool(*names: str) -> str | None:
     return f"{', '.join(gone)} not on PATH" if gone else None
 
 
+# What build/bwn.json is compiled from (the Makefile's P4_SRCS): the Tofino
+# program (p4src/tna) is not part of it.
+BMV2_SOURCE_DIRS = ("shared", "v1model")
+
+
 def _newest_p4_source_mtime() -> float:
-    return max((p.stat().st_mtime for p in (REPO / "p4src").rglob("*.p4")), default=0.0)
+    return max((p.stat().st_mtime for d in BMV2_SOURCE_DIRS for p in (REPO / "p4src" / d).rglob("*.p4")),
+               default=0.0)
 
 
 def stale_build() -> str | None:

@@ -27,3 +27,29 @@ def test_nothing_missing_does_nothing(monkeypatch):
 def test_no_tool_names_only_the_absent_ones():
     assert needs.no_tool("sh") is None
     assert needs.no_tool("sh", "bwn-no-such-tool") == "bwn-no-such-tool not on PATH"
+
+
+def _tree(tmp_path, ages):
+    """A repo with build/bwn.json and the given p4src files, each `ages[path]` s old."""
+    import os
+    import time
+    now = time.time()
+    for rel, age in ages.items():
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("x")
+        os.utime(p, (now - age, now - age))
+    return tmp_path
+
+
+def test_stale_build_looks_at_the_bmv2_sources_only(tmp_path, monkeypatch):
+    """An edit of the Tofino program does not make build/bwn.json stale; an edit of
+    the v1model or shared sources does (when p4c is not there to rebuild)."""
+    repo = _tree(tmp_path, {"build/bwn.json": 50, "p4src/v1model/bwn.p4": 100,
+                            "p4src/shared/define.p4": 100, "p4src/tna/bwn.p4": 10})
+    monkeypatch.setattr(needs, "REPO", repo)
+    monkeypatch.setattr(needs, "BUILD_JSON", repo / "build" / "bwn.json")
+    monkeypatch.setattr(needs.shutil, "which", lambda name: None)
+    assert needs.stale_build() is None
+    _tree(tmp_path, {"p4src/shared/define.p4": 10})
+    assert "older than p4src" in needs.stale_build()
