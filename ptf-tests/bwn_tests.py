@@ -47,9 +47,9 @@ class ForwardingTest(BwnTest):
 
 
 class NonBwnTrafficUntouchedTest(BwnTest):
-    """TCP and UDP (also UDP from the BWN port, i.e. ACKs, and a BWN DATA header
-    sent to another UDP port) leave with only the routing changes: same bytes
-    otherwise, UDP checksum included."""
+    """TCP and UDP (also UDP from the BWN port, i.e. ACKs, a BWN DATA header sent
+    to another UDP port, and a BWN ACK sent to the BWN port) leave with only the
+    routing changes: same bytes otherwise, UDP checksum included."""
 
     def runTest(self) -> None:
         self.add_hosts()
@@ -63,7 +63,12 @@ class NonBwnTrafficUntouchedTest(BwnTest):
         lookalike[UDP].dport = 5001
         del lookalike[UDP].chksum
         lookalike = Ether(bytes(lookalike))
-        for pkt in (tcp_packet(1, 2), udp_packet(1, 2), ack, lookalike):
+        # A BWN header of kind ACK sent to the BWN port is parsed, but only DATA
+        # is stamped (docs/wire-format.md).
+        ack_to_bwn_port = bwn_packet(1, 2, kind=KIND_ACK)
+        del ack_to_bwn_port[UDP].chksum
+        ack_to_bwn_port = Ether(bytes(ack_to_bwn_port))
+        for pkt in (tcp_packet(1, 2), udp_packet(1, 2), ack, lookalike, ack_to_bwn_port):
             tu.send_packet(self, 1, pkt)
             expected = routed(pkt, 2)
             tu.verify_packet(self, expected, 2)
