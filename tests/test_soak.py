@@ -183,10 +183,15 @@ def test_flow_json_carries_the_derived_figures():
 # -- sampling processes ----------------------------------------------------------------
 
 def test_read_process_sees_memory_this_process_touches():
+    import mmap
     before = soak.read_process(os.getpid())
-    block = b"x" * (64 * MIB)        # written, so resident and anonymous
+    # A fresh anonymous mapping, every page written: resident and anonymous for
+    # sure (a Python bytes object may reuse heap pages that are resident already).
+    block = mmap.mmap(-1, 64 * MIB, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    for off in range(0, 64 * MIB, mmap.PAGESIZE):
+        block[off] = 1
     after = soak.read_process(os.getpid())
-    assert block[-1:] == b"x"
+    assert block[64 * MIB - mmap.PAGESIZE] == 1
     rss0, anon0, cpu0 = before
     rss1, anon1, cpu1 = after
     assert rss1 - rss0 > 56 * MIB and anon1 - anon0 > 56 * MIB
