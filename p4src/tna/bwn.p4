@@ -100,7 +100,6 @@ struct ingress_metadata_t {
     bit<1>  drop;
     bit<3>  drop_reason;
     /* route */
-    bit<32> slot_base;
     bit<16> loss_threshold;       /* the route's threshold, top 16 bits */
     bit<32> options;              /* bit 31 reservations, bits 30..0 AF threshold */
     bit<16> loss_draw;
@@ -362,7 +361,6 @@ control BwnIngress(inout tna_headers_t hdr,
      * they are computed in the route actions, not in a table of their own. */
     action route(bwn_shared_PortId_t port, bit<32> pidx, bit<32> slot_base, bit<96> macs) {
         forward(port, pidx, macs);
-        ig_md.slot_base = slot_base;
         ig_md.loss_threshold = 0;
         ig_md.flow_hash = flow_hash.get({ hdr.ipv4.src_addr, hdr.ipv4.dst_addr,
                                           ig_md.l4_src_port, ig_md.l4_dst_port });
@@ -375,7 +373,6 @@ control BwnIngress(inout tna_headers_t hdr,
     action route_checked(bwn_shared_PortId_t port, bit<32> pidx, bit<32> slot_base, bit<96> macs,
                          bit<32> loss_threshold, bit<32> options) {
         forward(port, pidx, macs);
-        ig_md.slot_base = slot_base;
         ig_md.loss_threshold = (bit<16>)loss_threshold[31:16];
         ig_md.options = options;
         ig_md.loss_draw = loss_rng.get();
