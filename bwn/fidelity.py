@@ -18,6 +18,8 @@ network it stands for. Every `bwn run` samples, while the flows run:
 * **Departure rate**: each rate-limited egress port's packets out per second,
   while its queue was backlogged, against the rate the controller configured
   (``capacity.csv``, ``queue_pps``: BMv2 serves a rate in packets per second).
+  Backlogged means the P4 program's ``queue_emptied`` counter (packets that left
+  the port's queue empty behind them, Thrift, every tick) did not move.
 * **bwn-link offload drops**: frames each delay emulator dropped before its link
   model because it could not complete their offload state or they exceeded the
   egress MTU (``dropped_offload``, ``dropped_oversize`` in its ``--stats-json``).
@@ -316,6 +318,33 @@ def backlogged_stretches(queue: Sequence[tuple[float, float]], min_pkts: float,
     return [(a, b) for a, b in spans if b > a]
 
 
+def busy_stretches(samples: Sequence[tuple[float, int, int]], max_gap_s: float) -> list[tuple[float, float]]:
+    """[start, end] spans over which a port certainly never ran dry, from ticks
+    ``(t, tx_packets, queue_emptied)`` sorted by t.
+
+    ``queue_emptied`` counts the packets that left the port's queue empty behind
+    them. Over ticks i..j at most ``max_gap_s`` apart with the count unchanged,
+    every departure had a successor already waiting, so the port sent back to
+    back (at its configured rate) from its first departure in the run to t_j.
+    Whether it was busy before that first departure is unknown (the queue may
+    have been empty at t_i), so a span starts at the first tick after a
+    departure: a packet that leaves an empty queue splits spans, and an idle
+    port never starts one."""
+    spans: list[tuple[float, float]] = []
+    busy_from = None       # first tick after a departure in the current run of ticks
+    for k, (t, tx, emptied) in enumerate(samples):
+        if k == 0 or emptied != samples[k - 1][2] or t - samples[k - 1][0] > max_gap_s:
+            if busy_from is not None and samples[k - 1][0] > busy_from:
+                spans.append((busy_from, samples[k - 1][0]))
+            busy_from = None
+            continue
+        if busy_from is None and tx > samples[k - 1][1]:
+            busy_from = t
+    if busy_from is not None and samples and samples[-1][0] > busy_from:
+        spans.append((busy_from, samples[-1][0]))
+    return spans
+
+
 def steady_windows(pps: Sequence[tuple[float, float]], queue_capacity_pkts: float) -> list[tuple[float, float, float]]:
     """(start, end, packets/s) spans over which a port's configured rate held.
 
@@ -341,9 +370,16 @@ def steady_windows(pps: Sequence[tuple[float, float]], queue_capacity_pkts: floa
 def departure_rate_check(ports: Mapping[str, Mapping[str, Any]], th: Thresholds = DEFAULT_THRESHOLDS,
                          max_gap_s: float = 1.0) -> Check:
     """``ports``: "switch:port" -> {"tx": [(t, tx_packets)], "queue": [(t, queue_pkts)],
-    "pps": [(t, configured packets/s)], "queue_capacity_pkts": N}, all on one time base.
+    "pps": [(t, configured packets/s)], "queue_capacity_pkts": N,
+    "emptied": [(t, queue_emptied)]}, all on one time base; "emptied" is read at
+    the same ticks as "tx".
 
-    Within each backlogged stretch and each span of steady configured rate
+    Backlogged stretches come from the ``queue_emptied`` counter
+    (:func:`busy_stretches`: exact, at the tick's resolution) when the port has
+    it; otherwise from the telemetry's queue samples (:func:`backlogged_stretches`:
+    a queue that drains and refills between two samples passes for backlogged,
+    a false alarm the counter removes). Within each stretch and each span of
+    steady configured rate
     (:func:`steady_windows`) in which at least ``rate_min_expected_pkts`` packets
     were due, compares the packets that left with the rate times the time. Broken
     when any such piece is off by more than ``rate_tolerance``."""
@@ -358,7 +394,14 @@ def departure_rate_check(ports: Mapping[str, Mapping[str, Any]], th: Thresholds 
         departed_sum = expected_sum = 0.0
         stretches = []
         tx_times = [t for t, _ in tx]
-        for s0, s1 in backlogged_stretches(queue, th.backlog_min_pkts, max_gap_s):
+        emptied = p.get("emptied") or []
+        if emptied and len(emptied) == len(tx):
+            basis = "queue_emptied"
+            spans = busy_stretches([(t, n, e) for (t, n), (_, e) in zip(tx, emptied)], max_gap_s)
+        else:
+            basis = "queue_samples"
+            spans = backlogged_stretches(queue, th.backlog_min_pkts, max_gap_s)
+        for s0, s1 in spans:
             for w0, w1, rate in windows:
                 a0, b0 = max(s0, w0), min(s1, w1)
                 if b0 <= a0:
@@ -381,7 +424,7 @@ def departure_rate_check(ports: Mapping[str, Mapping[str, Any]], th: Thresholds 
                 if worst_dev is None or abs(ratio - 1) > worst_dev:
                     worst_dev, worst = abs(ratio - 1), (key, stretches[-1])
         if stretches:
-            items.append({"port": key, "stretches": len(stretches),
+            items.append({"port": key, "backlog_from": basis, "stretches": len(stretches),
                           "ratio_all": round(departed_sum / expected_sum, 4),
                           "worst_ratio": min((s["ratio"] for s in stretches), key=lambda r: -abs(r - 1)),
                           "backlogged_s": round(sum(s["t1_s"] - s["t0_s"] for s in stretches), 3),
@@ -539,6 +582,48 @@ def read_p4_drops(thrift_port: int) -> Optional[dict[str, int]]:
         transport.close()
 
 
+class CounterReader:
+    """One switch's P4 packet counters over a Thrift connection kept open (the
+    sampler reads one per rate-limited port every tick). ``read`` returns None
+    once the switch stops answering; the port's series then ends."""
+
+    def __init__(self, thrift_port: int) -> None:
+        self.thrift_port = thrift_port
+        self._transport: Any = None
+        self._client: Any = None
+
+    def open(self) -> bool:
+        try:
+            from bm_runtime.standard import Standard  # type: ignore[import-not-found]
+            from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
+            from thrift.transport import TSocket, TTransport
+        except ImportError:
+            return False
+        transport = TTransport.TBufferedTransport(TSocket.TSocket("127.0.0.1", self.thrift_port))
+        try:
+            transport.open()
+        except Exception:  # Thrift raises its own exception types
+            return False
+        self._transport = transport
+        self._client = Standard.Client(TMultiplexedProtocol.TMultiplexedProtocol(
+            TBinaryProtocol.TBinaryProtocol(transport), "standard"))
+        return True
+
+    def read(self, counter: str, index: int) -> Optional[int]:
+        if self._client is None:
+            return None
+        try:
+            return int(self._client.bm_counter_read(0, counter, index).packets)
+        except Exception:  # no such counter (an older program), or the switch is gone
+            self.close()
+            return None
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+        self._transport = self._client = None
+
+
 # ---------------------------------------------------------------------------------------
 # The sampler the runner starts and stops
 
@@ -586,6 +671,9 @@ class Monitor:
         self.net: list[tuple[float, dict[str, tuple[int, int, int, int]]]] = []   # start, stop
         self.tx: dict[str, list[tuple[float, int]]] = defaultdict(list)          # port -> tx_packets
         self._tx_fds: dict[str, int] = {}
+        self.emptied: dict[str, list[tuple[float, int]]] = defaultdict(list)   # port -> queue_emptied
+        self._counters: dict[str, tuple[CounterReader, int]] = {}              # port -> reader, index
+        self._emptied_name = ""
         self.sampler_cpu_s = 0.0
         self.sampler_ticks = 0
         self._intfs = [i for s in self.switches for i in s.intfs]
@@ -634,15 +722,29 @@ class Monitor:
         for name, pid in self.linkem_pids.items():
             self._proc_cpu_start[name] = process_cpu_s(pid)
             self._wait_start[name] = process_run_delay_s(pid)
-        # Per tick: /proc/stat and, for each rate-limited port, its tx_packets
-        # counter through a file descriptor kept open (one pread each).
+        # Per tick: /proc/stat and, for each rate-limited port, the P4 program's
+        # queue_emptied counter (one Thrift call) and then its tx_packets counter
+        # through a file descriptor kept open (one pread).
+        from bwn.controller.entries import QUEUE_EMPTIED_COUNTER
+        from bwn.controller.dataplane_math import MAX_PORTS
+        readers: dict[str, CounterReader] = {}
+        thrift_ports = {s.name: s.thrift_port for s in self.switches}
         for p in self.ports:
             if p.rate_limited:
+                key = f"{p.switch}:{p.port}"
                 try:
-                    self._tx_fds[f"{p.switch}:{p.port}"] = os.open(
-                        f"/sys/class/net/{p.intf}/statistics/tx_packets", os.O_RDONLY)
+                    self._tx_fds[key] = os.open(f"/sys/class/net/{p.intf}/statistics/tx_packets", os.O_RDONLY)
                 except OSError:
                     continue
+                if p.switch in thrift_ports and p.switch not in readers:
+                    reader = CounterReader(thrift_ports[p.switch])
+                    if reader.open() and reader.read(QUEUE_EMPTIED_COUNTER, p.port % MAX_PORTS) is not None:
+                        readers[p.switch] = reader
+                    else:
+                        reader.close()
+                if p.switch in readers:
+                    self._counters[key] = (readers[p.switch], p.port % MAX_PORTS)
+        self._emptied_name = QUEUE_EMPTIED_COUNTER
         self._started_s = time.monotonic()
         if self._intfs:
             self.net.append((self._started_s, read_net_dev(self._intfs)))
@@ -655,10 +757,15 @@ class Monitor:
         total, idle = read_proc_stat()
         self.cpu.append((t, total, idle))
         for key, fd in self._tx_fds.items():
+            counter = self._counters.get(key)
+            emptied = counter[0].read(self._emptied_name, counter[1]) if counter else None
             try:
-                self.tx[key].append((t, int(os.pread(fd, 32, 0))))
+                tx = int(os.pread(fd, 32, 0))
             except (OSError, ValueError):
                 continue
+            self.tx[key].append((t, tx))
+            if emptied is not None:
+                self.emptied[key].append((t, emptied))
 
     def _run(self) -> None:
         cpu0 = time.thread_time()
@@ -681,6 +788,9 @@ class Monitor:
         for fd in self._tx_fds.values():
             os.close(fd)
         self._tx_fds = {}
+        for reader, _ in self._counters.values():
+            reader.close()
+        self._counters = {}
         if self._intfs:
             self.net.append((self._stopped_s, read_net_dev(self._intfs)))
         for s in self.switches:
@@ -723,6 +833,7 @@ class Monitor:
                 continue
             key = f"{p.switch}:{p.port}"
             tx = [(t - origin, n) for t, n in self.tx.get(key, [])]
+            emptied = [(t - origin, n) for t, n in self.emptied.get(key, [])]
             queue = [(float(r["t_s"]), float(r["queue_pkts"])) for r in telemetry
                      if r.get("switch") == p.switch and _int(r.get("port")) == p.port and r.get("queue_pkts")]
             pps = [(float(r["t_s"]), float(r["queue_pps"])) for r in capacity
@@ -730,7 +841,7 @@ class Monitor:
             queue.sort()
             pps.sort()
             out[key] = {"tx": tx, "queue": queue, "pps": pps, "queue_capacity_pkts": p.queue_packets,
-                        "link": p.link}
+                        "link": p.link, "emptied": emptied}
         return out
 
     def result(self) -> FidelityResult:

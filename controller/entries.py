@@ -23,6 +23,7 @@ INGRESS = "BwnIngress"
 EGRESS = "BwnEgress"
 
 DROP_COUNTER = f"{INGRESS}.drop_counter"
+QUEUE_EMPTIED_COUNTER = f"{EGRESS}.queue_emptied"   # by port: packets that left its queue empty
 DROP_REASONS = {0: "no_route", 1: "ttl", 2: "ipv4_malformed", 3: "bwn_malformed",
                 4: "random_loss", 5: "not_ipv4", 6: "af_out_of_profile", 7: "ipv4_checksum"}
 DROP_REASON_CODES = {name: code for code, name in DROP_REASONS.items()}

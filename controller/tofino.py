@@ -212,6 +212,11 @@ TELEMETRY_REGISTERS = {
     "flows_current": f"{INGRESS}.flows_current",
     "flows_last": f"{INGRESS}.flows_last",
 }
+# Counters by pidx: packets that left the port's queue empty (the fidelity
+# monitor's backlog evidence, as entries.QUEUE_EMPTIED_COUNTER on v1model).
+TELEMETRY_COUNTERS = {
+    "queue_emptied": f"{EGRESS}.queue_emptied",
+}
 
 
 # ---- pipeline config ------------------------------------------------------------

@@ -8,6 +8,7 @@ import math
 import struct
 import time
 
+import finsy as fy
 import ptf.testutils as tu
 from scapy.layers.inet import IP
 
@@ -141,6 +142,87 @@ class AssuredForwardingTest(BwnTest):
         self.assertTrue(all(p[IP].tos >> 2 in (ent.DSCP_AF11, ent.DSCP_AF13) for p in mine))
         # The reserved flow gets more than the best-effort one, which offered more.
         self.assertGreater(len(mine), len(other))
+
+
+class AfThresholdTest(BwnTest):
+    """Where AF drops start: best-effort traffic at twice a congested AF port's
+    rate holds the queue at the controller's threshold (the queue telemetry
+    never sees more than the threshold and a packet), far below the port's
+    buffer, and what the queue cannot take is dropped as out of profile."""
+
+    AF_QUEUE = 5
+    SERVICE_PPS = 100.0
+    window_cfg = ent.WindowConfig(window_us=131_072, flow_window_us=262_144)
+
+    def runTest(self) -> None:
+        self.add_hosts((1, 3, 4))
+        self.add_hosts((2,), {2: ent.PortOptions(reservations=True, af_queue_packets=self.AF_QUEUE)})
+        self.set_capacity(2, self.SERVICE_PPS * 8 * FRAME_BYTES)
+        self.set_queue(2, self.SERVICE_PPS, 60)
+        try:
+            self.sw1.insert([ent.telemetry_digest()])
+            self.settle()
+            collector = self.sw1.start_digests(ent.TELEMETRY_DIGEST)
+            before = self.read_drops(ent.DROP_REASON_CODES["af_out_of_profile"])
+            frames = numbered(45100, int(2 * self.SERVICE_PPS * 3.0), src=3)
+            self.send_paced(1, frames, 2 * self.SERVICE_PPS)
+            out = self.collect(2, 1.5)
+            af_drops = self.settled_drops(ent.DROP_REASON_CODES["af_out_of_profile"]) - before
+            reports = [ent.PortTelemetry.from_digest(d) for d in collector.stop()]
+        finally:
+            self.reset_queue(2)
+        queues = [r.queue_pkts for r in reports if r.port == 2 and r.rate_kbps > 0]
+        print(f"\n  {len(out)}/{len(frames)} forwarded, {af_drops} AF drops, queue samples {queues}")
+        self.assertGreater(len(queues), 3, "no telemetry from the congested port")
+        self.assertGreater(max(queues), 0, "the queue never built up")
+        self.assertLessEqual(max(queues), self.AF_QUEUE + 1, "the queue grew past the AF threshold")
+        self.assertGreater(af_drops, 0.25 * len(frames))
+        self.assertEqual(len(out) + af_drops, len(frames), "a packet was lost other than by the AF rule")
+
+
+class QueueEmptiedCounterTest(BwnTest):
+    """The egress counter the fidelity monitor reads to know a port was
+    backlogged: it counts the packets that left their port's queue empty. Paced
+    below the port's rate, every packet does; a burst into a slow queue leaves
+    it empty only at its end (a packet that leaves one waiting behind it, not
+    counted, is what the fidelity monitor relies on)."""
+
+    SERVICE_PPS = 20.0
+    BURST = 30
+
+    def emptied(self, port: int) -> int:
+        [entry] = self.sw1.read(fy.P4CounterEntry(ent.QUEUE_EMPTIED_COUNTER, index=port))
+        return int(entry.data.packet_count)
+
+    def runTest(self) -> None:
+        self.add_hosts()
+        self.settle(1)
+        # 1. An unlimited queue, 20 packets 20 ms apart: each leaves it empty.
+        before2, before3 = self.emptied(2), self.emptied(3)
+        self.send_paced(1, numbered(45200, 20), 50)
+        out = self.collect(2, 0.5)
+        self.assertEqual(len(out), 20)
+        self.assertEqual(self.emptied(2) - before2, 20)
+        self.assertEqual(self.emptied(3), before3, "counted on a port the packets did not leave by")
+        # 2. A burst into a 20 pps queue: backlogged until its last packet. The
+        # first packet may leave before the second is queued (a race, read
+        # while the rest still wait); after that, only the last one counts.
+        self.set_queue(2, self.SERVICE_PPS, 60)
+        try:
+            before = self.emptied(2)
+            for frame in numbered(45201, self.BURST):
+                self.dataplane.send(0, 1, frame)
+            time.sleep(0.3)
+            first = self.emptied(2) - before
+            out = self.collect(2, 1.0)
+        finally:
+            self.reset_queue(2)
+        rest = self.emptied(2) - before - first
+        print(f"\n  burst of {self.BURST}: {len(out)} out; left the queue empty: {first} while it "
+              f"drained, {rest} after")
+        self.assertEqual(len(out), self.BURST)
+        self.assertLessEqual(first, 1, "packets of a backlogged burst counted as leaving an empty queue")
+        self.assertEqual(rest, 1, "only the burst's last packet leaves the queue empty")
 
 
 class TtlTest(BwnTest):

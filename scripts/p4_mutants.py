@@ -120,6 +120,9 @@ MUTANTS: list[Mutant] = [
     Mutant("af-drops-in-profile-too", "if (meta.b[30:0] != 0 && hdr.ipv4.dscp != DSCP_AF11) {\n                            assured",
            "if (meta.b[30:0] != 0) {\n                            assured", every=True),
     Mutant("af-threshold-off-by-far", "if ((bit<32>)meta.q >= (meta.b & 0x7FFFFFFF)) {", "if ((bit<32>)meta.q >= (meta.b & 0x7FFFFFFF) + 50) {"),
+    Mutant("queue-emptied-at-depth-1", "if (standard_metadata.deq_qdepth == 0) {", "if (standard_metadata.deq_qdepth <= 1) {"),
+    Mutant("queue-emptied-never-counted", "queue_emptied.count((bit<32>)(standard_metadata.egress_port & PORT_INDEX_MASK));", ""),
+    Mutant("queue-emptied-by-ingress-port", "queue_emptied.count((bit<32>)(standard_metadata.egress_port & PORT_INDEX_MASK));", "queue_emptied.count((bit<32>)(standard_metadata.ingress_port & PORT_INDEX_MASK));"),
 ]
 
 # Mutants that cannot change what the switch does, with the reason.

@@ -309,3 +309,60 @@ def test_steady_windows():
     wins = fidelity.steady_windows([(0.0, 100.0), (2.0, 50.0), (3.0, 200.0)], queue_capacity_pkts=50)
     # 50 pps from 2 s: its queue drains until 2 + 50/50 = 3 s, when the rate changes again.
     assert wins == [(-float("inf"), 2.0, 100.0), (pytest.approx(4.0), float("inf"), 200.0)]
+
+
+# -- backlog from the switch's queue_emptied counter -------------------------------------
+
+def test_busy_stretches_split_where_a_packet_left_the_queue_empty():
+    # ticks (t, tx, emptied): busy from the first tick after a departure while the
+    # count holds; the count moving in (0.4, 0.5] ends the span at 0.4.
+    ticks = [(0.0, 0, 3), (0.1, 100, 3), (0.2, 200, 3), (0.3, 300, 3), (0.4, 400, 3),
+             (0.5, 480, 4), (0.6, 580, 4), (0.7, 680, 4)]
+    assert fidelity.busy_stretches(ticks, max_gap_s=1.0) == [(0.1, 0.4), (0.6, 0.7)]
+
+
+def test_busy_stretches_never_start_on_an_idle_port():
+    # The count never moves but nothing leaves until 0.3: whether the queue held
+    # anything before the first departure is unknown, so the span starts after it.
+    ticks = [(0.0, 0, 0), (0.1, 0, 0), (0.2, 0, 0), (0.3, 50, 0), (0.4, 150, 0), (0.5, 250, 0)]
+    assert fidelity.busy_stretches(ticks, max_gap_s=1.0) == [(0.3, 0.5)]
+    assert fidelity.busy_stretches([(t, 0, 0) for t, _, _ in ticks], max_gap_s=1.0) == []
+    # a gap in the ticks (a stalled sampler) ends a span too
+    gap = [(0.0, 0, 0), (0.1, 100, 0), (0.2, 200, 0), (2.0, 1900, 0), (2.1, 2000, 0), (2.2, 2100, 0)]
+    assert fidelity.busy_stretches(gap, max_gap_s=1.0) == [(0.1, 0.2), (2.1, 2.2)]
+
+
+def tcp_like_port(drain_idle: bool) -> dict:
+    """1000 pps port whose queue samples every 0.25 s all show >= 2 packets, yet
+    in each second it idles for 0.3 s (a sawtooth that drains between samples):
+    the telemetry cannot tell; the emptied counter can."""
+    tx, emptied, count, empties = [], [], 0, 0
+    for i in range(101):
+        t = round(i * 0.1, 3)
+        tx.append((t, count))
+        emptied.append((t, empties))
+        idle = drain_idle and (i % 10) in (4, 5, 6)
+        count += 0 if idle else 100
+        empties += 1 if idle and (i % 10) == 4 else 0
+    return {"s1:2": {"tx": tx, "emptied": emptied, "pps": [(0.0, 1000.0)], "queue_capacity_pkts": 60,
+                     "queue": [(j * 0.25, 5.0) for j in range(41)]}}
+
+
+def test_departure_rate_false_alarm_of_queue_samples_is_gone_with_the_counter():
+    ports = tcp_like_port(drain_idle=True)
+    check = fidelity.departure_rate_check(ports)
+    assert check.held is True, check.detail
+    assert check.items[0]["backlog_from"] == "queue_emptied"
+    # the same run judged from the queue samples alone: the idle 30 % reads as a slow port
+    del ports["s1:2"]["emptied"]
+    check = fidelity.departure_rate_check(ports)
+    assert check.held is False and check.items[0]["backlog_from"] == "queue_samples"
+
+
+def test_departure_rate_with_the_counter_still_catches_a_slow_switch():
+    # backlogged throughout (count never moves), but only 900 of 1000 pps left
+    tx = [(round(i * 0.1, 3), 90 * i) for i in range(101)]
+    ports = {"s1:2": {"tx": tx, "emptied": [(t, 7) for t, _ in tx], "pps": [(0.0, 1000.0)],
+                      "queue_capacity_pkts": 60, "queue": []}}
+    check = fidelity.departure_rate_check(ports)
+    assert check.held is False and check.value == pytest.approx(0.1, abs=0.01)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from bwn.controller import tofino
+
 REPO = Path(__file__).resolve().parents[1]
 PROGRAM = REPO / "p4src" / "tna" / "bwn.p4"
 
@@ -83,7 +85,8 @@ def test_p4info_keeps_the_names_the_controller_uses(compiled):
     for name in ("BwnIngress.ipv4_lpm", "BwnIngress.route", "BwnIngress.route_checked",
                  "BwnIngress.window_config", "BwnIngress.roll_window", "BwnIngress.reservations",
                  "BwnIngress.reserved_flow", "BwnEgress.port_config", "BwnEgress.set_port_14",
-                 "BwnEgress.flows_log", "BwnEgress.set_share", "BwnEgress.avail_kbps"):
+                 "BwnEgress.flows_log", "BwnEgress.set_share", "BwnEgress.avail_kbps",
+                 *tofino.TELEMETRY_REGISTERS.values(), *tofino.TELEMETRY_COUNTERS.values()):
         assert f'"{name}"' in p4info or f'.{name}"' in p4info, f"{name} not in the P4Info"
 
 

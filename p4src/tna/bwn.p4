@@ -623,6 +623,9 @@ control BwnEgress(inout tna_headers_t hdr,
     Register<bit<32>, port_idx_t>(MAX_PORTS, 0) window_br;   /* [T] BR bytes of the last closed window */
     Register<bit<32>, port_idx_t>(MAX_PORTS, 0) window_bi;   /* [T] BI cells when it closed */
     Register<bit<32>, port_idx_t>(MAX_PORTS, 0) share_ebn;   /* [T] EBN code of the port's share */
+    /* [T] packets that left their port's queue empty behind them (as on
+     * v1model: the fidelity monitor's evidence that a port was backlogged). */
+    Counter<bit<64>, port_idx_t>(MAX_PORTS, CounterType_t.PACKETS) queue_emptied;
 
     /* s2: open window, the next one, or after a gap (idle link)? */
     RegisterAction<bit<32>, port_idx_t, roll_t>(window_id) window_roll = {
@@ -843,6 +846,9 @@ control BwnEgress(inout tna_headers_t hdr,
          * bf-p4c merges consecutive statements into one action, and an action
          * runs in one stage. */
         port_config.apply();                                             /* s0 */
+        if (eg_intr_md.deq_qdepth == 0) {
+            queue_emptied.count(pidx);
+        }
         flows_log.apply();
         bi_parts_and_borrow();                                           /* s1 */
         bi_and_code();                                                   /* s2 */

@@ -605,6 +605,13 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
 control BwnEgress(inout v1_headers_t hdr, inout metadata_t meta,
                   inout standard_metadata_t standard_metadata) {
 
+    /* Packets that left their port's queue empty behind them (any packet, by
+     * egress port modulo MAX_PORTS). Between two reads with no increment the
+     * port never ran dry: every departure had a successor waiting, so a
+     * rate-limited port was backlogged and must have sent at its rate. The
+     * fidelity monitor (bwn/fidelity.py, departure_rate) reads it every 0.1 s. */
+    counter(MAX_PORTS, CounterType.packets) queue_emptied;
+
     /* Each field becomes the minimum of what the packet carries and this
      * port's value (tight link is signed), and the hop count grows (saturating
      * at 255); a port without capacity (narrow 0) leaves the header as it is. */
@@ -623,6 +630,9 @@ control BwnEgress(inout v1_headers_t hdr, inout metadata_t meta,
     }
 
     apply {
+        if (standard_metadata.deq_qdepth == 0) {
+            queue_emptied.count((bit<32>)(standard_metadata.egress_port & PORT_INDEX_MASK));
+        }
         if (hdr.bwn.isValid() && hdr.bwn.version_kind == (BWN_VERSION << 4 | BWN_KIND_DATA)) {
             stamp_packet();
         }
