@@ -79,6 +79,20 @@ class PortOptions:
 ROUTE_TABLES = (f"{INGRESS}.ipv4_lpm", f"{INGRESS}.ipv4_lpm_other")
 
 
+def route_params(prefix: str, port: int, pidx: int, dst_mac: str, src_mac: str,
+                 options: PortOptions) -> tuple[fy.P4TableMatch, dict[str, int], dict[str, int]]:
+    """What every target's route entry carries: the LPM match, the parameters of
+    every route action (egress port, port index, both MACs in one 96-bit word)
+    and those of the `..._checked` actions for a port with options (loss
+    threshold, options word; empty when the port has none)."""
+    net = ipaddress.IPv4Network(prefix, strict=False)
+    match = fy.P4TableMatch(dst_addr=(int(net.network_address), net.prefixlen))
+    common = dict(port=port, pidx=pidx, macs=(mac_to_int(dst_mac) << 48) | mac_to_int(src_mac))
+    checked = (dict(loss_threshold=dm.loss_threshold(options.loss), options=options.options_word)
+               if options.any else {})
+    return match, common, checked
+
+
 def route(prefix: str, port: int, dst_mac: str, src_mac: str,
           options: PortOptions = PortOptions()) -> list[fy.P4TableEntry]:
     """IPv4 LPM route: packets to `prefix` leave by `port` with these MACs. The
@@ -87,12 +101,9 @@ def route(prefix: str, port: int, dst_mac: str, src_mac: str,
     entries. A route to a port with options (loss, reservations, AF) uses the
     `..._checked` actions, every other one the cheaper plain ones
     (p4src/v1model/bwn.p4)."""
-    net = ipaddress.IPv4Network(prefix, strict=False)
     pidx = port_index(port)
-    common = dict(port=port, pidx=pidx, macs=(mac_to_int(dst_mac) << 48) | mac_to_int(src_mac))
-    match = fy.P4TableMatch(dst_addr=(int(net.network_address), net.prefixlen))
-    if options.any:
-        extra = dict(loss_threshold=dm.loss_threshold(options.loss), options=options.options_word)
+    match, common, extra = route_params(prefix, port, pidx, dst_mac, src_mac, options)
+    if extra:
         flows = fy.P4TableAction(f"{INGRESS}.route_checked", **common, slot_base=pidx * dm.FLOW_SLOTS, **extra)
         other = fy.P4TableAction(f"{INGRESS}.route_other_checked", **common, **extra)
     else:

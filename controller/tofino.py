@@ -24,7 +24,6 @@ holds only the differences (p4src/tna/README.md explains each):
 """
 from __future__ import annotations
 
-import ipaddress
 import json
 import struct
 from dataclasses import dataclass, field
@@ -158,16 +157,10 @@ def route(prefix: str, port: TofinoPort, dst_mac: str, src_mac: str,
     """One `ipv4_lpm` entry (the TNA program has one routing table for all IPv4).
     The loss threshold keeps v1model's 32-bit encoding; Tofino compares its top
     16 bits with a 16-bit random number (loss resolution 2^-16)."""
-    net = ipaddress.IPv4Network(prefix, strict=False)
-    params: dict[str, int] = dict(port=port.dev_port, pidx=port.pidx, slot_base=port.pidx * dm.FLOW_SLOTS,
-                                  macs=(en.mac_to_int(dst_mac) << 48) | en.mac_to_int(src_mac))
-    name = f"{INGRESS}.route"
-    if options.any:
-        name = f"{INGRESS}.route_checked"
-        params.update(loss_threshold=dm.loss_threshold(options.loss), options=options.options_word)
-    return fy.P4TableEntry(f"{INGRESS}.ipv4_lpm",
-                           match=fy.P4TableMatch(dst_addr=(int(net.network_address), net.prefixlen)),
-                           action=fy.P4TableAction(name, **params))
+    match, common, checked = en.route_params(prefix, port.dev_port, port.pidx, dst_mac, src_mac, options)
+    name = f"{INGRESS}.route_checked" if checked else f"{INGRESS}.route"
+    return fy.P4TableEntry(f"{INGRESS}.ipv4_lpm", match=match,
+                           action=fy.P4TableAction(name, **common, slot_base=port.pidx * dm.FLOW_SLOTS, **checked))
 
 
 def port_capacity(port: TofinoPort, capacity_bps: float, window: en.WindowConfig) -> fy.P4TableEntry:
