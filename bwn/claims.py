@@ -15,6 +15,7 @@ A metric is named ``NAME`` or ``NAME:ARG``:
 | ``link_utilization:L1,L2`` | per link, packets its busier port sent / packets its rate allowed over the run (frames, as the papers count link utilization); the mean over the links named |
 | ``algo_ratio:A/B`` | mean goodput of the run's flows running A / that of flows running B |
 | ``target_error:FLOW=BPS`` | |goodput - BPS| / BPS |
+| ``reordered:FLOW`` | first transmissions the flow's receiver got after a later one (the network reordered them; receivers' ``reordered_segments``; ``all``: summed) |
 
 Comparisons (``better``) are judged per case on paired seeds: the relative gain
 ``value(scheme) / value(versus) - 1`` of the two runs that share a seed (same start
@@ -24,6 +25,7 @@ interval lies above 0.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -67,12 +69,27 @@ def load_record(case: str, seed: int, scheme: str, path: Path, metric_names: lis
         return record
     fid = meta.get("fidelity") or {}
     for name in metric_names:
-        record.metrics[name] = metric_value(name, run, rows, fid)
+        record.metrics[name] = metric_value(name, run, rows, fid, path)
     return record
 
 
+def receiver_counts(run_dir: Path, counter: str) -> dict[int, int]:
+    """flow id -> a receiver counter, from every ``recv-*.summary.json`` in a run
+    (receivers older than the counter leave it out)."""
+    out: dict[int, int] = {}
+    for summary in sorted(run_dir.glob("recv-*.summary.json")):
+        try:
+            flows = json.loads(summary.read_text())
+        except (OSError, ValueError):
+            continue
+        for flow in flows if isinstance(flows, list) else []:
+            if isinstance(flow, dict) and isinstance(flow.get(counter), int) and "flow_id" in flow:
+                out[int(flow["flow_id"])] = out.get(int(flow["flow_id"]), 0) + flow[counter]
+    return out
+
+
 def metric_value(name: str, run: report.SchemeRun, rows: list[dict[str, Any]],
-                 fidelity: dict[str, Any]) -> Optional[float]:
+                 fidelity: dict[str, Any], run_dir: Optional[Path] = None) -> Optional[float]:
     kind, _, arg = name.partition(":")
     by_flow = {r["flow"]: r for r in rows}
 
@@ -115,6 +132,11 @@ def metric_value(name: str, run: report.SchemeRun, rows: list[dict[str, Any]],
         if not ga or not gb or sum(gb) == 0:
             return None
         return (sum(ga) / len(ga)) / (sum(gb) / len(gb))
+    if kind == "reordered":
+        counts = receiver_counts(run_dir, "reordered_segments") if run_dir is not None else {}
+        names = list(run.flow_ids) if arg in ("", "all") else [arg]
+        values = [counts.get(run.flow_ids[n]) for n in names if n in run.flow_ids]
+        return None if not values or None in values else float(sum(v for v in values if v is not None))
     if kind == "target_error":
         flow, _, target = arg.partition("=")
         goodput = column("goodput_bps", flow)

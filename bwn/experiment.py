@@ -543,6 +543,11 @@ def _run_scheme_locked(cfg: ExperimentConfig, scheme: str, out_dir: Path, durati
         interrupted = True
         raise
     finally:
+        # Receivers' CPU over their life (= the run); senders write theirs in their summaries.
+        for agent in receivers:
+            cpu_s = fidelity.process_cpu_s(agent.proc.pid) if agent.proc.poll() is None else None
+            if cpu_s is not None:
+                meta.setdefault("receiver_cpu_s", {})[agent.name] = round(cpu_s, 3)
         for agent in senders + receivers:
             stop_process(agent.proc)
         if monitor is not None:

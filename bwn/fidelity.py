@@ -681,6 +681,7 @@ class Monitor:
         self._thread: Optional[threading.Thread] = None
         self._started_s = 0.0
         self._stopped_s = 0.0
+        self._runner_cpu0 = 0.0
         self._p4_start: dict[str, Optional[dict[str, int]]] = {}
         self._p4_end: dict[str, Optional[dict[str, int]]] = {}
         self._ring: dict[str, Optional[tuple[int, int]]] = {}
@@ -746,6 +747,7 @@ class Monitor:
                     self._counters[key] = (readers[p.switch], p.port % MAX_PORTS)
         self._emptied_name = QUEUE_EMPTIED_COUNTER
         self._started_s = time.monotonic()
+        self._runner_cpu0 = time.process_time()
         if self._intfs:
             self.net.append((self._started_s, read_net_dev(self._intfs)))
         self._sample()
@@ -785,6 +787,8 @@ class Monitor:
         self._thread = None
         self._sample()
         self._stopped_s = time.monotonic()
+        # the runner process: controller (P4Runtime, telemetry), this sampler, Mininet
+        self._proc_cpu["runner"] = time.process_time() - self._runner_cpu0
         for fd in self._tx_fds.values():
             os.close(fd)
         self._tx_fds = {}

@@ -188,7 +188,7 @@ class ReceiverFlow:
         "ts_recent", "ts_recent_retx", "unacked_segments", "delack_deadline_us",
         "first_us", "last_us", "closed_us", "segments", "duplicate_segments",
         "out_of_order_segments", "spurious_retransmissions", "beyond_window_segments",
-        "acks_sent", "sack_blocks_sent",
+        "acks_sent", "sack_blocks_sent", "reordered_segments", "_first_end",
     )
 
     def __init__(self, addr: Addr, flow_id: int, sink: Optional[Sink], window_bytes: int,
@@ -226,6 +226,8 @@ class ReceiverFlow:
         self.out_of_order_segments = 0
         self.spurious_retransmissions = 0
         self.beyond_window_segments = 0
+        self.reordered_segments = 0
+        self._first_end = 0              # highest end of a first transmission seen
         self.acks_sent = 0
         self.sack_blocks_sent = 0
 
@@ -240,8 +242,17 @@ class ReceiverFlow:
         the flow did not already have (also every segment after the FIN completed
         the stream); ``out_of_order_segments`` -- starts beyond ``rcv_nxt`` (a hole
         before it); ``spurious_retransmissions`` -- a duplicate that carried the
-        RETX flag; ``beyond_window_segments`` -- starts at or beyond the window."""
+        RETX flag; ``beyond_window_segments`` -- starts at or beyond the window;
+        ``reordered_segments`` -- a first transmission (no RETX flag) that ends at
+        or below the end of another first transmission already received: a sender
+        sends new data in sequence order, so the network reordered it."""
         self.segments += 1
+        if not retx and payload:
+            end_first = seq + len(payload)
+            if end_first <= self._first_end:
+                self.reordered_segments += 1
+            else:
+                self._first_end = end_first
         self._trigger = None
         n = len(payload)
         if self.complete:
@@ -391,6 +402,7 @@ class ReceiverFlow:
             "out_of_order_segments": self.out_of_order_segments,
             "spurious_retransmissions": self.spurious_retransmissions,
             "beyond_window_segments": self.beyond_window_segments,
+            "reordered_segments": self.reordered_segments,
             "acks_sent": self.acks_sent,
             "sack_blocks_sent": self.sack_blocks_sent,
             "out": self.sink.path,
