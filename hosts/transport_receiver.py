@@ -243,16 +243,17 @@ class ReceiverFlow:
         the stream); ``out_of_order_segments`` -- starts beyond ``rcv_nxt`` (a hole
         before it); ``spurious_retransmissions`` -- a duplicate that carried the
         RETX flag; ``beyond_window_segments`` -- starts at or beyond the window;
-        ``reordered_segments`` -- a first transmission (no RETX flag) that ends at
-        or below the end of another first transmission already received: a sender
-        sends new data in sequence order, so the network reordered it."""
+        ``reordered_segments`` -- a first transmission (no RETX flag) with bytes the
+        flow lacks that ends at or below the end of another first transmission
+        already received: a sender sends new data in sequence order, so the
+        network reordered it (a network duplicate is a duplicate, not this)."""
         self.segments += 1
         if not retx and payload:
             end_first = seq + len(payload)
-            if end_first <= self._first_end:
-                self.reordered_segments += 1
-            else:
+            if end_first > self._first_end:
                 self._first_end = end_first
+            elif end_first > self.rcv_nxt and seq not in self.ooo:   # new bytes: not a duplicate
+                self.reordered_segments += 1
         self._trigger = None
         n = len(payload)
         if self.complete:

@@ -307,3 +307,16 @@ def test_execute_resumes_skipping_complete_valid_runs(tmp_path, monkeypatch):
     timing = json.loads((out / "timing.json").read_text())
     assert set(timing["runs"]) == {f"basic/seed{s}/{x}" for s in (1, 2)
                                    for x in ("gtcp", "gtcp_cwnd_g_rtt_srtt", "newreno")}
+
+
+def test_reordered_metric_sums_the_receivers_counts_of_the_runs_flows(tmp_path):
+    from bwn import report
+    run = report.SchemeRun("gtcp", [])
+    run.flow_ids = {"g4": 11, "g2": 12}
+    (tmp_path / "recv-h2.summary.json").write_text(json.dumps([
+        {"flow_id": 11, "reordered_segments": 3}, {"flow_id": 12, "reordered_segments": 0},
+        {"flow_id": 99, "reordered_segments": 50}]))          # another run's flow: not counted
+    assert cl.metric_value("reordered:all", run, [], {}, tmp_path) == 3.0
+    assert cl.metric_value("reordered:g2", run, [], {}, tmp_path) == 0.0
+    (tmp_path / "recv-h2.summary.json").write_text(json.dumps([{"flow_id": 11}]))   # an older receiver
+    assert cl.metric_value("reordered:all", run, [], {}, tmp_path) is None

@@ -310,3 +310,22 @@ def test_duplicate_out_of_order_and_spurious_counters_reach_the_sender() -> None
     assert summ["out_of_order_segments"] == 2            # the two that overtook the late one
     assert summ["spurious_retransmits"] == 0 and summ["retransmits"] == 0
     assert summ["receiver_segments"] == 40 + 1 + 1       # 40 data, 1 copy, the FIN
+
+
+# -- reordering, as the receiver counts it (docs/transport.md) --------------------------------
+def test_reordered_segments_count_late_first_transmissions_not_losses() -> None:
+    flow = ReceiverFlow(("x", 1), 1, MemorySink(), 1 << 20, 0)
+    data = pattern_bytes(0, 10 * MSS)
+
+    def seg(k: int, retx: bool = False) -> None:
+        flow.on_segment(k * MSS, memoryview(data[k * MSS:(k + 1) * MSS]), False, retx=retx)
+
+    seg(0), seg(2), seg(3)          # 1 is missing: lost or late
+    assert flow.reordered_segments == 0 and flow.out_of_order_segments == 2
+    seg(1)                          # late, without RETX: the network reordered it
+    assert flow.reordered_segments == 1
+    seg(5), seg(4, retx=True)       # a loss repaired by a retransmission: not reordering
+    seg(5)                          # a network duplicate of a first transmission: a duplicate
+    seg(7), seg(6)                  # and another late one
+    assert flow.reordered_segments == 2 and flow.duplicate_segments == 1
+    assert flow.summary(1.0)["reordered_segments"] == 2
