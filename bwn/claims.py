@@ -15,6 +15,7 @@ A metric is named ``NAME`` or ``NAME:ARG``:
 | ``link_utilization:L1,L2`` | per link, packets its busier port sent / packets its rate allowed over the run (frames, as the papers count link utilization); the mean over the links named |
 | ``algo_ratio:A/B`` | mean goodput of the run's flows running A / that of flows running B |
 | ``target_error:FLOW=BPS`` | |goodput - BPS| / BPS |
+| ``share_fraction:FLOW`` | the flow's goodput / its max-min fair share (payload; the report's :class:`bwn.report.FairShares`, averaged over the flow's log rows) |
 | ``reordered:FLOW`` | first transmissions the flow's receiver got after a later one (the network reordered them; receivers' ``reordered_segments``; ``all``: summed) |
 
 Comparisons (``better``) are judged per case on paired seeds: the relative gain
@@ -132,6 +133,15 @@ def metric_value(name: str, run: report.SchemeRun, rows: list[dict[str, Any]],
         if not ga or not gb or sum(gb) == 0:
             return None
         return (sum(ga) / len(ga)) / (sum(gb) / len(gb))
+    if kind == "share_fraction":
+        flow = next((f for f in run.flows if f.name == arg), None)
+        goodput = column("goodput_bps", arg)
+        if flow is None or goodput is None:
+            return None
+        fair = report.FairShares(run)
+        shares = [fair.share_bps(flow, flow.start_s + float(s["t_s"])) for s in flow.samples]
+        shares = [v for v in shares if v]
+        return goodput / (sum(shares) / len(shares)) if shares else None
     if kind == "reordered":
         counts = receiver_counts(run_dir, "reordered_segments") if run_dir is not None else {}
         names = list(run.flow_ids) if arg in ("", "all") else [arg]

@@ -329,17 +329,27 @@ def busy_stretches(samples: Sequence[tuple[float, int, int]], max_gap_s: float) 
     Whether it was busy before that first departure is unknown (the queue may
     have been empty at t_i), so a span starts at the first tick after a
     departure: a packet that leaves an empty queue splits spans, and an idle
-    port never starts one."""
+    port never starts one. The interface's counter also counts frames that did
+    not come through the switch's queue (the kernel's own, a race with the
+    run's teardown), so one departure is not enough to open a span: the next
+    interval must have departures too (a stall that begins in a span's very
+    first interval is missed; one that lasts into the next is not)."""
     spans: list[tuple[float, float]] = []
-    busy_from = None       # first tick after a departure in the current run of ticks
+    busy_from = None       # a confirmed span's start
+    candidate = None       # first tick after a departure, awaiting a second one
     for k, (t, tx, emptied) in enumerate(samples):
         if k == 0 or emptied != samples[k - 1][2] or t - samples[k - 1][0] > max_gap_s:
             if busy_from is not None and samples[k - 1][0] > busy_from:
                 spans.append((busy_from, samples[k - 1][0]))
-            busy_from = None
+            busy_from = candidate = None
             continue
-        if busy_from is None and tx > samples[k - 1][1]:
-            busy_from = t
+        if busy_from is not None:
+            continue
+        moved = tx > samples[k - 1][1]
+        if candidate is not None:
+            busy_from, candidate = (candidate, None) if moved else (None, None)
+        elif moved:
+            candidate = t
     if busy_from is not None and samples and samples[-1][0] > busy_from:
         spans.append((busy_from, samples[-1][0]))
     return spans

@@ -366,3 +366,12 @@ def test_departure_rate_with_the_counter_still_catches_a_slow_switch():
                       "queue_capacity_pkts": 60, "queue": []}}
     check = fidelity.departure_rate_check(ports)
     assert check.held is False and check.value == pytest.approx(0.1, abs=0.01)
+
+
+def test_one_stray_frame_opens_no_span():
+    # the interface sent one frame that never went through the queue (the kernel's
+    # own, or a race at teardown), then nothing: not a stalled backlog
+    assert fidelity.busy_stretches([(0.0, 0, 5), (0.1, 1, 5), (0.2, 1, 5), (0.3, 1, 5)], 1.0) == []
+    ports = {"s1:1": {"tx": [(0.0, 0), (0.1, 1), (0.2, 1)], "emptied": [(0.0, 5), (0.1, 5), (0.2, 5)],
+                      "pps": [(0.0, 122_549.0)], "queue_capacity_pkts": 64, "queue": []}}
+    assert fidelity.departure_rate_check(ports).held is None

@@ -320,3 +320,22 @@ def test_reordered_metric_sums_the_receivers_counts_of_the_runs_flows(tmp_path):
     assert cl.metric_value("reordered:g2", run, [], {}, tmp_path) == 0.0
     (tmp_path / "recv-h2.summary.json").write_text(json.dumps([{"flow_id": 11}]))   # an older receiver
     assert cl.metric_value("reordered:all", run, [], {}, tmp_path) is None
+
+
+def test_share_fraction_is_goodput_over_the_max_min_fair_share():
+    """A parking lot in miniature: 'long' crosses b1 and b2, 'c1' only b1, 'c2'
+    only b2, all 10 Mb/s (frames): each flow's fair share is half a link."""
+    from bwn import report
+    flows = [report.FlowLog(name, samples=[{"t_s": float(t)} for t in range(11)],
+                            summary={"duration_s": 10.0}) for name in ("long", "c1", "c2")]
+    run = report.SchemeRun("obp", flows, capacity=[report.CapacitySample(0.0, "b1", 10e6),
+                                                   report.CapacitySample(0.0, "b2", 10e6)])
+    run.flow_links = {"long": [("b1", "s1", "s2"), ("b2", "s2", "s3")], "c1": [("b1", "s1", "s2")],
+                      "c2": [("b2", "s2", "s3")]}
+    share = 5e6 * run.payload_per_frame
+    rows = [{"flow": "long", "goodput_bps": 0.8 * share}, {"flow": "c1", "goodput_bps": 1.2 * share}]
+    assert cl.metric_value("share_fraction:long", run, rows, {}) == pytest.approx(0.8)
+    assert cl.metric_value("share_fraction:c1", run, rows, {}) == pytest.approx(1.2)
+    assert cl.metric_value("share_fraction:c2", run, rows, {}) is None      # no goodput row
+    run.flow_links["c2"] = [("b1", "s1", "s2")]                             # c2 moved onto b1: a third
+    assert cl.metric_value("share_fraction:long", run, rows, {}) == pytest.approx(0.8 * 1.5)
