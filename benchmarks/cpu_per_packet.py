@@ -108,7 +108,7 @@ def table(run_dirs: list[Path]) -> list[dict[str, Any]]:
         rows.append({"component": name, "cpu_s": cpu, "core_pct": share, "us_per_own_packet": own,
                      "us_per_e2e_packet": end})
     total = [r["us_per_e2e_packet"] for r in rows]
-    rows.append({"component": "total", "cpu_s": mean([sum(x for x in [r["cpu_s"] for r in rows] if x is not None)]),
+    rows.append({"component": "total", "cpu_s": sum(r["cpu_s"] for r in rows if r["cpu_s"] is not None),
                  "core_pct": sum(r["core_pct"] for r in rows if r["core_pct"] is not None),
                  "us_per_own_packet": None,
                  "us_per_e2e_packet": sum(t for t in total if t is not None) if total else None})

@@ -146,7 +146,8 @@ def metric_value(name: str, run: report.SchemeRun, rows: list[dict[str, Any]],
         counts = receiver_counts(run_dir, "reordered_segments") if run_dir is not None else {}
         names = list(run.flow_ids) if arg in ("", "all") else [arg]
         values = [counts.get(run.flow_ids[n]) for n in names if n in run.flow_ids]
-        return None if not values or None in values else float(sum(v for v in values if v is not None))
+        known = [v for v in values if v is not None]
+        return float(sum(known)) if values and len(known) == len(values) else None
     if kind == "target_error":
         flow, _, target = arg.partition("=")
         goodput = column("goodput_bps", flow)

@@ -571,25 +571,16 @@ def packet_socket_stats(pid: int) -> Optional[tuple[int, int]]:
 
 def read_p4_drops(thrift_port: int) -> Optional[dict[str, int]]:
     """The P4 program's drop counter by reason (Thrift), or None if unreachable."""
-    try:
-        from bm_runtime.standard import Standard  # type: ignore[import-not-found]
-        from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
-        from thrift.transport import TSocket, TTransport
+    from bwn.controller.entries import DROP_COUNTER, DROP_REASONS
 
-        from bwn.controller.entries import DROP_COUNTER, DROP_REASONS
-    except ImportError:
-        return None
-    transport = TTransport.TBufferedTransport(TSocket.TSocket("127.0.0.1", thrift_port))
+    reader = CounterReader(thrift_port)
     try:
-        transport.open()
-        client = Standard.Client(TMultiplexedProtocol.TMultiplexedProtocol(
-            TBinaryProtocol.TBinaryProtocol(transport), "standard"))
-        return {name: int(client.bm_counter_read(0, DROP_COUNTER, index).packets)
-                for index, name in DROP_REASONS.items()}
-    except Exception:  # Thrift raises its own exception types
-        return None
+        if not reader.open():
+            return None
+        counts = {name: reader.read(DROP_COUNTER, index) for index, name in DROP_REASONS.items()}
     finally:
-        transport.close()
+        reader.close()
+    return None if None in counts.values() else {k: v for k, v in counts.items() if v is not None}
 
 
 class CounterReader:
@@ -682,8 +673,7 @@ class Monitor:
         self.tx: dict[str, list[tuple[float, int]]] = defaultdict(list)          # port -> tx_packets
         self._tx_fds: dict[str, int] = {}
         self.emptied: dict[str, list[tuple[float, int]]] = defaultdict(list)   # port -> queue_emptied
-        self._counters: dict[str, tuple[CounterReader, int]] = {}              # port -> reader, index
-        self._emptied_name = ""
+        self._counters: dict[str, tuple[CounterReader, str, int]] = {}    # port -> reader, counter, index
         self.sampler_cpu_s = 0.0
         self.sampler_ticks = 0
         self._intfs = [i for s in self.switches for i in s.intfs]
@@ -736,8 +726,8 @@ class Monitor:
         # Per tick: /proc/stat and, for each rate-limited port, the P4 program's
         # queue_emptied counter (one Thrift call) and then its tx_packets counter
         # through a file descriptor kept open (one pread).
-        from bwn.controller.entries import QUEUE_EMPTIED_COUNTER
         from bwn.controller.dataplane_math import MAX_PORTS
+        from bwn.controller.entries import QUEUE_EMPTIED_COUNTER
         readers: dict[str, CounterReader] = {}
         thrift_ports = {s.name: s.thrift_port for s in self.switches}
         for p in self.ports:
@@ -754,8 +744,7 @@ class Monitor:
                     else:
                         reader.close()
                 if p.switch in readers:
-                    self._counters[key] = (readers[p.switch], p.port % MAX_PORTS)
-        self._emptied_name = QUEUE_EMPTIED_COUNTER
+                    self._counters[key] = (readers[p.switch], QUEUE_EMPTIED_COUNTER, p.port % MAX_PORTS)
         self._started_s = time.monotonic()
         self._runner_cpu0 = time.process_time()
         if self._intfs:
@@ -770,7 +759,7 @@ class Monitor:
         self.cpu.append((t, total, idle))
         for key, fd in self._tx_fds.items():
             counter = self._counters.get(key)
-            emptied = counter[0].read(self._emptied_name, counter[1]) if counter else None
+            emptied = counter[0].read(*counter[1:]) if counter else None
             try:
                 tx = int(os.pread(fd, 32, 0))
             except (OSError, ValueError):
@@ -802,7 +791,7 @@ class Monitor:
         for fd in self._tx_fds.values():
             os.close(fd)
         self._tx_fds = {}
-        for reader, _ in self._counters.values():
+        for reader, _, _ in self._counters.values():
             reader.close()
         self._counters = {}
         if self._intfs:
