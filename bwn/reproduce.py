@@ -66,14 +66,22 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
-def is_done(path: Path) -> bool:
-    """Complete (every flow wrote its summary) and every invariant held."""
+def planned_duration_s(case: gr.Case, quick: bool) -> float:
+    return case.quick_duration_s if quick else case.duration_s
+
+
+def is_done(path: Path, duration_s: Optional[float] = None) -> bool:
+    """Complete (every flow wrote its summary), every invariant held and, when
+    ``duration_s`` is given, run for that long: a ``--quick`` run (shorter) in the
+    same folder is not a run of the full grid, and is superseded by one."""
     meta_path = path / "run.json"
     if not meta_path.exists():
         return False
     try:
         meta = json.loads(meta_path.read_text())
     except json.JSONDecodeError:
+        return False
+    if duration_s is not None and abs(float(meta.get("duration_s") or 0.0) - duration_s) > 0.5:
         return False
     return bool(meta.get("ok")) and (meta.get("fidelity") or {}).get("valid") is True
 
@@ -89,7 +97,7 @@ def supersede(out: Path, path: Path) -> Path:
 
 
 def estimate_s(plan: Sequence[tuple[gr.Case, int, str]], quick: bool, overhead_s: float = OVERHEAD_S) -> float:
-    return sum((c.quick_duration_s if quick else c.duration_s) + overhead_s for c, _, _ in plan)
+    return sum(planned_duration_s(c, quick) + overhead_s for c, _, _ in plan)
 
 
 def config_for(grid: gr.Grid, case: gr.Case, seed: int, scheme: str, quick: bool) -> tuple[dict, Any]:
@@ -110,12 +118,12 @@ def execute(grid: gr.Grid, out: Path, plan: Sequence[tuple[gr.Case, int, str]], 
     for i, (case, seed, scheme) in enumerate(plan, start=1):
         path = run_dir(out, case, seed, scheme)
         tag = f"[{i}/{len(plan)}] {grid.paper} {case.id} seed{seed} {scheme}"
-        if is_done(path):
+        if is_done(path, planned_duration_s(case, quick)):
             progress(f"{tag}: done before, skipped")
             continue
         if path.exists():
             moved = supersede(out, path)
-            progress(f"{tag}: earlier attempt incomplete or INVALID, moved to {moved}")
+            progress(f"{tag}: earlier attempt incomplete, INVALID or of another duration, moved to {moved}")
         data, cfg = config_for(grid, case, seed, scheme, quick)
         path.mkdir(parents=True, exist_ok=True)
         (path / "scenario.toml").write_text(tomli_w.dumps(data))
@@ -608,7 +616,8 @@ def main(args: argparse.Namespace) -> int:
                             if c in cases]) for grid, cases in grids]
     if args.plan:
         for grid, cases, plan in plans:
-            todo = [p for p in plan if not is_done(run_dir(out_root / grid.paper, *p))]
+            todo = [p for p in plan
+                    if not is_done(run_dir(out_root / grid.paper, *p), planned_duration_s(p[0], args.quick))]
             print(f"{grid.paper}: {len(cases)} cases, {len(plan)} runs ({len(plan) - len(todo)} done), "
                   f"about {estimate_s(todo, args.quick) / 60:.0f} min left "
                   f"({OVERHEAD_S:.0f} s per run beyond its duration)")

@@ -227,15 +227,19 @@ def test_default_tcp_drops_the_reservation_it_cannot_take():
 def test_resume_skips_only_complete_valid_runs(tmp_path):
     done = tmp_path / "a" / "seed1" / "x"
     done.mkdir(parents=True)
-    (done / "run.json").write_text(json.dumps({"ok": True, "fidelity": {"valid": True}}))
+    (done / "run.json").write_text(json.dumps({"ok": True, "duration_s": 60.0, "fidelity": {"valid": True}}))
     invalid = tmp_path / "a" / "seed1" / "y"
     invalid.mkdir(parents=True)
     (invalid / "run.json").write_text(json.dumps({"ok": True, "fidelity": {"valid": False}}))
     old = tmp_path / "a" / "seed2" / "x"
     old.mkdir(parents=True)
     (old / "run.json").write_text(json.dumps({"ok": True}))               # from before the checks
-    assert reproduce.is_done(done)
+    assert reproduce.is_done(done) and reproduce.is_done(done, 60.0)
     assert not reproduce.is_done(invalid) and not reproduce.is_done(old)
+    # A --quick run (30 s) in the same folder is not a run of the full grid.
+    assert not reproduce.is_done(done, 30.0)
+    case = gr.load_grid("dft").case("cluster10")
+    assert reproduce.planned_duration_s(case, quick=True) < reproduce.planned_duration_s(case, quick=False)
     moved = reproduce.supersede(tmp_path, invalid)
     assert not invalid.exists() and (moved / "run.json").exists()
     assert moved.parent == tmp_path / "superseded"
@@ -282,7 +286,8 @@ def test_execute_resumes_skipping_complete_valid_runs(tmp_path, monkeypatch):
         calls.append((scheme, cfg.seed))
         out_dir.mkdir(parents=True, exist_ok=True)
         valid = scheme not in invalid
-        meta = {"ok": True, "seed": cfg.seed, "fidelity": {"valid": valid, "summary": "valid" if valid else "INVALID: cpu"}}
+        meta = {"ok": True, "seed": cfg.seed, "duration_s": duration_s,
+                "fidelity": {"valid": valid, "summary": "valid" if valid else "INVALID: cpu"}}
         (out_dir / "run.json").write_text(json.dumps(meta))
         return meta
 
@@ -304,6 +309,9 @@ def test_execute_resumes_skipping_complete_valid_runs(tmp_path, monkeypatch):
     calls.clear()
     reproduce.execute(grid, out, plan, quick=False, progress=lambda m: None)
     assert calls == []
+    # The quick subset's shorter runs do not count as done: all run again.
+    reproduce.execute(grid, out, plan, quick=True, progress=lambda m: None)
+    assert len(calls) == len(plan)
     timing = json.loads((out / "timing.json").read_text())
     assert set(timing["runs"]) == {f"basic/seed{s}/{x}" for s in (1, 2)
                                    for x in ("gtcp", "gtcp_cwnd_g_rtt_srtt", "newreno")}
