@@ -208,9 +208,11 @@ def _run_locked(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: 
         assert controller is not None and controller_thread is not None
         monitor = fidelity.Monitor.for_network(out_dir, network.built, cfg.telemetry.interval_s)
         monitor.time_origin_s = controller.t0
-        monitor.start()
         senders, receivers = experiment.start_agents(cfg, network.net, scheme, out_dir, duration_s,
                                                      log_interval_ms=args.flow_log_interval_ms)
+        monitor.start()
+        controller.schedule_origin_s = controller.now_s()
+        experiment.release_senders(senders)
         recorder.watch(_watch_network(network))
         recorder.watch(soak.Watched(f"send-{a.name}", "bwn-send", a.proc.pid, a.proc.poll) for a in senders)
         recorder.watch(soak.Watched(f"recv-{a.name}", "bwn-recv", a.proc.pid, a.proc.poll) for a in receivers)

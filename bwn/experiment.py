@@ -18,6 +18,7 @@ import asyncio
 import concurrent.futures
 import json
 import logging
+import shutil
 import signal
 import subprocess
 import sys
@@ -196,58 +197,117 @@ def parse_scheme(spec: str) -> tuple[str, list[str]]:
     return algo, items
 
 
+AGENT_READY_TIMEOUT_S = 60.0        # a loaded 2-core machine starts 20 Python agents in ~10 s
+
+
+class AgentStartError(RuntimeError):
+    """An agent exited, or did not get ready in time, before the flows were released."""
+
+
 def start_agents(cfg: ExperimentConfig, net: Any, scheme: str, out_dir: Path,
                  duration_s: float, log_interval_ms: Optional[float] = None) -> tuple[list[Agent], list[Agent]]:
     """A `bwn-recv` per destination host (its summary of every flow, written when it
     ends, in `recv-<host>.summary.json`), then a `bwn-send` per flow (log and summary
     in `flows/`). `log_interval_ms`: the senders' `--log-interval-ms` (None: theirs,
-    10 ms; a long soak logs less often)."""
+    10 ms; a long soak logs less often).
+
+    Returns once every agent is up (each wrote its `--ready-file`); the senders are
+    held (`--wait-go`) until `release_senders`, so the CPU that starting many Python
+    processes costs is spent before the measurement starts, not inside it
+    (hosts/startup.py). Raises AgentStartError, with every agent stopped, when one
+    exits or is not ready within AGENT_READY_TIMEOUT_S."""
     flows_dir = out_dir / "flows"
     flows_dir.mkdir(parents=True, exist_ok=True)
+    ready_dir = out_dir / "ready"
+    shutil.rmtree(ready_dir, ignore_errors=True)
+    ready_dir.mkdir()
     receivers: list[Agent] = []
-    for dst in sorted({f.dst for f in cfg.flows}):
-        node = net.get(dst)
-        log = out_dir / f"recv-{dst}.log"
-        with open(log, "wb") as fh:
-            cmd = [str(VENV_BIN / "bwn-recv"), "--listen", f"{cfg.host(dst).ip.ip}:{BWN_UDP_PORT}",
-                   "--summary-json", str(out_dir / f"recv-{dst}.summary.json")]
-            if cfg.receive_window_bytes:
-                cmd += ["--window-bytes", str(cfg.receive_window_bytes)]
-            proc = node.popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
-        receivers.append(Agent(dst, proc, log))
-    time.sleep(0.5)
     senders: list[Agent] = []
-    for i, f in enumerate(cfg.flows):
-        algo, scheme_params = parse_scheme(f.algorithm(scheme))
-        cmd = [str(VENV_BIN / "bwn-send"), "--algo", algo, "--dst", f"{cfg.host(f.dst).ip.ip}:{BWN_UDP_PORT}",
-               "--mss", str(AGENT_MSS_BYTES), "--flow-id", str(seeding.flow_id(cfg.seed, i)),
-               "--log", str(flows_dir / f"{f.name}.jsonl"),
-               "--summary-json", str(flows_dir / f"{f.name}.summary.json")]
-        if log_interval_ms is not None:
-            cmd += ["--log-interval-ms", f"{log_interval_ms:g}"]
-        if f.bytes is not None:
-            cmd += ["--bytes", str(f.bytes)]
-        else:
-            cmd += ["--duration", f"{(f.duration_s or duration_s - f.start_s):.3f}"]
-        if f.reserved_rate_mbit:
-            cmd += ["--reserved-rate-mbit", str(f.reserved_rate_mbit)]
-        if f.src_port:
-            cmd += ["--bind", f"0.0.0.0:{f.src_port}"]
-        if f.app_rate_mbit:
-            cmd += ["--app-rate-mbit", str(f.app_rate_mbit)]
-        if not cfg.sack:
-            cmd += ["--no-sack"]
-        for k, v in f.params.items():
-            cmd += ["--param", f"{k}={v}"]
-        for item in scheme_params if f.scheme == "under-test" else []:
-            cmd += ["--param", item]
-        if f.start_s > 0:
-            cmd = ["bash", "-c", f'sleep {f.start_s:.3f} && exec "$@"', "delayed-start"] + cmd
-        log = out_dir / f"send-{f.name}.log"
-        with open(log, "wb") as fh:
-            proc = net.get(f.src).popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
-        senders.append(Agent(f.name, proc, log))
+    ready_files: list[tuple[Agent, Path]] = []
+    try:
+        for dst in sorted({f.dst for f in cfg.flows}):
+            node = net.get(dst)
+            log = out_dir / f"recv-{dst}.log"
+            ready = ready_dir / f"recv-{dst}"
+            with open(log, "wb") as fh:
+                cmd = [str(VENV_BIN / "bwn-recv"), "--listen", f"{cfg.host(dst).ip.ip}:{BWN_UDP_PORT}",
+                       "--summary-json", str(out_dir / f"recv-{dst}.summary.json"),
+                       "--ready-file", str(ready)]
+                if cfg.receive_window_bytes:
+                    cmd += ["--window-bytes", str(cfg.receive_window_bytes)]
+                proc = node.popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
+            receivers.append(Agent(dst, proc, log))
+            ready_files.append((receivers[-1], ready))
+        for i, f in enumerate(cfg.flows):
+            algo, scheme_params = parse_scheme(f.algorithm(scheme))
+            ready = ready_dir / f"send-{f.name}"
+            cmd = [str(VENV_BIN / "bwn-send"), "--algo", algo, "--dst", f"{cfg.host(f.dst).ip.ip}:{BWN_UDP_PORT}",
+                   "--mss", str(AGENT_MSS_BYTES), "--flow-id", str(seeding.flow_id(cfg.seed, i)),
+                   "--log", str(flows_dir / f"{f.name}.jsonl"),
+                   "--summary-json", str(flows_dir / f"{f.name}.summary.json"),
+                   "--ready-file", str(ready), "--wait-go", "--start-delay-s", f"{f.start_s:.3f}"]
+            if log_interval_ms is not None:
+                cmd += ["--log-interval-ms", f"{log_interval_ms:g}"]
+            if f.bytes is not None:
+                cmd += ["--bytes", str(f.bytes)]
+            else:
+                cmd += ["--duration", f"{(f.duration_s or duration_s - f.start_s):.3f}"]
+            if f.reserved_rate_mbit:
+                cmd += ["--reserved-rate-mbit", str(f.reserved_rate_mbit)]
+            if f.src_port:
+                cmd += ["--bind", f"0.0.0.0:{f.src_port}"]
+            if f.app_rate_mbit:
+                cmd += ["--app-rate-mbit", str(f.app_rate_mbit)]
+            if not cfg.sack:
+                cmd += ["--no-sack"]
+            for k, v in f.params.items():
+                cmd += ["--param", f"{k}={v}"]
+            for item in scheme_params if f.scheme == "under-test" else []:
+                cmd += ["--param", item]
+            log = out_dir / f"send-{f.name}.log"
+            with open(log, "wb") as fh:
+                proc = net.get(f.src).popen(cmd, stdin=subprocess.PIPE, stdout=fh, stderr=subprocess.STDOUT)
+            senders.append(Agent(f.name, proc, log))
+            ready_files.append((senders[-1], ready))
+        _wait_ready(ready_files, AGENT_READY_TIMEOUT_S)
+    except BaseException:
+        for agent in senders + receivers:
+            stop_process(agent.proc)
+        raise
+    finally:
+        shutil.rmtree(ready_dir, ignore_errors=True)
     return senders, receivers
+
+
+def _wait_ready(ready_files: Sequence[tuple[Agent, Path]], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    waiting = list(ready_files)
+    while True:
+        waiting = [(agent, path) for agent, path in waiting if not path.exists()]
+        if not waiting:
+            return
+        for agent, _ in waiting:
+            code = agent.proc.poll()
+            if code is not None:
+                raise AgentStartError(f"agent {agent.name} exited with status {code} before it was "
+                                      f"ready; its output is in {agent.log}")
+        if time.monotonic() > deadline:
+            names = ", ".join(agent.name for agent, _ in waiting)
+            raise AgentStartError(f"agents not ready after {timeout_s:.0f} s: {names} "
+                                  f"(their output: {waiting[0][0].log.parent}/*.log)")
+        time.sleep(0.05)
+
+
+def release_senders(senders: Sequence[Agent]) -> None:
+    """Let the held senders go (each then waits its own --start-delay-s)."""
+    for agent in senders:
+        if agent.proc.stdin is None:
+            continue
+        try:
+            agent.proc.stdin.write(b"go\n")
+            agent.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass  # it already exited: its missing summary says so
 
 
 def end_sender(proc: subprocess.Popen, grace_s: float = 3.0) -> None:
@@ -510,12 +570,16 @@ def _run_scheme_locked(cfg: ExperimentConfig, scheme: str, out_dir: Path, durati
         # Fidelity sampling (bwn/fidelity.py) while the flows run; telemetry's time base.
         monitor = fidelity.Monitor.for_network(out_dir, network.built, cfg.telemetry.interval_s)
         monitor.time_origin_s = controller.t0
+        # Every agent is started and ready before the measurement starts; the
+        # senders are held until then (start_agents).
+        senders, receivers = start_agents(cfg, net, scheme, out_dir, duration_s)
         monitor.start()
         launched_s = controller.now_s()
-        senders, receivers = start_agents(cfg, net, scheme, out_dir, duration_s)
+        controller.schedule_origin_s = launched_s   # the links' schedules start with the flows
+        release_senders(senders)
         # Flow logs count time from each flow's start; the report aligns them with
         # the controller's clock (telemetry.csv, capacity.csv) through these.
-        meta["flow_starts_s"] = {f.name: round(launched_s + 0.5 + f.start_s, 3) for f in cfg.flows}
+        meta["flow_starts_s"] = {f.name: round(launched_s + f.start_s, 3) for f in cfg.flows}
         started = time.monotonic()
         deadline = started + duration_s + 3.0
         next_report_s = 10.0
@@ -566,7 +630,6 @@ def _run_scheme_locked(cfg: ExperimentConfig, scheme: str, out_dir: Path, durati
         meta["ok"] = ok
         (out_dir / "run.json").write_text(json.dumps(meta, indent=2))
         if ok:
-            import shutil
             shutil.rmtree(log_dir, ignore_errors=True)
         elif interrupted:
             progress(f"[{scheme}] interrupted: switch logs kept in {log_dir}")

@@ -144,6 +144,10 @@ class BwnController:
         self.schedule_interval_s = schedule_interval_s
         self.clock = clock
         self.t0 = clock()
+        # The schedules' time 0 on now_s()'s clock: an experiment moves it to the moment
+        # its flows are released (the schedule's t_s and a flow's start_s then count from
+        # the same instant); before it the schedule's first rate holds.
+        self.schedule_origin_s = 0.0
         self.applied_bps: dict[tuple[str, int], float] = {}
         self.ready_count: dict[str, int] = {p.name: 0 for p in plans}
         # Links whose capacity was set by hand: it replaces their schedule.
@@ -176,7 +180,7 @@ class BwnController:
         if pinned is not None:
             return pinned
         assert pp.schedule is not None
-        return pp.schedule.rate_bps(t_s)
+        return pp.schedule.rate_bps(max(0.0, t_s - self.schedule_origin_s))
 
 
     # -- state push -------------------------------------------------------------------

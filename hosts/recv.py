@@ -19,6 +19,7 @@ from .flowlog import DEFAULT_LOG_INTERVAL_US, RECEIVER_FIELDS, TimeSeriesLog, lo
 from bwn.cliargs import OneLineErrorParser
 
 from .send import nonneg_float, parse_size
+from .startup import write_ready_file
 from .transport_loop import (
     SignalWakeup,
     now_us,
@@ -115,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exit after the first flow has ended (after --linger)")
     p.add_argument("--linger", type=nonneg_float, default=1.0, metavar="SECONDS",
                    help="with --once: keep answering retransmitted FINs this long (default 1)")
+    p.add_argument("--ready-file", metavar="FILE",
+                   help="create FILE (holding the pid) once listening (for a runner "
+                        "that waits until its agents are up)")
     p.add_argument("--summary-json", metavar="FILE",
                    help="write the summaries of all flows as a JSON list on exit")
     p.add_argument("--stats-json", metavar="FILE",
@@ -190,6 +194,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         sock = open_udp_socket(bind=listen)
     except OSError as exc:
         print(f"{PROG}: error: cannot listen on {args.listen}: {exc}", file=sys.stderr)
+        return 1
+    try:
+        write_ready_file(args.ready_file)
+    except OSError as exc:
+        sock.close()
+        print(f"{PROG}: error: cannot write --ready-file: {exc}", file=sys.stderr)
         return 1
 
     summaries: List[Dict[str, Any]] = []

@@ -19,6 +19,7 @@ from bwn.cliargs import OneLineErrorParser, number
 from bwn.wire import BWN_UDP_PORT
 
 from .cc import registry
+from .startup import NotStarted, wait_for_start, write_ready_file
 from .flowlog import DEFAULT_LOG_INTERVAL_US, SENDER_FIELDS, TimeSeriesLog, format_summary, log_format_for
 from .transport_loop import SignalWakeup, now_us, open_udp_socket, parse_addr, run_sender, socket_emitter
 from .transport_rto import DEFAULT_INITIAL_RTO_US, DEFAULT_MIN_RTO_US
@@ -123,6 +124,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--connect-timeout", type=_positive_float, default=10.0, metavar="SECONDS",
                    help="give up when no SYN-ACK arrives within this time (default 10)")
     p.add_argument("--bind", metavar="ADDR:PORT", help="local address (default: any)")
+    start = p.add_argument_group("start-up (for a runner that launches many agents at once)")
+    start.add_argument("--ready-file", metavar="FILE",
+                       help="create FILE (holding the pid) once the socket is open and the "
+                            "flow is ready to start")
+    start.add_argument("--wait-go", action="store_true",
+                       help="once ready, wait for a line on stdin before starting (end of "
+                            "file or a signal while waiting: exit 1, nothing sent)")
+    start.add_argument("--start-delay-s", type=nonneg_float, default=0.0, metavar="SECONDS",
+                       help="start the flow this long after being released (default 0)")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
     p.add_argument("--list-algos", action="store_true",
                    help="list the algorithms with their parameters and exit")
@@ -198,6 +208,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         sock = open_udp_socket(bind=bind, connect=dst)
     except OSError as exc:
         print(f"{PROG}: error: cannot open a socket to {args.dst}: {exc}", file=sys.stderr)
+        return 1
+    try:
+        write_ready_file(args.ready_file)
+        wait_for_start(args.wait_go, args.start_delay_s)
+    except NotStarted as exc:
+        sock.close()
+        if log is not None:
+            log.close()
+        source.close()
+        print(f"{PROG}: {exc} before the flow started: nothing sent", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        sock.close()
+        print(f"{PROG}: error: cannot write --ready-file: {exc}", file=sys.stderr)
         return 1
     sender: Sender
 

@@ -74,9 +74,12 @@ class FakeNode:
         return self.intfs[0].MAC()
 
     def popen(self, cmd: list[str], **kw: Any) -> subprocess.Popen:
-        """Record the command; run `echo out; echo err >&2` with the given outputs."""
+        """Record the command; run `echo out; echo err >&2` with the given outputs, and
+        write the command's --ready-file as a real agent does once it is up."""
         self.popened.append(cmd)
-        return subprocess.Popen(["sh", "-c", f"echo {self.name}-out; echo {self.name}-err >&2"], **kw)
+        ready = cmd[cmd.index("--ready-file") + 1] if "--ready-file" in cmd else "/dev/null"
+        script = f'echo {self.name}-out; echo {self.name}-err >&2; echo $$ > "$1"'
+        return subprocess.Popen(["sh", "-c", script, "fake-agent", ready], **kw)
 
 
 class FakeNet:
@@ -255,21 +258,25 @@ def test_agent_command_lines(tmp_path):
     assert [a.name for a in receivers] == ["h2"] and [a.name for a in senders] == ["g4", "late", "short"]
     (recv,) = net.get("h2").popened
     assert recv == [str(ex.VENV_BIN / "bwn-recv"), "--listen", f"10.0.2.1:{BWN_UDP_PORT}",
-                    "--summary-json", str(tmp_path / "recv-h2.summary.json"), "--window-bytes", "65536"]
+                    "--summary-json", str(tmp_path / "recv-h2.summary.json"),
+                    "--ready-file", str(tmp_path / "ready" / "recv-h2"), "--window-bytes", "65536"]
     g4, late, short = net.get("h1").popened
     flows_dir = tmp_path / "flows"
     from bwn import seeding
     assert g4 == [str(ex.VENV_BIN / "bwn-send"), "--algo", "gtcp", "--dst", f"10.0.2.1:{BWN_UDP_PORT}",
                   "--mss", "1000", "--flow-id", str(seeding.flow_id(cfg.seed, 0)),
                   "--log", str(flows_dir / "g4.jsonl"), "--summary-json", str(flows_dir / "g4.summary.json"),
+                  "--ready-file", str(tmp_path / "ready" / "send-g4"), "--wait-go", "--start-delay-s", "0.000",
                   "--bytes", "5000", "--reserved-rate-mbit", "4.0", "--bind", "0.0.0.0:40001",
                   "--param", "alpha=0.5"]
-    # The flow under test gets the scheme's parameters; a delayed flow starts through bash.
-    assert late[:4] == ["bash", "-c", 'sleep 2.500 && exec "$@"', "delayed-start"]
-    assert late[5:7] == ["--algo", "ebn"]
+    # The flow under test gets the scheme's parameters; a delayed flow waits its start_s
+    # once released (every sender is held until release_senders).
+    assert late[1:3] == ["--algo", "ebn"]
+    assert late[late.index("--start-delay-s") + 1] == "2.500" and "--wait-go" in late
     assert late[-6:] == ["--duration", "7.500", "--app-rate-mbit", "3.0", "--param", "variant=relative"]
     assert short[short.index("--duration") + 1] == "4.000"
     assert (tmp_path / "send-g4.log").exists() and (tmp_path / "recv-h2.log").exists()
+    assert not (tmp_path / "ready").exists()           # the handshake leaves nothing behind
     assert not any("--no-sack" in cmd or "--log-interval-ms" in cmd for cmd in (g4, late, short))
 
 
@@ -597,7 +604,20 @@ def fake_run(monkeypatch, tmp_path, *, summaries=("main",), interrupt=False, pca
                 self.log_dir.mkdir(parents=True)
             self.built = ex.BuiltNetwork(net=Net(), plans=[], linkem_nodes=["em0"], ends={"e": 1})
             self.net = self.built.net
-            self.controller = type("C", (), {"now_s": lambda self: now_s, "t0": 1000.0})()
+            class Controller:
+                t0 = 1000.0
+
+                def now_s(self) -> float:
+                    return now_s
+
+                @property
+                def schedule_origin_s(self) -> float:
+                    raise AssertionError("read only in the controller's own loop")
+
+                @schedule_origin_s.setter
+                def schedule_origin_s(self, t_s: float) -> None:
+                    log.append(("schedule_origin", t_s))
+            self.controller = Controller()
             self.controller_thread = type("T", (), {"error": controller_error})()
 
         def start(self):
@@ -671,16 +691,18 @@ def test_a_run_writes_run_json_and_drops_the_switch_logs(monkeypatch, tmp_path):
     assert saved == meta
     assert saved["ok"] is True and saved["scheme"] == "ebn" and saved["duration_s"] == 6.0
     assert saved["delay_emulator"] == "bwn-link" and saved["netem_available"] is False
-    assert saved["flow_starts_s"] == {"main": 12.5}                # controller clock + 0.5 s of start-up
+    assert saved["flow_starts_s"] == {"main": 12.0}                # the controller's clock at release
     assert saved["sender_exit_codes"] == {"main": 0} and saved["flows_without_summary"] == []
     assert saved["fidelity"] == {"valid": True} and saved["captures"] == {"bottleneck": {"file": "x.pcap"}}
     assert saved["flow_ids"] == {"main": ex.seeding.flow_id(cfg.seed, 0)}
     assert saved["mss_bytes"] == 1000 and saved["frame_bytes"] == DATA_FRAME
     assert abs(saved["clock_offset_s"] - (time.time() - 12.0)) < 60
     assert not (out / "switch-logs").exists()
-    assert [e[0] for e in log] == ["network", "start", "capture", "monitor", "monitor.start", "agents",
+    # The agents are up (and the senders held) before the measurement starts.
+    assert [e[0] for e in log] == ["network", "start", "capture", "monitor", "agents", "monitor.start", "schedule_origin",
                                    "monitor.stop", "stop_linkems", "capture.finish", "stop"]
     assert ("monitor.start", 1000.0) in log and ("network", "[ebn] ") in log
+    assert ("schedule_origin", 12.0) in log            # the links' schedules start with the flows
     assert lines[:2] == ["[ebn] switches configured; running 1 flows for 6 s", "[ebn] capturing bottleneck"]
     assert lines[-1] == "[ebn] fidelity: valid"
 
@@ -731,7 +753,7 @@ def test_flow_starts_are_on_the_controllers_clock(monkeypatch, tmp_path):
     def later(data):
         data["flows"][0]["start_s"] = 1.5
     call, _, _, _, _ = fake_run(monkeypatch, tmp_path, now_s=12.0004, edit=later)
-    assert call()["flow_starts_s"] == {"main": 14.0}     # 12.0004 + 0.5 s start-up + 1.5, to the ms
+    assert call()["flow_starts_s"] == {"main": 13.5}     # released at 12.0004, + 1.5, to the ms
 
 
 def test_delete_root_interfaces_deletes_only_those_still_there(monkeypatch):
@@ -885,7 +907,7 @@ def test_agents_log_to_their_files_and_flows_get_their_own_start(tmp_path):
     assert sorted((out / "send-soon.log").read_text().split()) == ["h1-err", "h1-out"]
     assert sorted((out / "recv-h2.log").read_text().split()) == ["h2-err", "h2-out"]
     (cmd,) = net.get("h1").popened
-    assert cmd[:3] == ["bash", "-c", 'sleep 0.500 && exec "$@"']
+    assert cmd[cmd.index("--start-delay-s") + 1] == "0.500"
     assert cmd[cmd.index("--flow-id") + 1] == str(seeding.flow_id(7, 0)) != str(seeding.flow_id(None, 0))
 
 
@@ -911,3 +933,66 @@ def test_the_run_reports_progress_every_10_s_and_ends_at_its_deadline(monkeypatc
     assert meta["sender_exit_codes"] == {"main": 3}
     # The log folder of a run that never wrote one: nothing to remove, no error.
     assert meta["ok"] is True and not (out / "switch-logs").exists()
+
+
+def _agent_net(cfg: ExperimentConfig, scripts: dict[str, str]) -> tuple[FakeNet, list[subprocess.Popen]]:
+    """A FakeNet whose hosts run `scripts[host]` (sh; $1 is the agent's --ready-file)."""
+    net = FakeNet(cfg)
+    procs: list[subprocess.Popen] = []
+    for host, script in scripts.items():
+        node = net.get(host)
+
+        def popen(cmd: list[str], script: str = script, **kw: Any) -> subprocess.Popen:
+            ready = cmd[cmd.index("--ready-file") + 1]
+            procs.append(subprocess.Popen(["sh", "-c", script, "agent", ready], **kw))
+            return procs[-1]
+        node.popen = popen  # type: ignore[method-assign]
+    return net, procs
+
+
+def test_an_agent_that_dies_before_it_is_ready_fails_the_start_and_ends_the_others(tmp_path):
+    def one_flow(data: dict[str, Any]) -> None:
+        data["flows"] = [{"name": "f", "src": "h1", "dst": "h2"}]
+    cfg = scenario("gtcp-reservations", one_flow)
+    net, procs = _agent_net(cfg, {"h2": 'echo $$ > "$1"; exec sleep 60', "h1": "exit 3"})
+    with pytest.raises(ex.AgentStartError) as err:
+        ex.start_agents(cfg, net, "newreno", tmp_path, duration_s=5.0)
+    assert str(err.value) == (f"agent f exited with status 3 before it was ready; its output is in "
+                              f"{tmp_path / 'send-f.log'}")
+    assert all(p.poll() is not None for p in procs), "the receiver was left running"
+    assert not (tmp_path / "ready").exists()
+
+
+def test_an_agent_never_ready_fails_the_start_after_the_timeout(monkeypatch, tmp_path):
+    def one_flow(data: dict[str, Any]) -> None:
+        data["flows"] = [{"name": "f", "src": "h1", "dst": "h2"}]
+    cfg = scenario("gtcp-reservations", one_flow)
+    monkeypatch.setattr(ex, "AGENT_READY_TIMEOUT_S", 0.5)
+    net, procs = _agent_net(cfg, {"h2": 'echo $$ > "$1"; exec sleep 60', "h1": "exec sleep 60"})
+    with pytest.raises(ex.AgentStartError) as err:
+        ex.start_agents(cfg, net, "newreno", tmp_path, duration_s=5.0)
+    assert str(err.value).startswith("agents not ready after 0 s: f ")
+    assert all(p.poll() is not None for p in procs)
+
+
+def test_release_starts_the_held_senders(tmp_path):
+    """Senders are held on stdin until release_senders says go; one that already
+    exited does not stop the others' release."""
+    def two_flows(data: dict[str, Any]) -> None:
+        data["flows"] = [{"name": "a", "src": "h1", "dst": "h2"}, {"name": "b", "src": "h1", "dst": "h2"}]
+    cfg = scenario("gtcp-reservations", two_flows)
+    got = tmp_path / "got"
+    held = f'echo $$ > "$1"; read line; echo "$line" >> {got}'
+    net, _ = _agent_net(cfg, {"h2": 'echo $$ > "$1"; exec sleep 60', "h1": held})
+    senders, receivers = ex.start_agents(cfg, net, "newreno", tmp_path, duration_s=5.0)
+    try:
+        time.sleep(0.3)
+        assert not got.exists(), "a sender started before its release"
+        senders[0].proc.kill()                 # died while held: its pipe has no reader
+        senders[0].proc.wait(5)
+        ex.release_senders(senders)
+        senders[1].proc.wait(5)
+        assert got.read_text().splitlines() == ["go"]
+    finally:
+        for agent in senders + receivers:
+            ex.stop_process(agent.proc, signal.SIGKILL)

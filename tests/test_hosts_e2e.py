@@ -150,3 +150,51 @@ def test_sender_reports_reset_when_receiver_restarts(tmp_path: Path) -> None:
     finally:
         recv2.send_signal(signal.SIGTERM)
         finish(recv2)
+
+
+def _wait_for_file(path: Path, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + TIMEOUT_S
+    while not path.exists():
+        assert proc.poll() is None, f"exited with {proc.returncode} before writing {path}"
+        assert time.monotonic() < deadline, f"{path} not written in {TIMEOUT_S} s"
+        time.sleep(0.05)
+
+
+def test_held_sender_starts_only_after_go_and_its_delay(tmp_path: Path) -> None:
+    """--ready-file appears once the agents are up; a --wait-go sender sends nothing
+    until a line on stdin, then waits --start-delay-s, then runs its flow whole."""
+    recv_ready, send_ready = tmp_path / "recv.ready", tmp_path / "send.ready"
+    recv, port = start_recv("--once", "--linger", "0.2", "--ready-file", str(recv_ready))
+    _wait_for_file(recv_ready, recv)
+    assert int(recv_ready.read_text()) == recv.pid
+    s = subprocess.Popen([PY, "-m", "bwn.hosts.send", "--dst", f"127.0.0.1:{port}", "--algo", "newreno",
+                          "--bytes", "50000", "--summary-json", str(tmp_path / "s.json"),
+                          "--ready-file", str(send_ready), "--wait-go", "--start-delay-s", "0.4"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for_file(send_ready, s)
+    time.sleep(1.0)                      # 50 kB over loopback takes milliseconds once it starts
+    assert s.poll() is None and not (tmp_path / "s.json").exists(), "the held sender did not wait"
+    released = time.monotonic()
+    _, se = s.communicate("go\n", timeout=TIMEOUT_S)
+    assert s.returncode == 0, se
+    assert time.monotonic() - released >= 0.4
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["bytes"] == 50000 and summary["status"] == "complete"
+    rrc, _, rse = finish(recv)
+    assert rrc == 0, rse
+
+
+def test_held_sender_interrupted_before_its_start_says_so(tmp_path: Path) -> None:
+    """SIGINT, or the runner closing stdin, before the release: exit 1, nothing sent."""
+    for how in ("sigint", "eof"):
+        ready = tmp_path / f"{how}.ready"
+        s = subprocess.Popen([PY, "-m", "bwn.hosts.send", "--dst", "127.0.0.1:9", "--algo", "newreno",
+                              "--bytes", "1000", "--ready-file", str(ready), "--wait-go"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _wait_for_file(ready, s)
+        if how == "sigint":
+            s.send_signal(signal.SIGINT)
+        _, se = s.communicate("", timeout=TIMEOUT_S)      # then end of file on stdin
+        assert s.returncode == 1, se
+        expected = "interrupted" if how == "sigint" else "the runner closed stdin before saying go"
+        assert f"bwn-send: {expected} before the flow started: nothing sent" in se, se

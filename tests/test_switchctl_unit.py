@@ -251,6 +251,12 @@ def test_target_is_the_pin_else_the_schedule(tmp_path):
     ctl = controller(tmp_path, [smoke_plan()], Clock())
     pp = ctl.plans["s1"].ports[1]
     assert ctl._target_bps(pp, 3.99) == 5e6 and ctl._target_bps(pp, 4.0) == 2e6
+    # An experiment starts the schedules when it releases its flows (here at 10 s):
+    # the first rate holds until then, and the step comes 4 s after it.
+    ctl.schedule_origin_s = 10.0
+    assert ctl._target_bps(pp, 4.0) == 5e6 and ctl._target_bps(pp, 13.99) == 5e6
+    assert ctl._target_bps(pp, 14.0) == 2e6
+    ctl.schedule_origin_s = 0.0
     ctl.pinned_bps["bottleneck"] = 7e6
     assert ctl._target_bps(pp, 4.0) == 7e6
     assert ctl.links() == ["h1-s1", "bottleneck"]
