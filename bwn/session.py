@@ -28,6 +28,7 @@ from select import POLLIN, poll
 from typing import Any, Callable, Iterator, Optional, TextIO
 
 from bwn.controller.config import ExperimentConfig
+from bwn.pipedinput import PipedInput, has_fd, is_tty
 from bwn.netcmd import BWN_HELP, SESSION_FRAME_BYTES, CommandError, parse_command, run_command
 
 class Terminated(BaseException):
@@ -85,6 +86,10 @@ def _mininet_cli() -> type:
             self.ended_by = "exit"
             self._busy = False
             self._warned_controller = False
+            if not is_tty(stdin) and has_fd(stdin):
+                # A pipe: read it in slices so Ctrl-C is seen at once (bwn/pipedinput.py).
+                self.use_rawinput = False
+                stdin = PipedInput(stdin)  # type: ignore[assignment]
             super().__init__(network.net, stdin=stdin)   # runs the loop until the user leaves
 
         def run(self) -> None:
