@@ -48,6 +48,12 @@ class RunRecord:
     valid: Optional[bool]
     fidelity: str
     metrics: dict[str, Optional[float]] = field(default_factory=dict)
+    duration_s: Optional[float] = None
+    #: "`command` at commit" of the invocation that made the run, and when it ended
+    made_by: str = ""
+    finished_utc: str = ""
+    #: read back from the committed PAPER-runs.csv: the run folder is not on this machine
+    carried: bool = False
 
     @property
     def usable(self) -> bool:
@@ -59,6 +65,8 @@ def load_record(case: str, seed: int, scheme: str, path: Path, metric_names: lis
     meta = report._read_meta(path / "run.json") if (path / "run.json").exists() else {}
     valid, summary = run_validity(meta)
     record = RunRecord(case, seed, scheme, path, bool(meta.get("ok")), valid, summary)
+    if meta.get("duration_s") is not None:
+        record.duration_s = float(meta["duration_s"])
     if not record.complete:
         return record
     try:

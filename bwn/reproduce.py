@@ -13,6 +13,12 @@ Then ``OUT/PAPER.md``, ``OUT/PAPER-runs.csv``, ``OUT/PAPER-claims.csv`` and
 over the valid seeds, the verdict and, where it is not reproduced, the runs and
 metrics behind it (bwn/claims.py, bwn/stats.py, docs/reproduce.md).
 
+The raw run folders stay out of git; ``OUT/PAPER-runs.csv`` is committed. A run
+whose folder is not here (a new machine) but whose row in that table says it was
+complete, valid and of the planned duration is *carried*: counted in the report with
+the metrics its own session computed, and not run again (``--no-carry`` ignores the
+table). So a grid longer than one session can be finished over several.
+
 ``--calibrate`` instead finds, per case, the largest rate scale at which a short
 run keeps every fidelity invariant (docs/reproduce.md, "Calibration").
 """
@@ -24,6 +30,7 @@ import datetime as dt
 import json
 import os
 import platform
+import shlex
 import shutil
 import signal
 import subprocess
@@ -96,6 +103,43 @@ def supersede(out: Path, path: Path) -> Path:
     return dest
 
 
+#: Columns of PAPER-runs.csv that let a later session carry a run (besides the metrics).
+CARRY_COLUMNS = ("duration_s", "made_by", "finished_utc")
+RunKey = tuple[str, int, str]
+
+
+def carried_records(out_root: Path, paper: str, names: Sequence[str]) -> dict[RunKey, cl.RunRecord]:
+    """The complete and valid runs listed in OUT/PAPER-runs.csv, by (case, seed, scheme).
+    Rows written before the table had a duration (older pages) are not carried: a quick
+    run could not be told from a full one."""
+    table = out_root / f"{paper}-runs.csv"
+    if not table.exists():
+        return {}
+    found: dict[RunKey, cl.RunRecord] = {}
+    with table.open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            try:
+                if row.get("complete") != "1" or row.get("valid") != "1" or not row.get("duration_s"):
+                    continue
+                metrics = {n: float(row[n]) if row.get(n) else None for n in names}
+                record = cl.RunRecord(row["case"], int(row["seed"]), row["scheme"], out_root / row["path"],
+                                      True, True, row.get("fidelity") or "valid", metrics,
+                                      duration_s=float(row["duration_s"]), made_by=row.get("made_by") or "",
+                                      finished_utc=row.get("finished_utc") or "", carried=True)
+            except (KeyError, ValueError):
+                continue          # a row this version cannot read is not carried: the run is made again
+            found[(record.case, record.seed, record.scheme)] = record
+    return found
+
+
+def _carried_for(carried: Optional[dict[RunKey, cl.RunRecord]], case: gr.Case, seed: int, scheme: str,
+                 quick: bool) -> Optional[cl.RunRecord]:
+    record = (carried or {}).get((case.id, seed, scheme))
+    if record is None or record.duration_s is None:
+        return None
+    return record if abs(record.duration_s - planned_duration_s(case, quick)) <= 0.5 else None
+
+
 def estimate_s(plan: Sequence[tuple[gr.Case, int, str]], quick: bool, overhead_s: float = OVERHEAD_S) -> float:
     return sum(planned_duration_s(c, quick) + overhead_s for c, _, _ in plan)
 
@@ -109,17 +153,24 @@ def config_for(grid: gr.Grid, case: gr.Case, seed: int, scheme: str, quick: bool
 
 
 def execute(grid: gr.Grid, out: Path, plan: Sequence[tuple[gr.Case, int, str]], quick: bool,
-            progress: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run what is not done yet; returns timings (also in OUT/PAPER/timing.json)."""
+            progress: Callable[[str], None] = print, command: str = "",
+            carried: Optional[dict[RunKey, cl.RunRecord]] = None) -> dict[str, Any]:
+    """Run what is not done yet; returns timings (also in OUT/PAPER/timing.json): per
+    run its duration, wall time, the `command` and commit that made it and when it
+    finished, so a page made from several invocations can say which made what."""
     from bwn import experiment, report
     timing_path = out / "timing.json"
     timing = json.loads(timing_path.read_text()) if timing_path.exists() else {"runs": {}}
+    commit = commit_text()
     touched: set[Path] = set()
     for i, (case, seed, scheme) in enumerate(plan, start=1):
         path = run_dir(out, case, seed, scheme)
         tag = f"[{i}/{len(plan)}] {grid.paper} {case.id} seed{seed} {scheme}"
         if is_done(path, planned_duration_s(case, quick)):
             progress(f"{tag}: done before, skipped")
+            continue
+        if not path.exists() and _carried_for(carried, case, seed, scheme, quick) is not None:
+            progress(f"{tag}: done in an earlier session ({grid.paper}-runs.csv), skipped")
             continue
         if path.exists():
             moved = supersede(out, path)
@@ -132,7 +183,9 @@ def execute(grid: gr.Grid, out: Path, plan: Sequence[tuple[gr.Case, int, str]], 
         started = time.monotonic()
         experiment.run_scheme(cfg, scheme, path, duration_s, progress=lambda m: progress(f"  {m}"))
         wall_s = time.monotonic() - started
-        timing["runs"][str(path.relative_to(out))] = {"duration_s": duration_s, "wall_s": round(wall_s, 1)}
+        timing["runs"][str(path.relative_to(out))] = {
+            "duration_s": duration_s, "wall_s": round(wall_s, 1), "command": command, "commit": commit,
+            "finished_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M")}
         timing_path.write_text(json.dumps(timing, indent=1))
         touched.add(path.parent)
         # Let an experiment waiting for the machine's lock (it polls every
@@ -158,10 +211,26 @@ def metric_names(grid: gr.Grid) -> list[str]:
     return names
 
 
-def collect(grid: gr.Grid, out: Path, plan: Sequence[tuple[gr.Case, int, str]]) -> list[cl.RunRecord]:
+def collect(grid: gr.Grid, out: Path, plan: Sequence[tuple[gr.Case, int, str]], quick: bool = False,
+            carried: Optional[dict[RunKey, cl.RunRecord]] = None,
+            timing: Optional[dict[str, Any]] = None) -> list[cl.RunRecord]:
+    """A record per planned run: from its folder when it is here, else carried from
+    the committed table when that has it (complete, valid, same duration)."""
     names = metric_names(grid)
-    return [cl.load_record(case.id, seed, scheme, run_dir(out, case, seed, scheme), names)
-            for case, seed, scheme in plan]
+    records = []
+    for case, seed, scheme in plan:
+        path = run_dir(out, case, seed, scheme)
+        carry = None if (path / "run.json").exists() else _carried_for(carried, case, seed, scheme, quick)
+        if carry is not None:
+            records.append(carry)
+            continue
+        record = cl.load_record(case.id, seed, scheme, path, names)
+        entry = (timing or {}).get("runs", {}).get(str(path.relative_to(out))) or {}
+        if entry.get("command"):
+            record.made_by = f"`{entry['command']}` at {entry.get('commit', 'unknown')}"
+            record.finished_utc = entry.get("finished_utc", "")
+        records.append(record)
+    return records
 
 
 def judge_all(grid: gr.Grid, cases: list[gr.Case], records: list[cl.RunRecord]) -> list[cl.ClaimJudgement]:
@@ -220,11 +289,13 @@ def write_outputs(grid: gr.Grid, out_root: Path, cases: list[gr.Case], records: 
     # -- CSVs
     with (out_root / f"{grid.paper}-runs.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["paper", "case", "label", "seed", "scheme", "complete", "valid", "fidelity", "path"] + names)
+        w.writerow(["paper", "case", "label", "seed", "scheme", "complete", "valid", "fidelity", "path",
+                    *CARRY_COLUMNS] + names)
         labels = {c.id: c.label for c in cases}
         for r in records:
             w.writerow([grid.paper, r.case, labels.get(r.case, ""), r.seed, r.scheme, int(r.complete),
-                        "" if r.valid is None else int(r.valid), r.fidelity, str(r.path.relative_to(out_root))]
+                        "" if r.valid is None else int(r.valid), r.fidelity, str(r.path.relative_to(out_root)),
+                        "" if r.duration_s is None else f"{r.duration_s:g}", r.made_by, r.finished_utc]
                        + ["" if r.metrics.get(n) is None else f"{r.metrics[n]:.6g}" for n in names])
     with (out_root / f"{grid.paper}-claims.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
@@ -249,8 +320,11 @@ def write_outputs(grid: gr.Grid, out_root: Path, cases: list[gr.Case], records: 
     lines += ["", f"**Scaling.** {grid.scaling}", ""]
     for note in grid.notes:
         lines += [f"* {note}"]
+    carried = sum(1 for r in records if r.carried)
+    carried_text = (f" ({carried} of the valid ones carried from an earlier session's {grid.paper}-runs.csv: "
+                    f"their folders are not on this machine)" if carried else "")
     lines += ["", f"Runs: {len(records)} planned, {valid} valid, {len(invalid)} INVALID (never averaged), "
-              f"{len(missing)} missing or incomplete.", "",
+              f"{len(missing)} missing or incomplete{carried_text}.", "",
               "## Verdicts", "",
               "Rules (docs/reproduce.md): per case, *yes* when the 95 % interval (Student-t over the "
               "valid seeds) lies wholly on the claim's side, *no* when wholly on the other, *unclear* "
@@ -302,7 +376,7 @@ def write_outputs(grid: gr.Grid, out_root: Path, cases: list[gr.Case], records: 
                      f"{_fmt_metric('utilization', r.metrics.get('utilization:all'))} | "
                      f"{_fmt_metric('retransmissions', r.metrics.get('retransmissions:all'))} | {own} | "
                      f"{r.fidelity[:200] if r.complete else 'not run or incomplete'} | "
-                     f"`{r.path.relative_to(out_root)}` |")
+                     f"`{r.path.relative_to(out_root)}`{' (earlier session)' if r.carried else ''} |")
     lines += ["", "## Cases", "", "| case | label | template | parameters | schemes | duration (s), full / quick | note |",
               "|---|---|---|---|---|---|---|"]
     for c in cases:
@@ -414,7 +488,7 @@ def _plot_timeseries(grid: gr.Grid, out_root: Path, cases: list[gr.Case],
     fig, axes = plt.subplots(len(cases), 1, figsize=(11, 2.6 * len(cases)), squeeze=False)
     drawn = False
     for ax, case in zip(axes[:, 0], cases):
-        runs = [r for r in records if r.case == case.id and r.complete]
+        runs = [r for r in records if r.case == case.id and r.complete and not r.carried]
         seed = min((r.seed for r in runs), default=None)
         capacity_drawn = False
         for r in runs:
@@ -547,6 +621,43 @@ def commit_text() -> str:
         return "unknown"
 
 
+def command_line(args: argparse.Namespace, paper: str) -> str:
+    """The invocation for one paper, as a user would type it (`all` becomes the paper)."""
+    words = ["bwn", "reproduce", paper]
+    if args.quick:
+        words.append("--quick")
+    if args.seeds != 3:
+        words += ["--seeds", str(args.seeds)]
+    if args.cases:
+        words += ["--cases", args.cases]
+    if args.report_only:
+        words.append("--report-only")
+    words += ["--out", str(args.out)]
+    return shlex.join(words)
+
+
+def runs_made_by(records: Sequence[cl.RunRecord]) -> str:
+    """Which invocations ("`command` at commit", first-last finish) made the complete
+    runs; runs with no record of it (made before it was kept) are counted apart."""
+    groups: dict[str, list[str]] = {}
+    unknown = 0
+    for r in records:
+        if not r.complete:
+            continue
+        if not r.made_by:
+            unknown += 1
+            continue
+        groups.setdefault(r.made_by, []).append(r.finished_utc)
+    parts = []
+    for made_by, finished in groups.items():
+        stamps = sorted(f for f in finished if f)
+        when = f", finished {stamps[0]} - {stamps[-1][-5:]} UTC" if stamps else ""
+        parts.append(f"{made_by} ({len(finished)} runs{when})")
+    if unknown:
+        parts.append(f"{unknown} runs without a record of their command (made before it was kept)")
+    return "; ".join(parts) or "no run recorded"
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("paper", help=f"one of {', '.join(gr.PAPERS)}, or 'all'")
     p.add_argument("--seeds", type=_positive_int, default=3, help="seeds per case and scheme (default 3)")
@@ -562,6 +673,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="calibration: rate scales to try, largest first (default 1,0.5,0.25)")
     p.add_argument("--calibrate-duration", type=float, default=20.0,
                    help="calibration: seconds per trial run (default 20)")
+    p.add_argument("--no-carry", action="store_true",
+                   help="ignore OUT/PAPER-runs.csv: runs whose folders are not here are made again, "
+                        "not carried from an earlier session")
     p.add_argument("--cases", help="comma-separated case ids (default: the whole grid, or its quick subset)")
 
 
@@ -616,8 +730,10 @@ def main(args: argparse.Namespace) -> int:
                             if c in cases]) for grid, cases in grids]
     if args.plan:
         for grid, cases, plan in plans:
+            carried = {} if args.no_carry else carried_records(out_root, grid.paper, metric_names(grid))
             todo = [p for p in plan
-                    if not is_done(run_dir(out_root / grid.paper, *p), planned_duration_s(p[0], args.quick))]
+                    if not is_done(run_dir(out_root / grid.paper, *p), planned_duration_s(p[0], args.quick))
+                    and _carried_for(carried, *p, args.quick) is None]
             print(f"{grid.paper}: {len(cases)} cases, {len(plan)} runs ({len(plan) - len(todo)} done), "
                   f"about {estimate_s(todo, args.quick) / 60:.0f} min left "
                   f"({OVERHEAD_S:.0f} s per run beyond its duration)")
@@ -649,18 +765,21 @@ def main(args: argparse.Namespace) -> int:
                                progress=lambda m: print(m, flush=True))
                 print(md.read_text())
                 continue
+            carried = {} if args.no_carry else carried_records(out_root, grid.paper, metric_names(grid))
             if not args.report_only:
-                execute(grid, out_root / grid.paper, plan, args.quick, progress=lambda m: print(m, flush=True))
+                execute(grid, out_root / grid.paper, plan, args.quick, progress=lambda m: print(m, flush=True),
+                        command=command_line(args, grid.paper), carried=carried)
         except KeyboardInterrupt:
             print("interrupted: torn down; finished runs stay and a re-run resumes", file=sys.stderr)
             return 130
-        records = collect(grid, out_root / grid.paper, plan)
-        judgements = judge_all(grid, cases, records)
         timing_path = out_root / grid.paper / "timing.json"
         timing = json.loads(timing_path.read_text()) if timing_path.exists() else {"runs": {}}
+        records = collect(grid, out_root / grid.paper, plan, args.quick, carried, timing)
+        judgements = judge_all(grid, cases, records)
         run_wall_s = sum(v["wall_s"] for v in timing["runs"].values())
         header = {
-            "command": "bwn reproduce " + " ".join(sys.argv[2:] if len(sys.argv) > 2 else [grid.paper]),
+            "command": command_line(args, grid.paper),
+            "runs made by": runs_made_by(records),
             "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "commit": commit_text(),
             "machine": machine_text(),

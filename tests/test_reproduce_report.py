@@ -298,9 +298,13 @@ def test_execute_resumes_skipping_complete_valid_runs(tmp_path, monkeypatch):
     out = tmp_path / "gtcp"
     schemes = ["gtcp", "gtcp:cwnd_g_rtt=srtt", "newreno"]
     assert list(grid.cases[0].schemes) == schemes
-    reproduce.execute(grid, out, plan, quick=False, progress=lambda m: None)
+    monkeypatch.setattr(reproduce, "commit_text", lambda: "abc1234")
+    reproduce.execute(grid, out, plan, quick=False, progress=lambda m: None, command="bwn reproduce gtcp --out r")
     assert sorted(calls) == [(x, s) for x in schemes for s in (1, 2)]
     assert (out / "basic" / "seed2" / "gtcp" / "scenario.toml").exists()
+    entry = json.loads((out / "timing.json").read_text())["runs"]["basic/seed1/gtcp"]
+    assert entry["command"] == "bwn reproduce gtcp --out r" and entry["commit"] == "abc1234"
+    assert entry["duration_s"] == grid.cases[0].duration_s and len(entry["finished_utc"]) == 16
     calls.clear()
     invalid.clear()
     reproduce.execute(grid, out, plan, quick=False, progress=lambda m: None)
@@ -347,3 +351,92 @@ def test_share_fraction_is_goodput_over_the_max_min_fair_share():
     assert cl.metric_value("share_fraction:c2", run, rows, {}) is None      # no goodput row
     run.flow_links["c2"] = [("b1", "s1", "s2")]                             # c2 moved onto b1: a third
     assert cl.metric_value("share_fraction:long", run, rows, {}) == pytest.approx(0.8 * 1.5)
+
+
+def test_the_command_line_is_the_papers_own_invocation():
+    import argparse
+    parser = argparse.ArgumentParser()
+    reproduce.add_arguments(parser)
+    args = parser.parse_args(["all", "--quick", "--seeds", "2", "--cases", "a,b", "--out", "my results"])
+    assert reproduce.command_line(args, "dft") == "bwn reproduce dft --quick --seeds 2 --cases a,b --out 'my results'"
+    args = parser.parse_args(["obp", "--report-only"])
+    assert reproduce.command_line(args, "obp") == "bwn reproduce obp --report-only --out results"
+
+
+def test_the_header_names_every_command_and_commit_that_made_the_runs(tmp_path):
+    records = [rec(tmp_path, "a", 1, "x", 1.0), rec(tmp_path, "a", 1, "y", 1.0),
+               rec(tmp_path, "a", 2, "x", 1.0), rec(tmp_path, "a", 2, "y", 1.0), rec(tmp_path, "b", 1, "x", 1.0)]
+    for r, finished in zip(records[:2], ("2026-11-25 13:05", "2026-11-25 13:01")):
+        r.made_by, r.finished_utc = "`bwn reproduce test --out r` at aaa", finished
+    records[2].made_by, records[2].finished_utc = "`bwn reproduce test --cases a --out r` at bbb", "2026-11-25 14:00"
+    records[4].complete = False                                  # not run: not counted
+    assert reproduce.runs_made_by(records) == (
+        "`bwn reproduce test --out r` at aaa (2 runs, finished 2026-11-25 13:01 - 13:05 UTC); "
+        "`bwn reproduce test --cases a --out r` at bbb (1 runs, finished 2026-11-25 14:00 - 14:00 UTC); "
+        "1 runs without a record of their command (made before it was kept)")
+    assert reproduce.runs_made_by(records[4:]) == "no run recorded"
+
+
+def test_valid_runs_of_the_committed_table_are_carried_to_a_new_machine(tmp_path, monkeypatch):
+    """The raw folders are gone (a new machine); the committed PAPER-runs.csv says which
+    runs were complete, valid and how long: those count again with their metrics and
+    are not run again; INVALID ones, older rows without a duration and runs of another
+    duration are made again."""
+    grid = make_grid([BETTER])
+    case = grid.case("a")
+    records = [rec(tmp_path, "a", seed, x, 1.0 + seed + (x == "x")) for seed in (1, 2) for x in ("x", "y")]
+    records[3].valid = False                                       # seed 2, y: INVALID
+    for r in records:
+        r.duration_s, r.made_by, r.finished_utc = 10.0, "`bwn reproduce test --out r` at aaa", "2026-11-25 13:00"
+    judgements = reproduce.judge_all(grid, [case], records)
+    reproduce.write_outputs(grid, tmp_path, [case], records, judgements, {})
+    names = reproduce.metric_names(grid)
+    carried = reproduce.carried_records(tmp_path, "test", names)
+    assert sorted(carried) == [("a", 1, "x"), ("a", 1, "y"), ("a", 2, "x")]
+    back = carried[("a", 2, "x")]
+    assert back.carried and back.usable and back.duration_s == 10.0 and back.made_by == records[2].made_by
+    assert back.metrics["goodput_bps:all"] == pytest.approx(4.0) and back.metrics["jain"] is None
+    assert back.path == records[2].path
+
+    # Resumption: only what the table cannot vouch for is run.
+    from bwn import experiment
+    calls: list[tuple[str, int]] = []
+
+    def fake_run_scheme(cfg, scheme, out_dir, duration_s, progress=print):
+        calls.append((scheme, cfg.seed))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "run.json").write_text(json.dumps({"ok": True, "duration_s": duration_s,
+                                                      "fidelity": {"valid": True}}))
+    monkeypatch.setattr(experiment, "run_scheme", fake_run_scheme)
+    monkeypatch.setattr(reproduce, "LOCK_YIELD_S", 0.0)
+    monkeypatch.setattr(reproduce, "config_for", lambda g, c, seed, scheme, quick: (
+        {}, type("Cfg", (), {"seed": seed, "duration_s": reproduce.planned_duration_s(c, quick)})()))
+    plan = [(case, seed, x) for seed in (1, 2) for x in ("x", "y")]
+    reproduce.execute(grid, tmp_path / "test", plan, quick=False, progress=lambda m: None, carried=carried)
+    assert calls == [("y", 2)]
+    calls.clear()
+    reproduce.execute(grid, tmp_path / "test", plan, quick=True, progress=lambda m: None, carried=carried)
+    assert len(calls) == 4                                 # 5 s quick runs are not the table's 10 s runs
+
+    # The report counts the carried runs and says so; a folder here beats the table.
+    collected = reproduce.collect(grid, tmp_path / "test", plan[:3], quick=False, carried=carried)
+    assert [r.carried for r in collected] == [False, False, False]      # all three have folders now
+    import shutil
+    shutil.rmtree(tmp_path / "test")
+    collected = reproduce.collect(grid, tmp_path / "test", plan, quick=False, carried=carried)
+    assert [r.carried for r in collected] == [True, True, True, False]
+    md = reproduce.write_outputs(grid, tmp_path, [case], collected,
+                                 reproduce.judge_all(grid, [case], collected), {})
+    text = md.read_text()
+    assert "3 of the valid ones carried from an earlier session's test-runs.csv" in text
+    assert "`test/a/seed1/x` (earlier session)" in text
+    # ... and writes them back, so the next machine carries them too.
+    assert sorted(reproduce.carried_records(tmp_path, "test", names)) == [("a", 1, "x"), ("a", 1, "y"), ("a", 2, "x")]
+    # An older table (no duration column) carries nothing.
+    table = tmp_path / "test-runs.csv"
+    rows = list(csv.DictReader(table.open()))
+    with table.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, [k for k in rows[0] if k != "duration_s"], extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    assert reproduce.carried_records(tmp_path, "test", names) == {}
