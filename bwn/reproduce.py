@@ -109,9 +109,10 @@ RunKey = tuple[str, int, str]
 
 
 def carried_records(out_root: Path, paper: str, names: Sequence[str]) -> dict[RunKey, cl.RunRecord]:
-    """The complete and valid runs listed in OUT/PAPER-runs.csv, by (case, seed, scheme).
-    Rows written before the table had a duration (older pages) are not carried: a quick
-    run could not be told from a full one."""
+    """The complete runs listed in OUT/PAPER-runs.csv, valid or INVALID, by (case,
+    seed, scheme): the report shows both, `execute` skips only the valid ones. Rows
+    written before the table had a duration (older pages) are not carried: a quick run
+    could not be told from a full one."""
     table = out_root / f"{paper}-runs.csv"
     if not table.exists():
         return {}
@@ -119,11 +120,11 @@ def carried_records(out_root: Path, paper: str, names: Sequence[str]) -> dict[Ru
     with table.open(newline="") as fh:
         for row in csv.DictReader(fh):
             try:
-                if row.get("complete") != "1" or row.get("valid") != "1" or not row.get("duration_s"):
+                if row.get("complete") != "1" or row.get("valid") not in ("0", "1") or not row.get("duration_s"):
                     continue
                 metrics = {n: float(row[n]) if row.get(n) else None for n in names}
                 record = cl.RunRecord(row["case"], int(row["seed"]), row["scheme"], out_root / row["path"],
-                                      True, True, row.get("fidelity") or "valid", metrics,
+                                      True, row["valid"] == "1", row.get("fidelity") or "", metrics,
                                       duration_s=float(row["duration_s"]), made_by=row.get("made_by") or "",
                                       finished_utc=row.get("finished_utc") or "", carried=True)
             except (KeyError, ValueError):
@@ -169,7 +170,8 @@ def execute(grid: gr.Grid, out: Path, plan: Sequence[tuple[gr.Case, int, str]], 
         if is_done(path, planned_duration_s(case, quick)):
             progress(f"{tag}: done before, skipped")
             continue
-        if not path.exists() and _carried_for(carried, case, seed, scheme, quick) is not None:
+        carry = None if path.exists() else _carried_for(carried, case, seed, scheme, quick)
+        if carry is not None and carry.usable:
             progress(f"{tag}: done in an earlier session ({grid.paper}-runs.csv), skipped")
             continue
         if path.exists():
@@ -215,7 +217,7 @@ def collect(grid: gr.Grid, out: Path, plan: Sequence[tuple[gr.Case, int, str]], 
             carried: Optional[dict[RunKey, cl.RunRecord]] = None,
             timing: Optional[dict[str, Any]] = None) -> list[cl.RunRecord]:
     """A record per planned run: from its folder when it is here, else carried from
-    the committed table when that has it (complete, valid, same duration)."""
+    the committed table when that has it (complete, same duration; valid or not)."""
     names = metric_names(grid)
     records = []
     for case, seed, scheme in plan:
@@ -278,7 +280,19 @@ def evidence(claim: gr.Claim, j: cl.CaseJudgement, out: Path) -> str:
         if incomplete:
             line += f"; {len(incomplete)} incomplete"
         parts.append(f"{line} [{paths}]")
+    seeds = [(r.seed, _seed_quantity(claim, r, j.runs)) for r in j.runs if r.scheme == claim.scheme and r.usable]
+    shown = [f"seed {seed} {_quantity_text(claim, q)}" for seed, q in sorted(seeds) if q is not None]
+    if shown:
+        parts.insert(0, "the quantity per valid seed: " + ", ".join(shown))
     return " / ".join(parts)
+
+
+def _quantity_text(claim: gr.Claim, value: float) -> str:
+    if claim.kind == "better":
+        return f"{value * 100:+.1f} %"
+    if claim.metric.startswith("goodput_bps"):
+        return f"{value / 1e6:.3g} Mb/s"
+    return f"{value:.3g}"
 
 
 def write_outputs(grid: gr.Grid, out_root: Path, cases: list[gr.Case], records: list[cl.RunRecord],
@@ -321,7 +335,7 @@ def write_outputs(grid: gr.Grid, out_root: Path, cases: list[gr.Case], records: 
     for note in grid.notes:
         lines += [f"* {note}"]
     carried = sum(1 for r in records if r.carried)
-    carried_text = (f" ({carried} of the valid ones carried from an earlier session's {grid.paper}-runs.csv: "
+    carried_text = (f" ({carried} of them carried from an earlier session's {grid.paper}-runs.csv: "
                     f"their folders are not on this machine)" if carried else "")
     lines += ["", f"Runs: {len(records)} planned, {valid} valid, {len(invalid)} INVALID (never averaged), "
               f"{len(missing)} missing or incomplete{carried_text}.", "",
@@ -329,7 +343,8 @@ def write_outputs(grid: gr.Grid, out_root: Path, cases: list[gr.Case], records: 
               "Rules (docs/reproduce.md): per case, *yes* when the 95 % interval (Student-t over the "
               "valid seeds) lies wholly on the claim's side, *no* when wholly on the other, *unclear* "
               "otherwise; with one seed the point estimate decides (n=1). A claim is **reproduced** "
-              "when every case is *yes*, **not reproduced** when none is, **partly** otherwise.", "",
+              "when every case is *yes*, **not reproduced** when none is and some is *no*, "
+              "**inconclusive** when every judged case is *unclear*, **partly** otherwise.", "",
               "| claim | the paper | source | ours (per case) | verdict |", "|---|---|---|---|---|"]
     for jc in judgements:
         per_case = "; ".join(f"{j.case.id}: {_est_text(jc.claim, j.estimate)} {j.outcome}" for j in jc.cases) \
@@ -733,7 +748,7 @@ def main(args: argparse.Namespace) -> int:
             carried = {} if args.no_carry else carried_records(out_root, grid.paper, metric_names(grid))
             todo = [p for p in plan
                     if not is_done(run_dir(out_root / grid.paper, *p), planned_duration_s(p[0], args.quick))
-                    and _carried_for(carried, *p, args.quick) is None]
+                    and not getattr(_carried_for(carried, *p, args.quick), "usable", False)]
             print(f"{grid.paper}: {len(cases)} cases, {len(plan)} runs ({len(plan) - len(todo)} done), "
                   f"about {estimate_s(todo, args.quick) / 60:.0f} min left "
                   f"({OVERHEAD_S:.0f} s per run beyond its duration)")

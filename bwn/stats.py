@@ -8,9 +8,11 @@
   side, ``unclear`` when it straddles. With one seed the point estimate decides
   (``yes``/``no``, flagged ``n=1``). ``none``: no valid run to judge.
 * **Verdict of a claim** over its cases: ``reproduced`` when every case is
-  ``yes``; ``not reproduced`` when no case is ``yes`` and at least one was
-  judged; ``partly`` otherwise (some ``yes``; or all ``yes`` but some cases had
-  no valid run); ``no valid run`` when nothing could be judged.
+  ``yes``; ``not reproduced`` when no case is ``yes`` and at least one is
+  ``no``; ``inconclusive`` when every judged case is ``unclear`` (the runs
+  neither support nor contradict the claim: more seeds would tell); ``partly``
+  otherwise (some ``yes``; or all ``yes`` but some cases had no valid run);
+  ``no valid run`` when nothing could be judged.
 
 Invalid runs never enter here: callers pass the values of valid runs only.
 """
@@ -22,6 +24,7 @@ from typing import Optional, Sequence
 
 YES, NO, UNCLEAR, NONE = "yes", "no", "unclear", "none"
 REPRODUCED, PARTLY, NOT_REPRODUCED, NO_VALID_RUN = "reproduced", "partly", "not reproduced", "no valid run"
+INCONCLUSIVE = "inconclusive"
 
 
 @dataclass(frozen=True)
@@ -103,5 +106,5 @@ def verdict(outcomes: Sequence[str]) -> str:
     if yes == len(outcomes):
         return REPRODUCED
     if yes == 0:
-        return NOT_REPRODUCED
+        return NOT_REPRODUCED if any(o == NO for o in judged) else INCONCLUSIVE
     return PARTLY

@@ -69,6 +69,9 @@ def test_verdict_rules():
     Y, N, U, X = stats.YES, stats.NO, stats.UNCLEAR, stats.NONE
     assert stats.verdict([Y, Y, Y]) == stats.REPRODUCED
     assert stats.verdict([N, U, N]) == stats.NOT_REPRODUCED
+    assert stats.verdict([N]) == stats.NOT_REPRODUCED
+    assert stats.verdict([U, U]) == stats.INCONCLUSIVE      # neither side: not "not reproduced"
+    assert stats.verdict([U, X]) == stats.INCONCLUSIVE
     assert stats.verdict([Y, N]) == stats.PARTLY
     assert stats.verdict([Y, U]) == stats.PARTLY
     assert stats.verdict([Y, X]) == stats.PARTLY            # a case without a valid run is not a yes
@@ -380,8 +383,8 @@ def test_the_header_names_every_command_and_commit_that_made_the_runs(tmp_path):
 def test_valid_runs_of_the_committed_table_are_carried_to_a_new_machine(tmp_path, monkeypatch):
     """The raw folders are gone (a new machine); the committed PAPER-runs.csv says which
     runs were complete, valid and how long: those count again with their metrics and
-    are not run again; INVALID ones, older rows without a duration and runs of another
-    duration are made again."""
+    are not run again; INVALID ones are shown again (never averaged) and made again;
+    older rows without a duration and runs of another duration are not carried."""
     grid = make_grid([BETTER])
     case = grid.case("a")
     records = [rec(tmp_path, "a", seed, x, 1.0 + seed + (x == "x")) for seed in (1, 2) for x in ("x", "y")]
@@ -392,7 +395,9 @@ def test_valid_runs_of_the_committed_table_are_carried_to_a_new_machine(tmp_path
     reproduce.write_outputs(grid, tmp_path, [case], records, judgements, {})
     names = reproduce.metric_names(grid)
     carried = reproduce.carried_records(tmp_path, "test", names)
-    assert sorted(carried) == [("a", 1, "x"), ("a", 1, "y"), ("a", 2, "x")]
+    assert sorted(carried) == [("a", 1, "x"), ("a", 1, "y"), ("a", 2, "x"), ("a", 2, "y")]
+    assert [r.usable for _, r in sorted(carried.items())] == [True, True, True, False]
+    assert carried[("a", 2, "y")].fidelity == records[3].fidelity
     back = carried[("a", 2, "x")]
     assert back.carried and back.usable and back.duration_s == 10.0 and back.made_by == records[2].made_by
     assert back.metrics["goodput_bps:all"] == pytest.approx(4.0) and back.metrics["jain"] is None
@@ -424,14 +429,15 @@ def test_valid_runs_of_the_committed_table_are_carried_to_a_new_machine(tmp_path
     import shutil
     shutil.rmtree(tmp_path / "test")
     collected = reproduce.collect(grid, tmp_path / "test", plan, quick=False, carried=carried)
-    assert [r.carried for r in collected] == [True, True, True, False]
+    assert [(r.carried, r.usable) for r in collected] == [(True, True)] * 3 + [(True, False)]
     md = reproduce.write_outputs(grid, tmp_path, [case], collected,
                                  reproduce.judge_all(grid, [case], collected), {})
     text = md.read_text()
-    assert "3 of the valid ones carried from an earlier session's test-runs.csv" in text
+    assert "4 of them carried from an earlier session's test-runs.csv" in text
     assert "`test/a/seed1/x` (earlier session)" in text
+    assert "| a | 2 | y | **INVALID** |" in text                     # shown again, never averaged
     # ... and writes them back, so the next machine carries them too.
-    assert sorted(reproduce.carried_records(tmp_path, "test", names)) == [("a", 1, "x"), ("a", 1, "y"), ("a", 2, "x")]
+    assert sorted(reproduce.carried_records(tmp_path, "test", names)) == sorted(carried)
     # An older table (no duration column) carries nothing.
     table = tmp_path / "test-runs.csv"
     rows = list(csv.DictReader(table.open()))
@@ -440,3 +446,15 @@ def test_valid_runs_of_the_committed_table_are_carried_to_a_new_machine(tmp_path
         w.writeheader()
         w.writerows(rows)
     assert reproduce.carried_records(tmp_path, "test", names) == {}
+
+
+def test_an_all_unclear_claim_is_inconclusive_and_its_evidence_shows_each_seed(tmp_path):
+    metric = "algo_ratio:x/y"
+    near = gr.Claim("ratio", "x near 1", "Fig. 6", "near", metric, "x", target=1.0, tolerance=0.2)
+    grid = make_grid([near])
+    records = [rec(tmp_path, "a", seed, "x", v, metric=metric) for seed, v in ((1, 1.07), (2, 0.856), (3, 0.927))]
+    judgements = reproduce.judge_all(grid, [grid.case("a")], records)
+    assert judgements[0].cases[0].outcome == stats.UNCLEAR and judgements[0].verdict == stats.INCONCLUSIVE
+    text = reproduce.write_outputs(grid, tmp_path, [grid.case("a")], records, judgements, {}).read_text()
+    assert "| ratio | x near 1 | Fig. 6 |" in text and "**inconclusive**" in text
+    assert "* case a (unclear): the quantity per valid seed: seed 1 1.07, seed 2 0.856, seed 3 0.927 / x: " in text
