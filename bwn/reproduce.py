@@ -792,6 +792,7 @@ def main(args: argparse.Namespace) -> int:
         records = collect(grid, out_root / grid.paper, plan, args.quick, carried, timing)
         judgements = judge_all(grid, cases, records)
         run_wall_s = sum(v["wall_s"] for v in timing["runs"].values())
+        n_carried = sum(1 for r in records if r.carried)
         header = {
             "command": command_line(args, grid.paper),
             "runs made by": runs_made_by(records),
@@ -800,8 +801,10 @@ def main(args: argparse.Namespace) -> int:
             "machine": machine_text(),
             "selection": ("quick subset, 1 seed" if args.quick else f"full grid, {args.seeds} seeds")
                          + (f", cases {args.cases}" if args.cases else ""),
-            "run time": f"{run_wall_s / 60:.1f} min of runs recorded in timing.json "
-                        f"(this invocation: {(time.monotonic() - started) / 60:.1f} min)",
+            "run time": f"{run_wall_s / 60:.1f} min of runs recorded in timing.json on this machine "
+                        f"(this invocation: {(time.monotonic() - started) / 60:.1f} min)"
+                        + (f"; {n_carried} runs carried from earlier sessions (see 'runs made by')"
+                           if n_carried else ""),
         }
         md = write_outputs(grid, out_root, cases, records, judgements, header)
         print(f"== {grid.paper}: {md}")
