@@ -567,12 +567,12 @@ def _run_scheme_locked(cfg: ExperimentConfig, scheme: str, out_dir: Path, durati
             progress(f"[{scheme}] capturing {', '.join(p.link for p in captures.points)}")
         # Capture timestamps are wall-clock; the controller's clock is the experiment's.
         meta["clock_offset_s"] = time.time() - controller.now_s()
-        # Fidelity sampling (bwn/fidelity.py) while the flows run; telemetry's time base.
-        monitor = fidelity.Monitor.for_network(out_dir, network.built, cfg.telemetry.interval_s)
-        monitor.time_origin_s = controller.t0
         # Every agent is started and ready before the measurement starts; the
         # senders are held until then (start_agents).
         senders, receivers = start_agents(cfg, net, scheme, out_dir, duration_s)
+        # Fidelity sampling (bwn/fidelity.py) while the flows run; telemetry's time base.
+        monitor = fidelity.Monitor.for_network(out_dir, network.built, cfg.telemetry.interval_s)
+        monitor.time_origin_s = controller.t0
         monitor.start()
         launched_s = controller.now_s()
         controller.schedule_origin_s = launched_s   # the links' schedules start with the flows

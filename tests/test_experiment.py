@@ -699,7 +699,7 @@ def test_a_run_writes_run_json_and_drops_the_switch_logs(monkeypatch, tmp_path):
     assert abs(saved["clock_offset_s"] - (time.time() - 12.0)) < 60
     assert not (out / "switch-logs").exists()
     # The agents are up (and the senders held) before the measurement starts.
-    assert [e[0] for e in log] == ["network", "start", "capture", "monitor", "agents", "monitor.start", "schedule_origin",
+    assert [e[0] for e in log] == ["network", "start", "capture", "agents", "monitor", "monitor.start", "schedule_origin",
                                    "monitor.stop", "stop_linkems", "capture.finish", "stop"]
     assert ("monitor.start", 1000.0) in log and ("network", "[ebn] ") in log
     assert ("schedule_origin", 12.0) in log            # the links' schedules start with the flows
@@ -723,7 +723,10 @@ def test_an_interrupted_run_is_torn_down_and_says_so(monkeypatch, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         call()
     assert log[-1] == ("stop",) and ("stop_linkems",) in log
-    assert json.loads((out / "run.json").read_text())["ok"] is False
+    saved = json.loads((out / "run.json").read_text())
+    assert saved["ok"] is False
+    # Interrupted while the agents started: nothing was measured, so no verdict is made up.
+    assert "monitor.start" not in [e[0] for e in log] and "fidelity" not in saved
     assert lines[-1] == f"[ebn] interrupted: switch logs kept in {out / 'switch-logs'}"
 
 
