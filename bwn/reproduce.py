@@ -58,8 +58,10 @@ LOCK_YIELD_S = 1.5
 # Planning and running
 
 
-def planned_runs(grid: gr.Grid, quick: bool, seeds: int) -> list[tuple[gr.Case, int, str]]:
-    cases = grid.selected(quick)
+def planned_runs(grid: gr.Grid, quick: bool, seeds: int,
+                 cases: Optional[Sequence[gr.Case]] = None) -> list[tuple[gr.Case, int, str]]:
+    """Every (case, seed, scheme) of `cases` (default: the grid's selection)."""
+    cases = grid.selected(quick) if cases is None else cases
     n_seeds = 1 if quick else seeds
     return [(case, seed, scheme) for case in cases for seed in range(1, n_seeds + 1)
             for scheme in case.schemes]
@@ -741,8 +743,11 @@ def main(args: argparse.Namespace) -> int:
             print(f"bwn reproduce: {paper}: a generated scenario is not valid: {exc}", file=sys.stderr)
             return 2
         grids.append((grid, cases))
-    plans = [(grid, cases, [(c, s, sch) for c, s, sch in planned_runs(grid, args.quick, args.seeds)
-                            if c in cases]) for grid, cases in grids]
+    # Runs are made for the cases asked for (--cases); the page always judges the
+    # whole selection (full grid or quick subset, plus any case asked for outside
+    # it) from the runs here and the carried ones, so an invocation for a few cases
+    # neither drops the others from the page nor from PAPER-runs.csv.
+    plans = [(grid, cases, planned_runs(grid, args.quick, args.seeds, cases)) for grid, cases in grids]
     if args.plan:
         for grid, cases, plan in plans:
             carried = {} if args.no_carry else carried_records(out_root, grid.paper, metric_names(grid))
@@ -789,8 +794,11 @@ def main(args: argparse.Namespace) -> int:
             return 130
         timing_path = out_root / grid.paper / "timing.json"
         timing = json.loads(timing_path.read_text()) if timing_path.exists() else {"runs": {}}
-        records = collect(grid, out_root / grid.paper, plan, args.quick, carried, timing)
-        judgements = judge_all(grid, cases, records)
+        selected = grid.selected(args.quick)
+        report_cases = [c for c in grid.cases if c in selected or c in cases]
+        report_plan = planned_runs(grid, args.quick, args.seeds, report_cases)
+        records = collect(grid, out_root / grid.paper, report_plan, args.quick, carried, timing)
+        judgements = judge_all(grid, report_cases, records)
         run_wall_s = sum(v["wall_s"] for v in timing["runs"].values())
         n_carried = sum(1 for r in records if r.carried)
         header = {
@@ -800,16 +808,17 @@ def main(args: argparse.Namespace) -> int:
             "commit": commit_text(),
             "machine": machine_text(),
             "selection": ("quick subset, 1 seed" if args.quick else f"full grid, {args.seeds} seeds")
-                         + (f", cases {args.cases}" if args.cases else ""),
+                         + (f"; this invocation: cases {args.cases}" if args.cases else ""),
             "run time": f"{run_wall_s / 60:.1f} min of runs recorded in timing.json on this machine "
                         f"(this invocation: {(time.monotonic() - started) / 60:.1f} min)"
                         + (f"; {n_carried} runs carried from earlier sessions (see 'runs made by')"
                            if n_carried else ""),
         }
-        md = write_outputs(grid, out_root, cases, records, judgements, header)
+        md = write_outputs(grid, out_root, report_cases, records, judgements, header)
         print(f"== {grid.paper}: {md}")
         for jc in judgements:
             print(f"  {jc.claim.id:<28} {jc.verdict}")
-        if any(not r.complete for r in records) and not args.report_only:
+        asked = {(c.id, seed, scheme) for c, seed, scheme in plan}
+        if not args.report_only and any(not r.complete for r in records if (r.case, r.seed, r.scheme) in asked):
             status = 1
     return status

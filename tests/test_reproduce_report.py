@@ -458,3 +458,30 @@ def test_an_all_unclear_claim_is_inconclusive_and_its_evidence_shows_each_seed(t
     text = reproduce.write_outputs(grid, tmp_path, [grid.case("a")], records, judgements, {}).read_text()
     assert "| ratio | x near 1 | Fig. 6 |" in text and "**inconclusive**" in text
     assert "* case a (unclear): the quantity per valid seed: seed 1 1.07, seed 2 0.856, seed 3 0.927 / x: " in text
+
+
+def test_an_invocation_for_some_cases_keeps_the_rest_of_the_grid(tmp_path):
+    """`--cases X` runs only X's runs, but the page and PAPER-runs.csv still cover the
+    whole grid (carried rows of the other cases are kept, not dropped)."""
+    import argparse
+    grid = gr.load_grid("dft")
+    plan = reproduce.planned_runs(grid, quick=False, seeds=3)
+    names = reproduce.metric_names(grid)
+    records = []
+    for case, seed, scheme in plan:
+        r = cl.RunRecord(case.id, seed, scheme, reproduce.run_dir(tmp_path / "dft", case, seed, scheme), True, True,
+                         "valid", {n: 1.0 for n in names}, duration_s=case.duration_s,
+                         made_by="`bwn reproduce dft --out r` at aaa", finished_utc="2026-11-24 01:44")
+        records.append(r)
+    reproduce.write_outputs(grid, tmp_path, list(grid.cases), records,
+                            reproduce.judge_all(grid, list(grid.cases), records), {})
+    parser = argparse.ArgumentParser()
+    reproduce.add_arguments(parser)
+    args = parser.parse_args(["dft", "--report-only", "--cases", "friendly", "--out", str(tmp_path)])
+    assert reproduce.main(args) == 0
+    rows = list(csv.DictReader(open(tmp_path / "dft-runs.csv")))
+    assert len(rows) == len(plan) == 39
+    assert {r["case"] for r in rows} == {c.id for c in grid.cases}
+    text = (tmp_path / "dft.md").read_text()
+    assert "Runs: 39 planned, 39 valid" in text and "this invocation: cases friendly" in text
+    assert "| cluster20 | 20 flows" in text
