@@ -11,6 +11,7 @@ own ``--start-delay-s``.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from typing import IO, Optional
@@ -34,7 +35,9 @@ def write_ready_file(path: Optional[str]) -> None:
 def wait_for_start(wait_go: bool, delay_s: float, stdin: Optional[IO[str]] = None) -> None:
     """Block until released: a line on `stdin` when `wait_go` (end of file, i.e. the runner
     closed the pipe without a word, means "do not start"), then `delay_s` seconds. A
-    signal (SIGINT) while waiting raises NotStarted."""
+    signal (SIGINT) while waiting raises NotStarted: SIGINT is handled here whatever
+    the agent inherited (a runner started by `nohup ... &` passes it on ignored)."""
+    old_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         if wait_go:
             line = (stdin or sys.stdin).readline()
@@ -44,3 +47,5 @@ def wait_for_start(wait_go: bool, delay_s: float, stdin: Optional[IO[str]] = Non
             time.sleep(delay_s)
     except KeyboardInterrupt:
         raise NotStarted("interrupted") from None
+    finally:
+        signal.signal(signal.SIGINT, old_handler)

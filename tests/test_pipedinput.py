@@ -59,6 +59,9 @@ def test_a_signal_taken_by_another_thread_interrupts_the_read(pipe):
     the main one, with no input coming. The prompt must raise KeyboardInterrupt soon,
     not wait for the next line (written after 10 s as a backstop)."""
     stdin, w = pipe
+    # Python's own SIGINT handler, as `bwn net` installs it (a test runner started in
+    # the background may have inherited SIGINT ignored).
+    old_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     started = threading.Event()
 
     def other_thread() -> None:
@@ -77,6 +80,7 @@ def test_a_signal_taken_by_another_thread_interrupts_the_read(pipe):
         assert time.monotonic() - t0 < 8.0
     finally:
         backstop.cancel()
+        signal.signal(signal.SIGINT, old_handler)
 
 
 def test_stream_kinds():
