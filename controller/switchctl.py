@@ -203,12 +203,15 @@ class BwnController:
             await sw.insert([entry])
             await sw.modify([meter])
         queues = QueueControl(plan.thrift_port)
+        # A switch's first session comes before the schedules start (run() starts their
+        # clock once every switch is ready): it gets the schedule's first rate, however
+        # long the connection took (under load it took more than a step's 1.5 s once).
+        t_s = 0.0 if self.ready_count[sw.name] == 0 else self.now_s()
         try:
             for pp in plan.ports:
                 queues.set_depth(pp.port, pp.queue_packets)
                 if pp.schedule is not None:
-                    await self._apply_rate(sw, plan, pp, self._target_bps(pp, self.now_s()), queues,
-                                           first=True)
+                    await self._apply_rate(sw, plan, pp, self._target_bps(pp, t_s), queues, first=True)
         finally:
             queues.close()
         self.ready_count[sw.name] += 1  # counts sessions whose state is fully installed

@@ -128,6 +128,18 @@ def test_reconnect_pushes_the_schedules_current_rate(tmp_path):
     assert float(rows[1]["queue_pps"]) == pytest.approx(bmv2_queue_rate_pps(2e6, 1102), abs=0.01)
 
 
+def test_a_first_session_gets_the_schedules_first_rate_however_late(tmp_path):
+    """The schedules start once every switch is ready; a switch that took 10 s to
+    connect (a loaded machine) still starts at the schedule's t = 0 rate."""
+    clock = Clock()
+    ctl = controller(tmp_path, [smoke_plan()], clock)
+    clock.t += 10.0
+    sw = ctl.switches[0]
+    asyncio.run(ctl._on_ready(sw))
+    written = [e for _, e in sw.written(fy.P4TableEntry)]
+    assert ent.port_capacity(2, 5e6, WINDOW) in written and ent.port_capacity(2, 2e6, WINDOW) not in written
+
+
 def test_state_push_installs_tables_routes_digest_and_the_reservation_meter(tmp_path):
     plan = smoke_plan(loss=0.25, af_queue_packets=15)
     ctl = controller(tmp_path, [plan], Clock())
