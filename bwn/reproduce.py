@@ -15,9 +15,9 @@ metrics behind it (bwn/claims.py, bwn/stats.py, docs/reproduce.md).
 
 The raw run folders stay out of git; ``OUT/PAPER-runs.csv`` is committed. A run
 whose folder is not here (a new machine) but whose row in that table says it was
-complete, valid and of the planned duration is *carried*: counted in the report with
-the metrics its own session computed, and not run again (``--no-carry`` ignores the
-table). So a grid longer than one session can be finished over several.
+complete and of the planned duration is *carried*: shown in the report with the
+metrics and verdict its own session computed; a valid one is counted and not run
+again, an INVALID one is run again (``--no-carry`` ignores the table). So a grid longer than one session can be finished over several.
 
 ``--calibrate`` instead finds, per case, the largest rate scale at which a short
 run keeps every fidelity invariant (docs/reproduce.md, "Calibration").
@@ -290,11 +290,8 @@ def evidence(claim: gr.Claim, j: cl.CaseJudgement, out: Path) -> str:
 
 
 def _quantity_text(claim: gr.Claim, value: float) -> str:
-    if claim.kind == "better":
-        return f"{value * 100:+.1f} %"
-    if claim.metric.startswith("goodput_bps"):
-        return f"{value / 1e6:.3g} Mb/s"
-    return f"{value:.3g}"
+    """A claim's quantity in one seed: a paired gain in percent, else the metric itself."""
+    return f"{value * 100:+.1f} %" if claim.kind == "better" else _fmt_metric(claim.metric, value)
 
 
 def write_outputs(grid: gr.Grid, out_root: Path, cases: list[gr.Case], records: list[cl.RunRecord],
