@@ -110,7 +110,7 @@ def parse_linkem_args(specs: list[str], cfg: Any) -> dict[str, list[str]]:
     from bwn.linkem.cli import config_from_args
 
     out: dict[str, list[str]] = {}
-    delayed = {link.name for link in cfg.links if link.delay_ms > 0}
+    delayed = {link.name for link in cfg.links if link.needs_emulator()}
     for spec in specs:
         if spec.strip().lower() == "none":
             continue

@@ -107,6 +107,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"bwn run: unknown scheme(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}",
               file=sys.stderr)
         return 2
+    conflicts = cfg.shaper_conflicts(schemes)
+    for message in conflicts:
+        print(f"bwn run: {path}: {message}", file=sys.stderr)
+    if conflicts:
+        return 2
     duration_s = args.duration if args.duration is not None else cfg.duration_s
     if duration_s <= 0:
         print("bwn run: --duration must be positive", file=sys.stderr)

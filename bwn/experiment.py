@@ -85,7 +85,7 @@ def build_network(cfg: ExperimentConfig, log_dir: Path, frame_bytes: Optional[in
     ends = built.ends
     for i, link in enumerate(cfg.links):
         a, b = net.get(link.a), net.get(link.b)
-        if link.delay_ms > 0:
+        if link.needs_emulator():
             em = net.addHost(f"em{i}", cls=LinkemNode, ip=None)
             em.link_config = link
             l1 = net.addLink(a, em, port1=link.a_port)
@@ -136,7 +136,8 @@ def _switch_plans(cfg: ExperimentConfig, net: Any, ends: dict[str, tuple[Any, An
                                        queue_packets=link.queue_packets,
                                        frame_bytes=data_frame_bytes if carries_data else ack_frame_bytes,
                                        loss=link.loss,
-                                       af_queue_packets=max(1, link.queue_packets // 2) if carries_reserved else 0))
+                                       af_queue_packets=max(1, link.queue_packets // 2) if carries_reserved else 0,
+                                       shaped_by_switch=not link.shaped_by_link))
         for r in cfg.reservations:
             first_switch = _first_switch(cfg, r.src, r.dst)
             if first_switch == sw.name:
@@ -145,6 +146,21 @@ def _switch_plans(cfg: ExperimentConfig, net: Any, ends: dict[str, tuple[Any, An
                     src_port=r.src_port, dst_port=r.dst_port if r.dst_port is not None else BWN_UDP_PORT))
         plans.append(plan)
     return plans
+
+
+def linkem_options(link: LinkConfig) -> list[str]:
+    """`bwn-link`'s options for `link`: its delay each way and, when it serves the
+    link's rate (shaper = "link"), the rate and the queue in each direction that a
+    switch end applying the schedule sends into, as that switch's egress queue
+    would have (bwn-link's first interface faces end a)."""
+    options = ["--delay-ms", f"{link.delay_ms:g}"]
+    if link.shaped_by_link:
+        rate_mbit = link.capacity.schedule.rate_bps(0.0) / 1e6   # constant (checked by the config)
+        for end, direction in ((link.a, "a-to-b"), (link.b, "b-to-a")):
+            if end in link.apply_at:
+                options += [f"--{direction}-rate-mbit", f"{rate_mbit:.9g}",
+                            f"--{direction}-queue-packets", str(link.queue_packets)]
+    return options
 
 
 def _first_switch(cfg: ExperimentConfig, src: str, dst: str) -> Optional[str]:
@@ -448,7 +464,7 @@ class ScenarioNetwork:
         for em in self.built.linkem_nodes:
             link: LinkConfig = em.link_config
             em_seed = seeding.linkem_seed(cfg.seed, em.name)
-            em.start_linkem(["--delay-ms", f"{link.delay_ms:g}"]
+            em.start_linkem(linkem_options(link)
                             + (["--seed", str(em_seed)] if em_seed is not None else [])
                             + self.linkem_args.get(link.name, []),
                             self.out_dir / f"{em.name}-linkem.log", self.out_dir / f"{em.name}-linkem.json")
@@ -532,8 +548,12 @@ def run_scheme(cfg: ExperimentConfig, scheme: str, out_dir: Path, duration_s: fl
     """One run of the scenario with `scheme` for the flows under test; `pcap`:
     capture the bottleneck links (bwn/capture.py)."""
 
+    from bwn.controller.config import ConfigError
     from bwn.runlock import experiment_lock
 
+    conflicts = cfg.shaper_conflicts([scheme])
+    if conflicts:
+        raise ConfigError(conflicts, str(cfg.source or cfg.name))
     with experiment_lock(progress):
         return _run_scheme_locked(cfg, scheme, out_dir, duration_s, progress, pcap)
 

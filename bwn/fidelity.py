@@ -20,6 +20,9 @@ network it stands for. Every `bwn run` samples, while the flows run:
   (``capacity.csv``, ``queue_pps``: BMv2 serves a rate in packets per second).
   Backlogged means the P4 program's ``queue_emptied`` counter (packets that left
   the port's queue empty behind them, Thrift, every tick) did not move.
+  A link whose bwn-link serves its rate (the scenario's ``shaper = "link"``) has
+  no rate-limited switch port: bwn-link's due times include each frame's
+  serialization at the rate, so its lateness (above) judges that rate.
 * **bwn-link offload drops**: frames each delay emulator dropped before its link
   model because it could not complete their offload state or they exceeded the
   egress MTU (``dropped_offload``, ``dropped_oversize`` in its ``--stats-json``).
@@ -704,7 +707,10 @@ class Monitor:
                                       sorted(intfs.values()), intfs))
             for pp in plan.ports:
                 if pp.port in intfs:
-                    ports.append(PortSpec(plan.name, pp.port, intfs[pp.port], pp.schedule is not None,
+                    # A port whose link's bwn-link serves the rate (shaper = "link") is
+                    # not rate-limited: that rate is judged by bwn-link's lateness.
+                    ports.append(PortSpec(plan.name, pp.port, intfs[pp.port],
+                                          pp.schedule is not None and pp.shaped_by_switch,
                                           pp.queue_packets, pp.link))
         stats = [out_dir / f"{em.name}-linkem.json" for em in built.linkem_nodes]
         pids = {em.name: em.linkem_proc.pid for em in built.linkem_nodes

@@ -21,7 +21,7 @@ import ipaddress
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 try:
     import tomllib
@@ -33,7 +33,7 @@ from pydantic import ValidationError
 from bwn.controller import dataplane_math as dm
 from bwn.controller import scenario as sc
 from bwn.controller.scenario import (  # noqa: F401  (the public names of this module)
-    ALGORITHMS, APPLY_BOTH, DEFAULT_DURATION_S, DEFAULT_QUEUE_PACKETS,
+    ALGORITHMS, APPLY_BOTH, DEFAULT_DURATION_S, DEFAULT_QUEUE_PACKETS, SHAPER_LINK, SHAPER_SWITCH,
     DEFAULT_TELEMETRY_INTERVAL_S, MAX_NODE_NAME, MIN_RATE_BPS, SCHEDULE_KINDS, UNDER_TEST,
     DataplaneConfig, HostConfig, ReservationConfig, TelemetryConfig)
 from bwn.controller.schedule import (
@@ -41,6 +41,11 @@ from bwn.controller.schedule import (
     ScheduleError, SineSchedule, StepSchedule, TraceSchedule)
 
 RESERVED_RATE_ALGORITHMS = ("gtcp",)
+# Schemes that read the switch's own egress queue: OBP's AB has the queued bytes BI
+# (eq. 6) and GTCP's reserved flows are protected by the queue's Assured Forwarding
+# threshold. A link whose rate bwn-link applies (shaper = "link") leaves that
+# queue empty, so these cannot run on it.
+SWITCH_QUEUE_ALGORITHMS = ("obp", "gtcp")
 
 
 class ConfigError(ValueError):
@@ -95,9 +100,20 @@ class LinkConfig:
     apply_at: tuple[str, ...] = ()       # switch ends whose egress applies the schedule
     a_port: Optional[int] = None         # switch port numbers; None: the runner numbers them
     b_port: Optional[int] = None
+    # What serves the link at its rate: the switch's egress queue (BMv2: packets/s at an
+    # assumed frame size) or the link's bwn-link (bytes; constant rate only).
+    shaper: str = SHAPER_SWITCH
 
     def other_end(self, node: str) -> str:
         return self.b if node == self.a else self.a
+
+    @property
+    def shaped_by_link(self) -> bool:
+        return self.shaper == SHAPER_LINK
+
+    def needs_emulator(self) -> bool:
+        """Whether the link runs through a bwn-link node (a delay, or its rate)."""
+        return self.delay_ms > 0 or self.shaped_by_link
 
 
 @dataclass(frozen=True)
@@ -159,6 +175,28 @@ class ExperimentConfig:
         edges = [(link.a, link.b) for link in self.links]
         hops = _shortest_path(edges, src, dst, {h.name for h in self.hosts})
         return [self.links[i] for i in hops or []]
+
+    def shaper_conflicts(self, schemes: Sequence[str]) -> list[str]:
+        """Why the flows cannot run with ``schemes`` under test on this scenario's
+        links whose rate bwn-link applies ([] when they can): the switch's queue
+        there stays empty, and OBP and GTCP read it (SWITCH_QUEUE_ALGORITHMS)."""
+        shaped = [link.name for link in self.links if link.shaped_by_link]
+        if not shaped:
+            return []
+        where = f"link{'s' if len(shaped) > 1 else ''} {', '.join(shaped)} (shaper = \"link\")"
+        algos = {s.partition(":")[0] for s in schemes}
+        algos |= {f.scheme.partition(":")[0] for f in self.flows if f.scheme != UNDER_TEST}
+        out = []
+        bad = sorted(a for a in algos if a in SWITCH_QUEUE_ALGORITHMS)
+        if bad:
+            out.append(f"{where}: the switch's egress queue stays empty there, and "
+                       f"{', '.join(bad)} read{'s' if len(bad) == 1 else ''} it (OBP's queued "
+                       f"bytes BI, GTCP's Assured Forwarding): use shaper = \"switch\" "
+                       f"for {'this scheme' if len(bad) == 1 else 'these schemes'}")
+        if self.reservations:
+            out.append(f"{where}: reservations are protected by the switch's queue (Assured "
+                       f"Forwarding), which stays empty there: use shaper = \"switch\"")
+        return out
 
 
 def _shortest_path(edges: list[tuple[str, str]], src: str, dst: str,
@@ -246,7 +284,7 @@ class _Resolver:
         self.reservations()
         flows = self.flows()
         capture = self.capture(links)
-        return ExperimentConfig(
+        config = ExperimentConfig(
             name=t.experiment.name or (source.stem if source is not None else "experiment"),
             duration_s=float(t.experiment.duration_s), switches=tuple(switches),
             hosts=tuple(t.hosts), links=tuple(links), flows=tuple(flows),
@@ -254,6 +292,9 @@ class _Resolver:
             schemes=tuple(t.experiment.schemes), seed=t.experiment.seed, source=source,
             receive_window_bytes=t.experiment.receive_window_bytes, sack=t.experiment.sack,
             capture_links=capture)
+        for message in config.shaper_conflicts(config.schemes):
+            self.error("links", message)
+        return config
 
     # -- nodes -------------------------------------------------------------------------
 
@@ -342,9 +383,13 @@ class _Resolver:
             capacity = self.capacity(f"{loc}.schedule", link.schedule)
             if capacity is None or apply_at is None:
                 continue
+            if link.shaper == SHAPER_LINK and not isinstance(link.schedule, sc.ConstantTable):
+                self.error(f"{loc}.shaper", f"shaper = \"link\" needs a constant schedule "
+                                            f"(bwn-link applies one rate for the whole run), "
+                                            f"got kind = \"{link.schedule.kind}\"")
             out.append(LinkConfig(name, link.a, link.b, capacity, float(link.delay_ms),
                                   float(link.loss), link.queue_packets, apply_at,
-                                  link.a_port, link.b_port))
+                                  link.a_port, link.b_port, link.shaper))
         return out
 
     def link_port(self, loc: str, port: Optional[int], node: Optional[str],

@@ -46,6 +46,8 @@ ALGORITHMS: tuple[str, ...] = tuple(_ALGORITHMS)
 UNDER_TEST = "under-test"
 SCHEDULE_KINDS = ("constant", "steps", "sine", "trace")
 APPLY_BOTH = "both"
+SHAPER_SWITCH = "switch"   # a link's rate served by the switch's egress queue (packets/s)
+SHAPER_LINK = "link"       # ... by its bwn-link, in bytes
 MIN_RATE_BPS = 1000.0            # the dataplane's smallest capacity: 1 kb/s
 MAX_RATE_MBIT = dm.INT32_MAX / 1000   # AB in kb/s is an int32 (port_config also checks IC per window)
 MAX_NODE_NAME = 10               # Mininet names interfaces "<node>-eth<N>" (IFNAMSIZ 16)
@@ -346,6 +348,13 @@ class LinkTable(_Table):
     apply_at: Text = Field(APPLY_BOTH, description=(
         "which end's switch egress applies the schedule: \"both\" (every switch end) or "
         "the name of one switch end"))
+    shaper: Literal["switch", "link"] = Field(SHAPER_SWITCH, description=(
+        "what serves the link at its rate: \"switch\" (the switch's egress queue: BMv2 "
+        "serves packets per second at the frame size the runner assumes, so a 40-byte "
+        "ACK takes a full frame's time) or \"link\" (the link's bwn-link serializes "
+        "every frame's bytes at the rate, as NS-2 and real links do; constant schedules "
+        "only; the switch still stamps the link's capacity but its queue stays empty, so "
+        "not for OBP or GTCP: docs/config.md, \"Where a link's rate is applied\")"))
 
 
 class ReservationConfig(_Table):
@@ -467,6 +476,8 @@ def _line(error: Any) -> str:
         message = f"expected a non-empty string, got {describe(value)}"
     elif t in ("model_type", "model_attributes_type", "dict_type"):
         message = f"expected a table, got {describe(value)}"
+    elif t == "literal_error":
+        message = f"expected {ctx.get('expected', '?')}, got {describe(value)}"
     elif t == "list_type":
         message = f"expected an array of {_items(node, path)}, got {describe(value)}"
     elif t == "too_short":

@@ -58,6 +58,9 @@ class PortPlan:
     # Assured Forwarding (GTCP reservations leave by this port): out-of-profile and
     # best-effort packets are dropped while the queue holds this many packets (0 = off).
     af_queue_packets: int = 0
+    # False: the link's bwn-link applies the rate (the scenario's shaper = "link"); the
+    # port still stamps the schedule's capacity, but its BMv2 queue is not rate-limited.
+    shaped_by_switch: bool = True
 
 
 @dataclass
@@ -114,7 +117,7 @@ class AppliedRate:
     switch: str
     port: int
     rate_bps: float
-    queue_pps: float
+    queue_pps: Optional[float]   # None: the port's queue is not rate-limited (shaper = "link")
 
 
 @dataclass(frozen=True)
@@ -218,14 +221,18 @@ class BwnController:
 
     async def _apply_rate(self, sw: fy.Switch, plan: SwitchPlan, pp: PortPlan, rate_bps: float,
                           queues: QueueControl, first: bool = False) -> float:
-        """Write `rate_bps` to the port's dataplane capacity and its BMv2 queue rate;
-        return the queue rate (packets/s)."""
+        """Write `rate_bps` to the port's dataplane capacity and, when the switch
+        shapes the link, its BMv2 queue rate; return the queue rate (packets/s), or
+        None when the link's bwn-link applies the rate (capacity.csv: queue_pps empty)."""
         entity = ent.port_capacity(pp.port, rate_bps, self.window)
         await (sw.insert([entity]) if first else sw.modify([entity]))
-        pps = bmv2_queue_rate_pps(rate_bps, pp.frame_bytes)
-        queues.set_rate(pp.port, pps)
+        pps: Optional[float] = None
+        if pp.shaped_by_switch:
+            pps = bmv2_queue_rate_pps(rate_bps, pp.frame_bytes)
+            queues.set_rate(pp.port, pps)
         self.applied_bps[(plan.name, pp.port)] = rate_bps
-        self._cap_csv.writerow([f"{self.now_s():.3f}", pp.link, plan.name, pp.port, f"{rate_bps:.0f}", f"{pps:.2f}"])
+        self._cap_csv.writerow([f"{self.now_s():.3f}", pp.link, plan.name, pp.port, f"{rate_bps:.0f}",
+                                "" if pps is None else f"{pps:.2f}"])
         self._cap_file.flush()
         return pps
 
@@ -343,6 +350,10 @@ class BwnController:
         ports = [(sw, plan, pp) for sw, plan, pp in self._link_ports(link) if pp.schedule is not None]
         if not ports:
             raise KeyError(f"link {link!r} has no rate-limited switch port (see its apply_at)")
+        if not all(pp.shaped_by_switch for _, _, pp in ports):
+            raise KeyError(f"link {link!r} is served at its rate by its bwn-link (shaper = \"link\"), "
+                           f"which cannot change it during a run: restart with another rate, or "
+                           f"use shaper = \"switch\"")
         if rate_bps is not None:
             dm.PortCapacity.from_bps(rate_bps, self.window.window_us)   # ConfigError if it cannot
         assert self._rate_lock is not None

@@ -86,6 +86,20 @@ def test_a_bad_parameter_value_is_caught_before_the_run(capsys, no_experiment, t
     assert rc == 2 and err.startswith("bwn run: ") and "sideways" in err
 
 
+def test_a_scheme_that_needs_the_switchs_queue_on_a_link_served_by_bwn_link_is_exit_2(
+        capsys, no_experiment, tmp_path):
+    smoke = (Path(__file__).resolve().parents[1] / "topologies" / "scenarios" / "smoke.toml").read_text()
+    steps = 'schedule = { kind = "steps", steps = [ { t_s = 0, rate_mbit = 5 }, { t_s = 4, rate_mbit = 2 } ] }'
+    assert steps in smoke
+    shaped = tmp_path / "shaped.toml"
+    shaped.write_text(smoke.replace(steps, 'shaper = "link"\nschedule = { kind = "constant", rate_mbit = 5 }'))
+    rc, _, err = run(capsys, "run", str(shaped), "--schemes", "newreno,obp", "--out", str(tmp_path / "out"))
+    assert rc == 2
+    assert err == (f'bwn run: {shaped}: link bottleneck (shaper = "link"): the switch\'s egress queue '
+                   f'stays empty there, and obp reads it (OBP\'s queued bytes BI, GTCP\'s Assured '
+                   f'Forwarding): use shaper = "switch" for this scheme\n')
+
+
 def test_duration_must_be_positive(capsys, no_experiment, tmp_path):
     rc, _, err = run(capsys, "run", "smoke", "--duration", "0", "--out", str(tmp_path))
     assert (rc, err) == (2, "bwn run: --duration must be positive\n")

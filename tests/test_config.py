@@ -4,6 +4,7 @@ from __future__ import annotations
 import copy
 import ipaddress
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -96,7 +97,7 @@ def test_apply_at_one_end_and_loss():
      "links[0].a: unknown node 'h9' (known: h1, h2, s1)"),
     (lambda d: d["links"][0].update(delay=3),
      "links[0].delay: unknown key (expected one of: name, a, b, a_port, b_port, schedule, "
-     "delay_ms, loss, queue_packets, apply_at)"),
+     "delay_ms, loss, queue_packets, apply_at, shaper)"),
     (lambda d: d["links"][0].update(loss=1.5), "links[0].loss: must be at most 1, got 1.5"),
     (lambda d: d["links"][0].update(delay_ms="ten"),
      "links[0].delay_ms: expected a number, got string 'ten'"),
@@ -280,3 +281,59 @@ def test_error_lines_are_exact(mutate, expected):
     data = copy.deepcopy(minimal())
     mutate(data)
     assert expected in errors_of(data)
+
+
+# -- shaper: where a link's rate is applied -----------------------------------------------
+
+def shaped(**experiment: Any) -> dict:
+    """minimal() with its delayed link s1-h2 at a constant 10 Mb/s served by bwn-link."""
+    data = minimal()
+    data["experiment"].update(experiment)
+    data["links"][1].update(shaper="link", schedule={"kind": "constant", "rate_mbit": 10})
+    return data
+
+
+def test_shaper_defaults_to_the_switch_and_link_is_kept():
+    plain = cfg.validate(minimal())
+    assert [link.shaper for link in plain.links] == ["switch", "switch"]
+    assert not plain.links[1].shaped_by_link
+    assert [link.needs_emulator() for link in plain.links] == [False, True]   # a delay needs one
+    c = cfg.validate(shaped())
+    assert c.links[1].shaper == "link" and c.links[1].shaped_by_link
+    data = shaped()
+    data["links"][1]["delay_ms"] = 0
+    undelayed = cfg.validate(data).links[1]
+    assert undelayed.delay_ms == 0 and undelayed.needs_emulator()      # the rate needs one too
+    assert c.shaper_conflicts(["dft", "westwood", "ebn:variant=relative"]) == []
+    assert plain.shaper_conflicts(["obp", "gtcp"]) == []                 # nothing served by a link
+
+
+def test_shaper_link_needs_a_constant_schedule():
+    data = minimal()
+    data["links"][1]["shaper"] = "link"                                  # its schedule has steps
+    assert errors_of(data) == ['links[1].shaper: shaper = "link" needs a constant schedule '
+                               '(bwn-link applies one rate for the whole run), got kind = "steps"']
+    data["links"][1]["shaper"] = "bytes"
+    assert errors_of(data) == ["links[1].shaper: expected 'switch' or 'link', got string 'bytes'"]
+
+
+def test_shaper_link_refuses_the_schemes_that_read_the_switchs_queue():
+    (message,) = errors_of(shaped(schemes=["dft", "obp:window_us=65536"]))
+    assert message == ('links: link s1-h2 (shaper = "link"): the switch\'s egress queue stays empty '
+                       'there, and obp reads it (OBP\'s queued bytes BI, GTCP\'s Assured '
+                       'Forwarding): use shaper = "switch" for this scheme')
+    data = shaped()
+    data["flows"].append({"src": "h1", "dst": "h2", "scheme": "gtcp"})
+    (message,) = errors_of(data)
+    assert "gtcp reads it" in message
+    c = cfg.validate(shaped(schemes=["westwood"]))
+    (both,) = c.shaper_conflicts(["obp", "gtcp", "dft"])
+    assert "gtcp, obp read it" in both and both.endswith("for these schemes")
+
+
+def test_shaper_link_refuses_reservations():
+    data = shaped()
+    data["reservations"] = [{"src": "h1", "dst": "h2", "rate_mbit": 2}]
+    assert errors_of(data) == ['links: link s1-h2 (shaper = "link"): reservations are protected by '
+                               'the switch\'s queue (Assured Forwarding), which stays empty there: '
+                               'use shaper = "switch"']

@@ -843,7 +843,8 @@ def test_build_network_wires_nodes_ports_and_emulators(monkeypatch, tmp_path):
     assert built.net.get("s1") is a.node
 
 
-def test_build_network_without_delay_links_directly(monkeypatch, tmp_path):
+def _fake_mininet(monkeypatch) -> list[tuple]:
+    """Replace Mininet by a recorder; returns the list it appends switches and links to."""
     import mininet.net
     links: list[tuple] = []
 
@@ -868,6 +869,11 @@ def test_build_network_without_delay_links_directly(monkeypatch, tmp_path):
             return self.nodes[name]
 
     monkeypatch.setattr(mininet.net, "Mininet", Mininet)
+    return links
+
+
+def test_build_network_without_delay_links_directly(monkeypatch, tmp_path):
+    links = _fake_mininet(monkeypatch)
 
     def edit(d):
         for lk in d["links"]:
@@ -887,6 +893,20 @@ def test_build_network_without_delay_links_directly(monkeypatch, tmp_path):
     assert [p.name for p in built.plans] == ["s1", "s2"] and len(built.plans[1].ports) == 2
     fixed = ex.build_network(cfg, tmp_path, frame_bytes=1500)
     assert {pp.frame_bytes for plan in fixed.plans for pp in plan.ports} == {1500}
+
+
+def test_build_network_puts_a_link_shaped_link_through_bwn_link_without_delay(monkeypatch, tmp_path):
+    links = _fake_mininet(monkeypatch)
+
+    def edit(d):
+        for lk in d["links"]:
+            lk.pop("delay_ms", None)
+        _serve_by_link(d)
+    cfg = scenario("smoke", edit)
+    built = ex.build_network(cfg, tmp_path)
+    assert [em.name for em in built.linkem_nodes] == ["em1"]        # no delay, but its rate
+    assert built.linkem_nodes[0].link_config is cfg.link("bottleneck")
+    assert links[1:] == [("h1", "s1", None, None), ("s1", "em1", None, None), ("em1", "h2", None, None)]
 
 
 def test_agents_log_to_their_files_and_flows_get_their_own_start(tmp_path):
@@ -999,3 +1019,64 @@ def test_release_starts_the_held_senders(tmp_path):
     finally:
         for agent in senders + receivers:
             ex.stop_process(agent.proc, signal.SIGKILL)
+
+
+# -- shaper = "link": bwn-link serves the link's rate ---------------------------------------
+
+def _serve_by_link(data: dict[str, Any], **extra: Any) -> None:
+    for link in data["links"]:
+        if link.get("name") == "bottleneck":
+            link.update(shaper="link", schedule={"kind": "constant", "rate_mbit": 5}, **extra)
+
+
+def test_linkem_options_serve_the_rate_where_the_switch_would_have():
+    """bwn-link gets the rate and queue in each direction a switch end applying the
+    schedule sends into (its first interface faces end a); a switch-shaped link gets
+    its delay only."""
+    assert ex.linkem_options(scenario("smoke").link("bottleneck")) == ["--delay-ms", "10"]
+    shaped = scenario("smoke", _serve_by_link).link("bottleneck")          # s1 -> h2
+    assert ex.linkem_options(shaped) == ["--delay-ms", "10", "--a-to-b-rate-mbit", "5",
+                                         "--a-to-b-queue-packets", "50"]
+
+    def two_switches(data: dict[str, Any]) -> None:
+        data["switches"].append({"name": "s2", "device_id": 2})
+        data["links"].append({"name": "trunk", "a": "s2", "b": "s1", "queue_packets": 250,
+                              "shaper": "link", "schedule": {"kind": "constant", "rate_mbit": 11.02}})
+    both = scenario("smoke", two_switches).link("trunk")
+    assert ex.linkem_options(both) == ["--delay-ms", "0",
+                                       "--a-to-b-rate-mbit", "11.02", "--a-to-b-queue-packets", "250",
+                                       "--b-to-a-rate-mbit", "11.02", "--b-to-a-queue-packets", "250"]
+    one = scenario("smoke", lambda d: (two_switches(d), d["links"][-1].update(apply_at="s1"))).link("trunk")
+    assert ex.linkem_options(one) == ["--delay-ms", "0", "--b-to-a-rate-mbit", "11.02",
+                                      "--b-to-a-queue-packets", "250"]
+
+
+def test_a_link_shaped_port_is_planned_without_a_switch_rate():
+    by_name, _ = plans(scenario("smoke"))
+    assert port(by_name["s1"], "bottleneck").shaped_by_switch
+    by_name, _ = plans(scenario("smoke", _serve_by_link))
+    pp = port(by_name["s1"], "bottleneck")
+    assert not pp.shaped_by_switch and pp.schedule.rate_bps(0.0) == 5e6   # still stamps the capacity
+    assert port(by_name["s1"], "h1-s1").shaped_by_switch
+
+
+def test_the_runner_starts_bwn_link_with_the_links_rate(monkeypatch, tmp_path):
+    sn, log, _, cfg = network(monkeypatch, tmp_path)
+    shaped = scenario("smoke", _serve_by_link).link("bottleneck")
+    sn.built.linkem_nodes[0].link_config = shaped
+    sn.start()
+    (start,) = [e for e in log if e[0] == "start_linkem"]
+    from bwn import seeding
+    assert start[2] == ("--delay-ms", "10", "--a-to-b-rate-mbit", "5", "--a-to-b-queue-packets", "50",
+                        "--seed", str(seeding.linkem_seed(11, "em1")))
+
+
+def test_a_run_of_obp_on_a_link_shaped_link_is_refused_before_anything_starts(monkeypatch, tmp_path):
+    from bwn.controller.config import ConfigError
+    import bwn.runlock
+    monkeypatch.setattr(bwn.runlock, "experiment_lock", lambda *a: pytest.fail("the run started"))
+    cfg = scenario("smoke", _serve_by_link)
+    with pytest.raises(ConfigError) as err:
+        ex.run_scheme(cfg, "obp", tmp_path / "run", 5.0)
+    assert "obp reads it" in str(err.value)
+    assert not (tmp_path / "run").exists()

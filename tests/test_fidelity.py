@@ -375,3 +375,32 @@ def test_one_stray_frame_opens_no_span():
     ports = {"s1:1": {"tx": [(0.0, 0), (0.1, 1), (0.2, 1)], "emptied": [(0.0, 5), (0.1, 5), (0.2, 5)],
                       "pps": [(0.0, 122_549.0)], "queue_capacity_pkts": 64, "queue": []}}
     assert fidelity.departure_rate_check(ports).held is None
+
+
+def test_for_network_checks_departures_only_where_the_switch_serves_the_rate(tmp_path):
+    """A port with a schedule is rate-limited by its switch unless its link's bwn-link
+    serves the rate (shaper = "link"): only the first kind gets a departure-rate check."""
+    from bwn.controller.schedule import ConstantSchedule
+    from bwn.controller.switchctl import PortPlan, SwitchPlan
+
+    class Intf:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+    class Switch:
+        proc = None
+        intfs = {0: Intf("lo"), 1: Intf("s1-eth1"), 2: Intf("s1-eth2"), 3: Intf("s1-eth3")}
+
+    class Net:
+        def get(self, name: str) -> Switch:
+            assert name == "s1"
+            return Switch()
+
+    plan = SwitchPlan("s1", "127.0.0.1:50100", 9190, ports=[
+        PortPlan(1, "access"),
+        PortPlan(2, "by-switch", ConstantSchedule(5e6), queue_packets=50),
+        PortPlan(3, "by-link", ConstantSchedule(5e6), queue_packets=50, shaped_by_switch=False)])
+    built = type("Built", (), {"net": Net(), "plans": [plan], "linkem_nodes": []})()
+    monitor = fidelity.Monitor.for_network(tmp_path, built, telemetry_interval_s=0.25)
+    assert [(p.port, p.intf, p.link, p.rate_limited) for p in monitor.ports] == [
+        (1, "s1-eth1", "access", False), (2, "s1-eth2", "by-switch", True), (3, "s1-eth3", "by-link", False)]

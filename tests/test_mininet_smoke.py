@@ -150,3 +150,38 @@ def test_sigterm_mid_run_tears_everything_down(tmp_path):
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert str(out) not in ps, "a process of the interrupted run (agent, tcpdump) is still alive"
     assert (out / "newreno" / "switch-logs").exists()
+
+
+SMOKE_STEPS = 'schedule = { kind = "steps", steps = [ { t_s = 0, rate_mbit = 5 }, { t_s = 4, rate_mbit = 2 } ] }'
+
+
+def test_a_link_served_by_bwn_link_carries_its_rate(tmp_path):
+    """shaper = "link" on the smoke's bottleneck (s1 -> h2, constant 5 Mb/s): the
+    switch port stamps the capacity but is not rate-limited (capacity.csv: no
+    queue_pps), bwn-link serializes the s1 -> h2 direction at 5 Mb/s behind the
+    link's 50-frame queue (its stats), and the flow gets at most that rate: the
+    20 Mb/s access link and an unshaped BMv2 port would give it far more."""
+    import json
+
+    text = (REPO / "topologies" / "scenarios" / "smoke.toml").read_text()
+    assert SMOKE_STEPS in text
+    scenario = tmp_path / "shaped.toml"
+    scenario.write_text(text.replace(SMOKE_STEPS, 'shaper = "link"\nschedule = { kind = "constant", rate_mbit = 5 }'))
+    before = _links()
+    out = tmp_path / "run"
+    res = subprocess.run([sys.executable, "-m", "bwn.cli", "run", str(scenario), "--schemes", "newreno",
+                          "--duration", "5", "--out", str(out)],
+                         capture_output=True, text=True, timeout=300, cwd=REPO)
+    print(res.stdout[-5000:], res.stderr[-5000:])
+    assert res.returncode == 0
+    (row,) = [r for r in csv.DictReader(open(out / "newreno" / "capacity.csv")) if r["link"] == "bottleneck"]
+    assert (row["rate_bps"], row["queue_pps"]) == ("5000000", "")
+    stats = json.loads((out / "newreno" / "em1-linkem.json").read_text())
+    assert stats["iface_a"] == "em1-eth0"                                      # faces s1, end a
+    assert (stats["a_to_b"]["config"]["rate_bps"], stats["a_to_b"]["config"]["queue_packets"]) == (5_000_000, 50)
+    assert stats["b_to_a"]["config"]["rate_bps"] is None                       # h2 -> s1: a host's side
+    assert stats["a_to_b"]["forwarded_frames"] > 500
+    (summary,) = csv.DictReader(open(out / "summary.csv"))
+    payload_bps = 5e6 * 1000 / 1102                                            # 1000-byte segments
+    assert 0.5 * payload_bps < float(summary["goodput_bps"]) <= 1.02 * payload_bps, summary
+    assert _links() - before == set()

@@ -419,3 +419,24 @@ def test_schedule_loop_skips_down_switches_goes_on_after_a_failure(tmp_path, cap
     assert ("modify", [ent.port_capacity(4, 20e6, WINDOW)]) in s2.ops
     assert "s2: could not apply rate on port 3: switch restarting" in caplog.messages
     assert FakeQueues.log.count(("close", 9191)) >= 2    # the old connection closed, a new one made
+
+
+def test_a_link_shaped_port_stamps_the_capacity_but_leaves_the_queue_unlimited(tmp_path):
+    """shaper = "link": bwn-link serves the rate, so the port gets the capacity for
+    stamping (EBN's share, OBP's narrow link) but no BMv2 queue rate, and capacity.csv
+    says so with an empty queue_pps (the fidelity monitor then checks no departure
+    rate there); `bwn rate` refuses the link instead of pinning what it cannot change."""
+    clock = Clock()
+    ctl = controller(tmp_path, [smoke_plan(shaped_by_switch=False)], clock)
+    sw = ctl.switches[0]
+    asyncio.run(ctl._on_ready(sw))
+    assert ("insert", ent.port_capacity(2, 5e6, WINDOW)) in sw.written(fy.P4TableEntry)
+    assert FakeQueues.log == [("depth", 9190, 1, 64), ("depth", 9190, 2, 30), ("close", 9190)]
+    assert ctl.applied_bps == {("s1", 2): 5e6}
+    (row,) = capacity_rows(ctl)
+    assert (row["link"], row["port"], row["rate_bps"], row["queue_pps"]) == ("bottleneck", "2", "5000000", "")
+    with pytest.raises(KeyError) as err:
+        asyncio.run(ctl.set_link_rate("bottleneck", 1e6))
+    assert err.value.args[0].startswith("link 'bottleneck' is served at its rate by its bwn-link "
+                                        "(shaper = \"link\")")
+    assert ctl.pinned_bps == {}
