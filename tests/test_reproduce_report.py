@@ -480,8 +480,8 @@ def test_an_invocation_for_some_cases_keeps_the_rest_of_the_grid(tmp_path):
     args = parser.parse_args(["dft", "--report-only", "--cases", "friendly", "--out", str(tmp_path)])
     assert reproduce.main(args) == 0
     rows = list(csv.DictReader(open(tmp_path / "dft-runs.csv")))
-    assert len(rows) == len(plan) == 39
+    assert len(plan) > 30 and len(rows) == len(plan)
     assert {r["case"] for r in rows} == {c.id for c in grid.cases}
     text = (tmp_path / "dft.md").read_text()
-    assert "Runs: 39 planned, 39 valid" in text and "this invocation: cases friendly" in text
+    assert f"Runs: {len(plan)} planned, {len(plan)} valid" in text and "this invocation: cases friendly" in text
     assert "| cluster20 | 20 flows" in text
