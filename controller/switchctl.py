@@ -220,7 +220,7 @@ class BwnController:
         self.ready_count[sw.name] += 1  # counts sessions whose state is fully installed
 
     async def _apply_rate(self, sw: fy.Switch, plan: SwitchPlan, pp: PortPlan, rate_bps: float,
-                          queues: QueueControl, first: bool = False) -> float:
+                          queues: QueueControl, first: bool = False) -> Optional[float]:
         """Write `rate_bps` to the port's dataplane capacity and, when the switch
         shapes the link, its BMv2 queue rate; return the queue rate (packets/s), or
         None when the link's bwn-link applies the rate (capacity.csv: queue_pps empty)."""
