@@ -154,8 +154,8 @@ def linkem_options(link: LinkConfig) -> list[str]:
     switch end applying the schedule sends into, as that switch's egress queue
     would have (bwn-link's first interface faces end a)."""
     options = ["--delay-ms", f"{link.delay_ms:g}"]
-    if link.shaped_by_link:
-        rate_mbit = link.capacity.schedule.rate_bps(0.0) / 1e6   # constant (checked by the config)
+    if link.served_rate_bps is not None:
+        rate_mbit = link.served_rate_bps / 1e6
         for end, direction in ((link.a, "a-to-b"), (link.b, "b-to-a")):
             if end in link.apply_at:
                 options += [f"--{direction}-rate-mbit", f"{rate_mbit:.9g}",

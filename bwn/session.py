@@ -210,8 +210,8 @@ def describe(network: Any, out_dir: Path) -> str:
         proc = getattr(em, "linkem_proc", None)
         lines.append(f"  {em.name}: bwn-link pid {proc.pid if proc else '?'}, link {em.link_config.name}, "
                      f"{em.link_config.delay_ms:g} ms each way"
-                     + (f", serves its {em.link_config.capacity.schedule.rate_bps(0.0) / 1e6:g} Mb/s"
-                        if em.link_config.shaped_by_link else ""))
+                     + (f", serves its {em.link_config.served_rate_bps / 1e6:g} Mb/s"
+                        if em.link_config.served_rate_bps is not None else ""))
     lines.append("  hosts: " + ", ".join(f"{h.name} {h.ip.ip}" for h in cfg.hosts))
     lines.append("  links: " + ", ".join(
         f"{link.name} ({'' if link.name == f'{link.a}-{link.b}' else f'{link.a}-{link.b}, '}{link.capacity.kind})"

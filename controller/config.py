@@ -111,6 +111,12 @@ class LinkConfig:
     def shaped_by_link(self) -> bool:
         return self.shaper == SHAPER_LINK
 
+    @property
+    def served_rate_bps(self) -> Optional[float]:
+        """The rate bwn-link serves the link at (shaper = "link": a constant
+        schedule, checked when loaded); None when the switch serves it."""
+        return self.capacity.schedule.rate_bps(0.0) if self.shaped_by_link else None
+
     def needs_emulator(self) -> bool:
         """Whether the link runs through a bwn-link node (a delay, or its rate)."""
         return self.delay_ms > 0 or self.shaped_by_link

@@ -300,6 +300,7 @@ def test_shaper_defaults_to_the_switch_and_link_is_kept():
     assert [link.needs_emulator() for link in plain.links] == [False, True]   # a delay needs one
     c = cfg.validate(shaped())
     assert c.links[1].shaper == "link" and c.links[1].shaped_by_link
+    assert (c.links[1].served_rate_bps, plain.links[1].served_rate_bps) == (10e6, None)
     data = shaped()
     data["links"][1]["delay_ms"] = 0
     undelayed = cfg.validate(data).links[1]
