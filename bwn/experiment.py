@@ -32,6 +32,7 @@ from bwn import capture, fidelity, flowpaths, seeding
 from bwn.controller import entries as ent
 from bwn.controller.config import ExperimentConfig, LinkConfig
 from bwn.controller.p4rt import pipeline_files
+from bwn.controller.schedule import ConstantSchedule, table_of
 from bwn.controller.switchctl import BwnController, PortPlan, SwitchPlan
 from bwn.wire import BWN_UDP_PORT
 
@@ -154,13 +155,33 @@ def linkem_options(link: LinkConfig) -> list[str]:
     switch end applying the schedule sends into, as that switch's egress queue
     would have (bwn-link's first interface faces end a)."""
     options = ["--delay-ms", f"{link.delay_ms:g}"]
-    if link.served_rate_bps is not None:
-        rate_mbit = link.served_rate_bps / 1e6
+    schedule = link.served_schedule
+    if schedule is not None:
+        # A constant rate as --rate-mbit; a time-varying one as its schedule, whose
+        # time 0 the run sets with SIGUSR1 when the flows start (start_link_schedules).
+        rate = ["rate-mbit", f"{schedule.rate / 1e6:.9g}"] if isinstance(schedule, ConstantSchedule) \
+            else ["rate-schedule", json.dumps(table_of(schedule), separators=(",", ":"))]
         for end, direction in ((link.a, "a-to-b"), (link.b, "b-to-a")):
             if end in link.apply_at:
-                options += [f"--{direction}-rate-mbit", f"{rate_mbit:.9g}",
+                options += [f"--{direction}-{rate[0]}", rate[1],
                             f"--{direction}-queue-packets", str(link.queue_packets)]
     return options
+
+
+def start_link_schedules(linkem_nodes: Sequence[Any]) -> list[str]:
+    """Give time 0 to the time-varying rates bwn-link serves (SIGUSR1 to each
+    bwn-link serving one), at the instant the controller starts the switches'
+    schedules; the names of the links signalled."""
+    started = []
+    for em in linkem_nodes:
+        schedule = em.link_config.served_schedule
+        proc = getattr(em, "linkem_proc", None)
+        if schedule is None or isinstance(schedule, ConstantSchedule) or proc is None:
+            continue
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGUSR1)
+            started.append(em.link_config.name)
+    return started
 
 
 def _first_switch(cfg: ExperimentConfig, src: str, dst: str) -> Optional[str]:
@@ -596,6 +617,7 @@ def _run_scheme_locked(cfg: ExperimentConfig, scheme: str, out_dir: Path, durati
         monitor.start()
         launched_s = controller.now_s()
         controller.schedule_origin_s = launched_s   # the links' schedules start with the flows
+        meta["link_schedules_started"] = start_link_schedules(network.built.linkem_nodes)  # bwn-link's
         release_senders(senders)
         # Flow logs count time from each flow's start; the report aligns them with
         # the controller's clock (telemetry.csv, capacity.csv) through these.

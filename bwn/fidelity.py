@@ -26,6 +26,8 @@ network it stands for. Every `bwn run` samples, while the flows run:
 * **bwn-link offload drops**: frames each delay emulator dropped before its link
   model because it could not complete their offload state or they exceeded the
   egress MTU (``dropped_offload``, ``dropped_oversize`` in its ``--stats-json``).
+* **bwn-link schedules**: a bwn-link serving a time-varying rate (steps, sine)
+  had its schedule started with the flows (``schedule_started_s``).
 
 The invariants and their thresholds (:class:`Thresholds`, justified in
 ``docs/fidelity.md``) are checked after the run; ``run.json["fidelity"]`` holds
@@ -74,7 +76,8 @@ class Thresholds:
 DEFAULT_THRESHOLDS = Thresholds()
 
 #: The invariants, in report order.
-INVARIANTS = ("cpu", "linkem_lateness", "switch_rx_drops", "departure_rate", "linkem_offload_drops")
+INVARIANTS = ("cpu", "linkem_lateness", "switch_rx_drops", "departure_rate", "linkem_offload_drops",
+              "linkem_schedule")
 
 #: bwn-link's counters of frames it dropped before its link model: offload state it
 #: could not complete, and frames longer than the egress MTU (docs/linkem.md).
@@ -286,6 +289,29 @@ def linkem_offload_check(linkem_stats: Mapping[str, Mapping[str, Any]],
                  detail, items)
 
 
+def linkem_schedule_check(linkem_stats: Mapping[str, Mapping[str, Any]]) -> Check:
+    """Broken when a bwn-link serving a time-varying rate (``--rate-schedule``,
+    kind steps or sine) never had the schedule started (its stats'
+    ``schedule_started_s`` is null): its rate then stayed at the schedule's time 0
+    while the switches stamped the schedule (docs/fidelity.md, invariant 6)."""
+    items = []
+    for name, stats in sorted(linkem_stats.items()):
+        for direction in ("a_to_b", "b_to_a"):
+            table = ((stats.get(direction) or {}).get("config") or {}).get("rate_schedule")
+            if table and table.get("kind") != "constant":
+                items.append({"emulator": name, "direction": direction, "kind": table.get("kind"),
+                              "started_s": stats.get("schedule_started_s")})
+    if not items:
+        return Check("linkem_schedule", None, unit="links",
+                     detail="no bwn-link serves a time-varying rate", items=items)
+    missed = [i for i in items if i["started_s"] is None]
+    never = ", ".join(f"{i['emulator']} {i['direction']}" for i in missed)
+    detail = (f"{len(items) - len(missed)} of {len(items)} time-varying bwn-link rates started"
+              + (f"; never started: {never}" if missed
+                 else f" (at {max(i['started_s'] for i in items):.3f} s at the latest)"))
+    return Check("linkem_schedule", not missed, float(len(missed)), 0.0, "links", detail, items)
+
+
 def integral_steps(points: Sequence[tuple[float, float]], t0: float, t1: float) -> float:
     """Integral over [t0, t1] of the step function through ``points`` (t, value),
     sorted by t; the first value also holds before the first point."""
@@ -460,7 +486,7 @@ def evaluate(cpu: Sequence[tuple[float, float, float]], linkem_stats: Mapping[st
              telemetry_interval_s: float = 0.25) -> FidelityResult:
     checks = [cpu_check(cpu, th), lateness_check(linkem_stats, th), switch_drop_check(switches, th),
               departure_rate_check(ports, th, max_gap_s=max(1.0, 4 * telemetry_interval_s)),
-              linkem_offload_check(linkem_stats, th)]
+              linkem_offload_check(linkem_stats, th), linkem_schedule_check(linkem_stats)]
     return FidelityResult(checks, th, measurements or {})
 
 

@@ -27,7 +27,8 @@ from pathlib import Path
 from select import POLLIN, poll
 from typing import Any, Callable, Iterator, Optional, TextIO
 
-from bwn.controller.config import ExperimentConfig
+from bwn.controller.config import ExperimentConfig, LinkConfig
+from bwn.controller.schedule import ConstantSchedule
 from bwn.pipedinput import PipedInput, has_fd, is_tty
 from bwn.netcmd import BWN_HELP, SESSION_FRAME_BYTES, CommandError, parse_command, run_command
 
@@ -197,6 +198,16 @@ def _mininet_cli() -> type:
     return BwnCLI
 
 
+def _served(link: LinkConfig) -> str:
+    """", serves its ..." for a link whose bwn-link applies its rate, else ""."""
+    schedule = link.served_schedule
+    if schedule is None:
+        return ""
+    if isinstance(schedule, ConstantSchedule):
+        return f", serves its {schedule.rate / 1e6:g} Mb/s"
+    return f", serves its {link.capacity.kind} schedule (from the moment the network was up)"
+
+
 def describe(network: Any, out_dir: Path) -> str:
     """What is up: switches (pid, P4Runtime, Thrift), link emulators, hosts, links."""
     cfg: ExperimentConfig = network.cfg
@@ -210,8 +221,7 @@ def describe(network: Any, out_dir: Path) -> str:
         proc = getattr(em, "linkem_proc", None)
         lines.append(f"  {em.name}: bwn-link pid {proc.pid if proc else '?'}, link {em.link_config.name}, "
                      f"{em.link_config.delay_ms:g} ms each way"
-                     + (f", serves its {em.link_config.served_rate_bps / 1e6:g} Mb/s"
-                        if em.link_config.served_rate_bps is not None else ""))
+                     + _served(em.link_config))
     lines.append("  hosts: " + ", ".join(f"{h.name} {h.ip.ip}" for h in cfg.hosts))
     lines.append("  links: " + ", ".join(
         f"{link.name} ({'' if link.name == f'{link.a}-{link.b}' else f'{link.a}-{link.b}, '}{link.capacity.kind})"
@@ -239,7 +249,7 @@ def run_session(cfg: ExperimentConfig, out_dir: Path, stdin: TextIO = sys.stdin,
     """Bring `cfg`'s network up, hand the user the CLI, tear everything down.
     Returns the exit status: 0 after exit/Ctrl-D, 130 after Ctrl-C at the prompt,
     128 + the signal's number after SIGTERM or SIGHUP."""
-    from bwn.experiment import ScenarioNetwork
+    from bwn.experiment import ScenarioNetwork, start_link_schedules
     from bwn.runlock import experiment_lock
 
     def say(message: str) -> None:
@@ -261,6 +271,10 @@ def run_session(cfg: ExperimentConfig, out_dir: Path, stdin: TextIO = sys.stdin,
                 with _deferred_signals():
                     network = ScenarioNetwork(cfg, out_dir, say, frame_bytes=SESSION_FRAME_BYTES)
                 network.start()
+                # The links' schedules start now, on the switches and in bwn-link alike.
+                assert network.controller is not None
+                network.controller.schedule_origin_s = network.controller.now_s()
+                start_link_schedules(network.built.linkem_nodes)
                 say(describe(network, out_dir).rstrip("\n"))
                 cli = _mininet_cli()(network, stdin=stdin)
                 if cli.ended_by == "Ctrl-C":

@@ -21,14 +21,14 @@ import ipaddress
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Annotated, Any, Mapping, Optional, Sequence, Union
 
 try:
     import tomllib
 except ModuleNotFoundError:  # Python < 3.11
     import tomli as tomllib  # type: ignore[no-redef]
 
-from pydantic import ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
 from bwn.controller import dataplane_math as dm
 from bwn.controller import scenario as sc
@@ -101,7 +101,7 @@ class LinkConfig:
     a_port: Optional[int] = None         # switch port numbers; None: the runner numbers them
     b_port: Optional[int] = None
     # What serves the link at its rate: the switch's egress queue (BMv2: packets/s at an
-    # assumed frame size) or the link's bwn-link (bytes; constant rate only).
+    # assumed frame size) or the link's bwn-link (bytes; constant, steps or sine).
     shaper: str = SHAPER_SWITCH
 
     def other_end(self, node: str) -> str:
@@ -112,10 +112,10 @@ class LinkConfig:
         return self.shaper == SHAPER_LINK
 
     @property
-    def served_rate_bps(self) -> Optional[float]:
-        """The rate bwn-link serves the link at (shaper = "link": a constant
-        schedule, checked when loaded); None when the switch serves it."""
-        return self.capacity.schedule.rate_bps(0.0) if self.shaped_by_link else None
+    def served_schedule(self) -> Optional[Schedule]:
+        """The schedule bwn-link serves the link at (shaper = "link": constant, steps
+        or sine, checked when loaded); None when the switch serves it."""
+        return self.capacity.schedule if self.shaped_by_link else None
 
     def needs_emulator(self) -> bool:
         """Whether the link runs through a bwn-link node (a delay, or its rate)."""
@@ -264,6 +264,34 @@ def validate(data: Mapping[str, Any], base_dir: str | Path | None = None,
     return config
 
 
+_LINK_SCHEDULE = TypeAdapter(Annotated[Union[sc.ConstantTable, sc.StepsTable, sc.SineTable],
+                                        Field(discriminator="kind")])
+
+
+def schedule_from_json(text: str) -> Schedule:
+    """A schedule from the JSON of a ``[links.schedule]`` table of kind constant,
+    steps or sine (``bwn-link --rate-schedule``; :func:`bwn.controller.schedule.
+    table_of` writes it). ScheduleError says what is wrong, in one line."""
+    try:
+        table = _LINK_SCHEDULE.validate_json(text)
+    except ValidationError as exc:
+        lines = sc.messages(exc)
+        for error in exc.errors(include_url=False):
+            if error["type"] == "union_tag_invalid":   # an unknown kind, or a trace
+                given = error.get("input")
+                kind = given.get("kind") if isinstance(given, dict) else given
+                lines = [f"kind: expected one of: constant, steps, sine (a trace is a file of "
+                         f"delivery opportunities, not a rate bwn-link serves), got "
+                         f"{sc.describe(kind)}"]
+        raise ScheduleError("; ".join(lines)) from None
+    if isinstance(table, sc.ConstantTable):
+        return ConstantSchedule(table.rate_mbit * 1e6)
+    if isinstance(table, sc.SineTable):
+        return SineSchedule(table.b_mbit * 1e6, float(table.alpha), float(table.w_rad_s),
+                            float(table.phi_rad))
+    return StepSchedule([(float(step.t_s), step.rate_mbit * 1e6) for step in table.steps])
+
+
 class _Resolver:
     """Step 2: the checks across tables, and the resolved :class:`ExperimentConfig`."""
 
@@ -389,10 +417,10 @@ class _Resolver:
             capacity = self.capacity(f"{loc}.schedule", link.schedule)
             if capacity is None or apply_at is None:
                 continue
-            if link.shaper == SHAPER_LINK and not isinstance(link.schedule, sc.ConstantTable):
-                self.error(f"{loc}.shaper", f"shaper = \"link\" needs a constant schedule "
-                                            f"(bwn-link applies one rate for the whole run), "
-                                            f"got kind = \"{link.schedule.kind}\"")
+            if link.shaper == SHAPER_LINK and isinstance(link.schedule, sc.TraceTable):
+                self.error(f"{loc}.shaper", f"shaper = \"link\" needs a constant, steps or "
+                                            f"sine schedule (bwn-link computes the rate of "
+                                            f"each frame from it), got kind = \"trace\"")
             out.append(LinkConfig(name, link.a, link.b, capacity, float(link.delay_ms),
                                   float(link.loss), link.queue_packets, apply_at,
                                   link.a_port, link.b_port, link.shaper))

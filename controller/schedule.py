@@ -314,3 +314,23 @@ def parse_trace(text: str, source: str = "<trace>") -> tuple[int, ...]:
         raise ScheduleError(f"{source}:{last_line_no}: the last timestamp must be "
                             f"positive (it is the trace's period), got 0")
     return tuple(stamps)
+
+
+def table_of(schedule: Schedule) -> dict[str, object]:
+    """``schedule`` as a scenario's ``[links.schedule]`` table (rates in Mb/s), the
+    form ``bwn-link --rate-schedule`` takes as JSON (``controller.config.
+    schedule_from_json`` reads it back). Constant, steps and sine only: a trace
+    names a file and is refused (:class:`ScheduleError`)."""
+    def mbit(rate_bps: float) -> float:   # 12 significant digits: 0.1102, not 0.11020000000000001
+        return float(f"{rate_bps / 1e6:.12g}")
+
+    if isinstance(schedule, ConstantSchedule):
+        return {"kind": "constant", "rate_mbit": mbit(schedule.rate)}
+    if isinstance(schedule, StepSchedule):
+        return {"kind": "steps", "steps": [{"t_s": t_s, "rate_mbit": mbit(rate)}
+                                           for t_s, rate in schedule.steps]}
+    if isinstance(schedule, SineSchedule):
+        return {"kind": "sine", "b_mbit": mbit(schedule.b_bps), "alpha": schedule.alpha,
+                "w_rad_s": schedule.w_rad_s, "phi_rad": schedule.phi_rad}
+    raise ScheduleError(f"a {type(schedule).__name__} has no table bwn-link can take "
+                        f"(constant, steps or sine)")

@@ -300,7 +300,7 @@ def test_shaper_defaults_to_the_switch_and_link_is_kept():
     assert [link.needs_emulator() for link in plain.links] == [False, True]   # a delay needs one
     c = cfg.validate(shaped())
     assert c.links[1].shaper == "link" and c.links[1].shaped_by_link
-    assert (c.links[1].served_rate_bps, plain.links[1].served_rate_bps) == (10e6, None)
+    assert c.links[1].served_schedule.rate_bps(0.0) == 10e6 and plain.links[1].served_schedule is None
     data = shaped()
     data["links"][1]["delay_ms"] = 0
     undelayed = cfg.validate(data).links[1]
@@ -309,11 +309,18 @@ def test_shaper_defaults_to_the_switch_and_link_is_kept():
     assert plain.shaper_conflicts(["obp", "gtcp"]) == []                 # nothing served by a link
 
 
-def test_shaper_link_needs_a_constant_schedule():
+def test_shaper_link_takes_constant_steps_and_sine_but_not_a_trace(tmp_path):
     data = minimal()
     data["links"][1]["shaper"] = "link"                                  # its schedule has steps
-    assert errors_of(data) == ['links[1].shaper: shaper = "link" needs a constant schedule '
-                               '(bwn-link applies one rate for the whole run), got kind = "steps"']
+    steps = cfg.validate(data).links[1]
+    assert steps.served_schedule is steps.capacity.schedule and steps.capacity.kind == "steps"
+    data["links"][1]["schedule"] = {"kind": "sine", "b_mbit": 0.1102, "w_rad_s": 1.0}
+    assert cfg.validate(data).links[1].served_schedule.rate_bps(0.0) == pytest.approx(110_200)
+    (tmp_path / "t.trace").write_text("1\n2\n")
+    data["links"][1]["schedule"] = {"kind": "trace", "path": str(tmp_path / "t.trace")}
+    assert errors_of(data) == ['links[1].shaper: shaper = "link" needs a constant, steps or sine '
+                               'schedule (bwn-link computes the rate of each frame from it), got '
+                               'kind = "trace"']
     data["links"][1]["shaper"] = "bytes"
     assert errors_of(data) == ["links[1].shaper: expected 'switch' or 'link', got string 'bytes'"]
 

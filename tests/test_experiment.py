@@ -18,6 +18,7 @@ import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -602,7 +603,8 @@ def fake_run(monkeypatch, tmp_path, *, summaries=("main",), interrupt=False, pca
             self.log_dir = out_dir / "switch-logs"
             if write_logs:
                 self.log_dir.mkdir(parents=True)
-            self.built = ex.BuiltNetwork(net=Net(), plans=[], linkem_nodes=["em0"], ends={"e": 1})
+            em0 = SimpleNamespace(name="em0", link_config=cfg_.links[0], linkem_proc=None)
+            self.built = ex.BuiltNetwork(net=Net(), plans=[], linkem_nodes=[em0], ends={"e": 1})
             self.net = self.built.net
             class Controller:
                 t0 = 1000.0
@@ -1049,6 +1051,47 @@ def test_linkem_options_serve_the_rate_where_the_switch_would_have():
     one = scenario("smoke", lambda d: (two_switches(d), d["links"][-1].update(apply_at="s1"))).link("trunk")
     assert ex.linkem_options(one) == ["--delay-ms", "0", "--b-to-a-rate-mbit", "11.02",
                                       "--b-to-a-queue-packets", "250"]
+
+
+def test_linkem_options_give_a_time_varying_rate_as_its_schedule():
+    from bwn.controller.config import schedule_from_json
+
+    sine = {"kind": "sine", "b_mbit": 0.1102, "alpha": 3.0, "w_rad_s": 1.0, "phi_rad": 0.0}
+    shaped = scenario("smoke", lambda d: (_serve_by_link(d), d["links"][1].update(schedule=sine))
+                      ).link("bottleneck")
+    options = ex.linkem_options(shaped)
+    assert options[:2] == ["--delay-ms", "10"] and options[2] == "--a-to-b-rate-schedule"
+    assert options[4:] == ["--a-to-b-queue-packets", "50"]
+    assert json.loads(options[3]) == sine
+    assert schedule_from_json(options[3]) == shaped.capacity.schedule
+
+
+class _Proc:
+    def __init__(self, alive: bool = True) -> None:
+        self.alive, self.signals = alive, []
+
+    def poll(self) -> int | None:
+        return None if self.alive else 0
+
+    def send_signal(self, signum: int) -> None:
+        self.signals.append(signum)
+
+
+def test_link_schedules_start_with_sigusr1_on_the_links_that_vary():
+    import signal
+    from types import SimpleNamespace
+
+    sine = {"kind": "sine", "b_mbit": 1.0, "w_rad_s": 1.0}
+    varying = scenario("smoke", lambda d: (_serve_by_link(d), d["links"][1].update(schedule=sine))
+                       ).link("bottleneck")
+    constant = scenario("smoke", _serve_by_link).link("bottleneck")
+    by_switch = scenario("smoke").link("bottleneck")
+    nodes = [SimpleNamespace(link_config=link, linkem_proc=_Proc(alive))
+             for link, alive in ((varying, True), (constant, True), (by_switch, True), (varying, False))]
+    nodes.append(SimpleNamespace(link_config=varying, linkem_proc=None))
+    assert ex.start_link_schedules(nodes) == ["bottleneck"]
+    assert [n.linkem_proc.signals if n.linkem_proc else None for n in nodes] == \
+        [[signal.SIGUSR1], [], [], [], None]
 
 
 def test_a_link_shaped_port_is_planned_without_a_switch_rate():

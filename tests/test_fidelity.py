@@ -28,15 +28,22 @@ def cpu_samples(idle_shares, dt=0.1, ticks_per_sample=20):
     return out
 
 
-def linkem(p99_us=200.0, frames=5000, max_us=900.0, dropped_offload=0, dropped_oversize=0):
-    """One emulator: a_to_b as given, b_to_a on time with 5000 frames; the
+SINE_TABLE = {"kind": "sine", "b_mbit": 0.1102, "alpha": 3.0, "w_rad_s": 1.0, "phi_rad": 0.0}
+
+
+def linkem(p99_us=200.0, frames=5000, max_us=900.0, dropped_offload=0, dropped_oversize=0,
+           schedule_started_s=0.25):
+    """One emulator: a_to_b as given, serving a sine whose schedule started at
+    ``schedule_started_s`` (None: never); b_to_a on time with 5000 frames; the
     offload drops (bwn-link's counters) in a_to_b."""
     late = {"frames": frames, "p50_us": 16.4, "p99_us": p99_us, "max_us": max_us}
     on_time = {"frames": 5000, "p50_us": 16.4, "p99_us": 50.0, "max_us": 200.0}
-    return {"em0": {"a_to_b": {"lateness": late, "rx_frames": frames, "dropped_offload": dropped_offload,
-                               "dropped_oversize": dropped_oversize},
+    return {"em0": {"schedule_started_s": schedule_started_s,
+                    "a_to_b": {"lateness": late, "rx_frames": frames, "dropped_offload": dropped_offload,
+                               "dropped_oversize": dropped_oversize,
+                               "config": {"rate_schedule": SINE_TABLE}},
                     "b_to_a": {"lateness": on_time, "rx_frames": 5000, "dropped_offload": 0,
-                               "dropped_oversize": 0}}}
+                               "dropped_oversize": 0, "config": {"rate_schedule": None}}}}
 
 
 def switches(ring_drops=0, in_pkts=10_000):
@@ -201,6 +208,23 @@ def test_linkem_offload_drops_not_judged_without_counters():
     old = {"em0": {"a_to_b": {"lateness": {"frames": 10}}, "b_to_a": {}}}   # bwn-link before the counters
     check = fidelity.linkem_offload_check(old)
     assert check.held is None and "no offload counters" in check.detail
+
+
+def test_a_time_varying_bwn_link_rate_never_started_breaks_alone():
+    result = evaluate(linkem_stats=linkem(schedule_started_s=None))
+    assert [c.name for c in result.broken] == ["linkem_schedule"]
+    assert result.broken[0].detail == "0 of 1 time-varying bwn-link rates started; never started: em0 a_to_b"
+    held = fidelity.linkem_schedule_check(linkem(schedule_started_s=0.25))
+    assert held.held is True and "(at 0.250 s at the latest)" in held.detail
+
+
+def test_linkem_schedule_not_judged_without_a_time_varying_rate():
+    stats = linkem(schedule_started_s=None)
+    stats["em0"]["a_to_b"]["config"]["rate_schedule"] = {"kind": "constant", "rate_mbit": 5.0}
+    assert fidelity.linkem_schedule_check(stats).held is None
+    del stats["em0"]["a_to_b"]["config"]                      # bwn-link from before schedules
+    assert fidelity.linkem_schedule_check(stats).held is None
+    assert fidelity.linkem_schedule_check({}).held is None
 
 
 def test_monitor_records_and_judges_the_offload_counters_bwn_link_writes(tmp_path):

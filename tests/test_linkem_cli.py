@@ -40,6 +40,17 @@ def test_help_explains_options():
         (["--queue-packets", "10"], "--queue-packets only makes sense with a rate limit"),
         (["--rate-mbit", "0", "--queue-packets", "5"], "must be positive"),
         (["--a-to-b-rate-mbit", "5"], "a-to-b: a rate limit needs"),
+        (["--rate-schedule", '{"kind": "sine", "b_mbit": 1, "w_rad_s": 1}'],
+         "a rate schedule needs a queue size (--queue-packets)"),
+        (["--rate-schedule", '{"kind": "constant", "rate_mbit": 1}', "--rate-mbit", "1",
+          "--queue-packets", "5"], "either a rate (--rate-mbit) or a rate schedule (--rate-schedule)"),
+        (["--rate-schedule", "sine"], "not a rate schedule: "),
+        (["--rate-schedule", '{"kind": "trace", "path": "x"}'],
+         "not a rate schedule: kind: expected one of: constant, steps, sine (a trace is a file"),
+        (["--rate-schedule", '{"kind": "sine", "b_mbit": 1}'], "sine.w_rad_s: missing (required)"),
+        (["--rate-schedule", '{"kind": "sine", "b_mbit": -1, "w_rad_s": 1}'], "not a rate schedule: "),
+        (["--rate-schedule", '{"kind": "steps", "steps": [{"t_s": 1, "rate_mbit": 2}]}'],
+         "the first step must be at t_s = 0"),
     ],
 )
 def test_bad_values_exit_2_with_one_line_error(args, fragment):
@@ -92,6 +103,19 @@ def test_linkem_command_round_trips():
     )
     argv = linkem_command("ea", "eb", cfg)
     assert argv[1:3] == ["-m", "bwn.linkem"]
+    parsed = config_from_args(build_parser().parse_args(argv[3:]))
+    assert parsed == cfg
+
+
+def test_linkem_command_round_trips_a_rate_schedule():
+    from bwn.controller.schedule import SineSchedule, StepSchedule
+
+    cfg = LinkConfig(
+        a_to_b=Impairment(delay_us=20_000, rate_schedule=SineSchedule(2e6, 3.0, 0.5, 0.25), queue_packets=50),
+        b_to_a=Impairment(rate_schedule=StepSchedule([(0, 1e6), (2.5, 3e6)]), queue_packets=7),
+        seed=1,
+    )
+    argv = linkem_command("ea", "eb", cfg)
     parsed = config_from_args(build_parser().parse_args(argv[3:]))
     assert parsed == cfg
 

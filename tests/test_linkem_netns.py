@@ -227,6 +227,26 @@ def test_cleanup_on_failure_leaves_nothing():
     assert emu.proc.poll() is not None and sleeper.poll() is not None
 
 
+def test_sigusr1_starts_a_rate_schedule_in_the_running_process(topo):
+    """`bwn-link --rate-schedule`: 1 kb/s at the schedule's time 0 (a 106-byte frame
+    takes 0.85 s), 8 Mb/s from 1 ms on. After SIGUSR1 all 50 datagrams sent at
+    1000/s arrive with gaps far below the receiver's 1 s idle timeout; had the
+    signal not started the schedule, the second would come 0.85 s after the first
+    and the third after the receiver gave up."""
+    from bwn.controller.schedule import StepSchedule
+
+    steps = StepSchedule([(0, 1000.0), (0.001, 8e6)])
+    emu = topo.start_emulator(Impairment(rate_schedule=steps, queue_packets=100), Impairment())
+    emu.proc.send_signal(signal.SIGUSR1)
+    time.sleep(0.2)
+    assert emu.proc.poll() is None, "SIGUSR1 ended bwn-link"
+    counts = udp_exchange(topo, 50, 1000.0)
+    stats = emu.stop()
+    assert counts["unique"] == 50, counts
+    assert stats["a_to_b"]["config"]["rate_schedule"]["kind"] == "steps"
+    assert 0 < stats["schedule_started_s"] < stats["duration_s"]
+
+
 def test_python_api_in_namespace(topo):
     code = (
         "import json, sys\n"

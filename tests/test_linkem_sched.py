@@ -312,3 +312,97 @@ def test_impairment_validation(kwargs, message):
         Impairment(**kwargs).validate()
     assert message in str(exc.value)
     assert "\n" not in str(exc.value)
+
+
+# -- a rate that follows a schedule (bwn-link --rate-schedule) ----------------------
+
+from bwn.controller.schedule import (  # noqa: E402
+    ConstantSchedule, SineSchedule, StepSchedule, TraceSchedule)
+
+S = 1_000_000_000
+
+
+def test_scheduled_rate_is_read_when_each_frame_starts_not_when_it_arrives():
+    # 1 Mb/s, then 2 Mb/s from t = 1 s of the schedule (origin at 10 s): a 1250-byte
+    # frame takes 10 ms, then 5 ms. Three frames arrive together at 10.985 s: the
+    # first starts at once (10 ms), the second at 10.995 s (10 ms), the third at
+    # 11.005 s, after the step, so it takes 5 ms although it arrived before it.
+    steps = StepSchedule([(0, 1e6), (1.0, 2e6)])
+    sched = DirectionScheduler(Impairment(rate_schedule=steps, queue_packets=10), seed=1)
+    sched.start_schedule(10 * S)
+    t0 = 10 * S + 985 * MS
+    out = simulate(sched, [(t0, frame(i, 1250)) for i in range(3)])
+    assert [t - t0 for t, _ in out] == [10 * MS, 20 * MS, 25 * MS]
+
+
+def test_scheduled_rate_before_the_origin_is_the_rate_at_time_zero():
+    steps = StepSchedule([(0, 1e6), (1.0, 2e6)])
+    sched = DirectionScheduler(Impairment(rate_schedule=steps, queue_packets=10), seed=1)
+    # Not started: the rate at time 0 holds however late it is.
+    assert simulate(sched, [(50 * S, frame(0, 1250))])[0][0] == 50 * S + 10 * MS
+    sched.start_schedule(60 * S)
+    assert simulate(sched, [(60 * S + 500 * MS, frame(1, 1250))])[0][0] == 60 * S + 510 * MS
+    assert simulate(sched, [(61 * S, frame(2, 1250))])[0][0] == 61 * S + 5 * MS
+    # Restarting moves time 0: 1 Mb/s again.
+    sched.start_schedule(62 * S)
+    assert simulate(sched, [(62 * S, frame(3, 1250))])[0][0] == 62 * S + 10 * MS
+
+
+def test_a_backlogged_sine_link_serves_the_integral_of_its_schedule():
+    # The EBN paper's F(t) = b (1 + sin(w t) / 3) at b = 110.2 kb/s, w = 1 rad/s, with
+    # the queue never empty: the bytes served by time T are the integral of F over
+    # [0, T] to within one frame (each frame at the rate of its start).
+    sine = SineSchedule(110_200, 3.0, 1.0, 0.0)
+    sched = DirectionScheduler(Impairment(rate_schedule=sine, queue_packets=100_000), seed=1)
+    sched.start_schedule(0)
+    size = 1102
+    out = simulate(sched, [(0, frame(i, size)) for i in range(1000)])
+    for horizon_s in (3.0, 10.0, 31.0, 60.0):
+        served_bits = 8 * size * sum(1 for t, _ in out if t <= horizon_s * S)
+        allowed_bits = sine.mean_rate_bps(0, horizon_s) * horizon_s
+        assert abs(served_bits - allowed_bits) <= 8 * size, (horizon_s, served_bits, allowed_bits)
+
+
+def test_a_scheduled_rate_never_falls_below_the_floor():
+    # alpha = 1 touches 0 at w t = 3 pi / 2: the frame still leaves, at 1 kb/s.
+    from bwn.linkem.scheduler import MIN_SCHEDULED_RATE_BPS
+    sine = SineSchedule(100_000, 1.0, 1.0, 0.0)
+    sched = DirectionScheduler(Impairment(rate_schedule=sine, queue_packets=5), seed=1)
+    sched.start_schedule(0)
+    trough_ns = int(1.5 * math.pi * S)
+    assert sched.scheduled_rate_bps(trough_ns) == MIN_SCHEDULED_RATE_BPS
+    out = simulate(sched, [(trough_ns, frame(0, 125))])
+    assert out[0][0] == trough_ns + S   # 1000 bits at 1 kb/s
+
+
+def test_a_scheduled_rate_is_drop_tail_like_a_fixed_one():
+    sched = DirectionScheduler(Impairment(rate_schedule=ConstantSchedule(8e6), queue_packets=10), seed=1)
+    out = simulate(sched, [(0, frame(i, 1000)) for i in range(30)])
+    assert [seq_of(f) for _, f in out] == list(range(11))
+    assert sched.counters.dropped_queue == 19
+
+
+def test_impairment_with_a_schedule_is_reported_as_its_table():
+    imp = Impairment(rate_schedule=SineSchedule(110_200, 3.0, 0.5, 0.0), queue_packets=50).validate()
+    assert not imp.is_plain_delay
+    assert imp.to_dict()["rate_schedule"] == {"kind": "sine", "b_mbit": 0.1102, "alpha": 3.0,
+                                              "w_rad_s": 0.5, "phi_rad": 0.0}
+    assert Impairment().to_dict()["rate_schedule"] is None
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"rate_schedule": ConstantSchedule(1e6)}, "a rate schedule needs a queue size"),
+        ({"rate_schedule": ConstantSchedule(1e6), "rate_bps": 1_000_000, "queue_packets": 5},
+         "either a rate (rate_bps) or a rate schedule (rate_schedule), not both"),
+        ({"rate_schedule": TraceSchedule((1, 2, 3)), "queue_packets": 5},
+         "rate_schedule: a TraceSchedule has no table bwn-link can take"),
+        ({"rate_schedule": "sine", "queue_packets": 5}, "rate_schedule must be a Schedule"),
+        ({"rate_schedule": ConstantSchedule(1e6), "queue_packets": 0}, "queue_packets must be at least 1"),
+    ],
+)
+def test_impairment_validation_of_a_rate_schedule(kwargs, message):
+    with pytest.raises(ValueError) as exc:
+        Impairment(**kwargs).validate()
+    assert message in str(exc.value)

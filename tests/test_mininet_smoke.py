@@ -155,6 +155,37 @@ def test_sigterm_mid_run_tears_everything_down(tmp_path):
 SMOKE_STEPS = 'schedule = { kind = "steps", steps = [ { t_s = 0, rate_mbit = 5 }, { t_s = 4, rate_mbit = 2 } ] }'
 
 
+def test_a_link_served_by_bwn_link_follows_its_steps_from_the_flows_start(tmp_path):
+    """shaper = "link" with the smoke's own steps (5 Mb/s, 2 Mb/s from 4 s): bwn-link
+    gets the schedule (--a-to-b-rate-schedule), the runner starts it with SIGUSR1
+    when the flows are released (run.json, bwn-link's schedule_started_s, the
+    linkem_schedule invariant held), and the flow gets no more than the schedule's
+    mean over the run, 3.5 Mb/s: a schedule left at its 5 Mb/s would give ~4.5."""
+    import json
+
+    text = (REPO / "topologies" / "scenarios" / "smoke.toml").read_text()
+    scenario = tmp_path / "stepped.toml"
+    scenario.write_text(text.replace(SMOKE_STEPS, 'shaper = "link"\n' + SMOKE_STEPS))
+    before = _links()
+    out = tmp_path / "run"
+    res = subprocess.run([sys.executable, "-m", "bwn.cli", "run", str(scenario), "--schemes", "newreno",
+                          "--out", str(out)],
+                         capture_output=True, text=True, timeout=300, cwd=REPO)
+    print(res.stdout[-5000:], res.stderr[-5000:])
+    assert res.returncode == 0
+    run = json.loads((out / "newreno" / "run.json").read_text())
+    assert run["link_schedules_started"] == ["bottleneck"]
+    assert run["fidelity"]["checks"]["linkem_schedule"]["held"] is True
+    stats = json.loads((out / "newreno" / "em1-linkem.json").read_text())
+    assert stats["a_to_b"]["config"]["rate_schedule"] == {
+        "kind": "steps", "steps": [{"t_s": 0.0, "rate_mbit": 5.0}, {"t_s": 4.0, "rate_mbit": 2.0}]}
+    assert stats["schedule_started_s"] is not None
+    (summary,) = csv.DictReader(open(out / "summary.csv"))
+    mean_payload_bps = (5e6 * 4 + 2e6 * 4) / 8 * 1000 / 1102
+    assert 0.4 * mean_payload_bps < float(summary["goodput_bps"]) <= 1.02 * mean_payload_bps, summary
+    assert _links() - before == set()
+
+
 def test_a_link_served_by_bwn_link_carries_its_rate(tmp_path):
     """shaper = "link" on the smoke's bottleneck (s1 -> h2, constant 5 Mb/s): the
     switch port stamps the capacity but is not rate-limited (capacity.csv: no

@@ -72,6 +72,16 @@ def _mbit(text: str) -> float:
     return value
 
 
+def _rate_schedule(text: str) -> Any:
+    from bwn.controller.config import schedule_from_json
+    from bwn.controller.schedule import ScheduleError
+
+    try:
+        return schedule_from_json(text)
+    except ScheduleError as exc:
+        raise argparse.ArgumentTypeError(f"not a rate schedule: {exc}") from None
+
+
 _positive_int = number(int, 1)
 _nonneg_int = number(int, 0)
 
@@ -94,9 +104,15 @@ _IMPAIRMENT_OPTIONS: List[tuple] = [
     ("rate-mbit", _mbit, "R",
      "serialize frames at R Mbit/s (Ethernet header to payload; no FCS, preamble or "
      "gap); needs --queue-packets (default: unlimited)"),
+    ("rate-schedule", _rate_schedule, "JSON",
+     "serialize frames at a rate that follows a schedule, read when each frame starts: "
+     "a scenario's [links.schedule] table as JSON, kind constant, steps or sine, e.g. "
+     "'{\"kind\": \"sine\", \"b_mbit\": 0.11, \"w_rad_s\": 1}'; its time 0 is the "
+     "first SIGUSR1 (each one restarts it), before which the rate at time 0 holds; "
+     "needs --queue-packets, excludes --rate-mbit"),
     ("queue-packets", _positive_int, "Q",
      "drop-tail queue of the rate limiter: at most Q frames wait behind the one "
-     "being serialized; needs --rate-mbit"),
+     "being serialized; needs --rate-mbit or --rate-schedule"),
     ("limit-packets", _positive_int, "L",
      "at most L frames in flight in the delay line, more are dropped (memory "
      "safety, like netem's limit; default 100000)"),
@@ -130,7 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
             "Per-direction overrides: every impairment option --X above also exists as "
             "--a-to-b-X (frames from IFACE_A to IFACE_B) and --b-to-a-X (IFACE_B to "
             "IFACE_A), overriding --X for that direction only; e.g. "
-            "'--delay-ms 10 --b-to-a-loss 0.02'.  Probabilities are fractions in [0,1], "
+            "'--delay-ms 10 --b-to-a-loss 0.02'.  SIGUSR1 starts the rate schedules "
+            "(--rate-schedule).  Probabilities are fractions in [0,1], "
             "not percentages.  Exit status: 0 after a clean stop, 2 on a usage error, "
             "1 on a runtime failure.  See docs/linkem.md."
         ),
@@ -203,6 +220,7 @@ def config_from_args(args: argparse.Namespace) -> LinkConfig:
             rate_bps=None if rate is None else int(round(rate * 1e6)),
             queue_packets=v("queue-packets"),
             limit_packets=100_000 if limit is None else limit,
+            rate_schedule=v("rate-schedule"),
         )
         try:
             imp.validate()
@@ -217,6 +235,7 @@ def _cli_message(msg: str) -> str:
     for field, option in (
         ("queue_packets", "--queue-packets"),
         ("rate_bps", "--rate-mbit"),
+        ("rate_schedule", "--rate-schedule"),
         ("reorder_hold_us", "--reorder-hold-ms"),
     ):
         msg = msg.replace(field, option)
@@ -290,6 +309,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, on_signal)
+    # SIGUSR1: the rate schedules' time 0 is now (bwn run sends it when the flows start).
+    signal.signal(signal.SIGUSR1, lambda _signum, _frame: emulator.start_schedule())
     try:
         emulator.start()
     except PermissionError:

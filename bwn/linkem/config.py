@@ -12,6 +12,8 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Dict, Optional
 
+from bwn.controller.schedule import Schedule, ScheduleError, table_of
+
 __all__ = ["Impairment", "LinkConfig", "DIRECTIONS"]
 
 #: The two directions of a link, in the order used everywhere (stats, threads).
@@ -52,7 +54,11 @@ class Impairment:
     3. **rate limit** (if ``rate_bps``): the frame joins a FIFO that serializes
        ``len(frame) * 8 / rate_bps`` seconds per frame; if ``queue_packets``
        frames are already waiting behind the one being serialized it is
-       dropped (drop-tail);
+       dropped (drop-tail).  With ``rate_schedule`` instead, the rate is the
+       schedule's at the moment the frame starts serializing (as NS-2 reads a
+       link's bandwidth when a packet starts); the schedule's time 0 is set
+       while running (:meth:`bwn.linkem.LinkEmulator.start_schedule`), and
+       before it the rate at time 0 holds;
     4. **delay**: ``delay_us`` plus, if ``jitter_us``, a uniform random value in
        ``[-jitter_us, +jitter_us]`` (never below zero).  Unless
        ``jitter_reorders`` is set, a frame is never released before the frame
@@ -77,6 +83,7 @@ class Impairment:
     rate_bps: Optional[int] = None
     queue_packets: Optional[int] = None
     limit_packets: int = 100_000
+    rate_schedule: Optional[Schedule] = None
 
     def validate(self) -> "Impairment":
         """Raise :class:`ValueError` with a one-line message if inconsistent."""
@@ -89,7 +96,21 @@ class Impairment:
             raise ValueError("limit_packets must be at least 1")
         for name in ("loss", "duplicate", "reorder"):
             _check_probability(name, getattr(self, name))
-        if self.rate_bps is not None:
+        if self.rate_schedule is not None:
+            if self.rate_bps is not None:
+                raise ValueError("give either a rate (rate_bps) or a rate schedule "
+                                 "(rate_schedule), not both")
+            if not isinstance(self.rate_schedule, Schedule):
+                raise ValueError(f"rate_schedule must be a Schedule, got {self.rate_schedule!r}")
+            try:
+                table_of(self.rate_schedule)
+            except ScheduleError as exc:
+                raise ValueError(f"rate_schedule: {exc}") from None
+            if self.queue_packets is None:
+                raise ValueError("a rate schedule needs a queue size (queue_packets)")
+            if self.queue_packets < 1:
+                raise ValueError("queue_packets must be at least 1")
+        elif self.rate_bps is not None:
             if isinstance(self.rate_bps, bool) or not isinstance(self.rate_bps, int):
                 raise ValueError(f"rate_bps must be an integer, got {self.rate_bps!r}")
             if self.rate_bps <= 0:
@@ -99,7 +120,8 @@ class Impairment:
             if self.queue_packets < 1:
                 raise ValueError("queue_packets must be at least 1")
         elif self.queue_packets is not None:
-            raise ValueError("queue_packets only makes sense with a rate limit (rate_bps)")
+            raise ValueError("queue_packets only makes sense with a rate limit (rate_bps "
+                             "or rate_schedule)")
         if self.reorder_hold_us is not None and self.reorder_hold_us == 0 and self.reorder > 0:
             raise ValueError("reorder_hold_us must be positive when reorder > 0")
         return self
@@ -120,10 +142,14 @@ class Impairment:
             and self.duplicate == 0.0
             and self.reorder == 0.0
             and self.rate_bps is None
+            and self.rate_schedule is None
         )
 
     def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
+        """The fields, JSON-ready: a rate schedule as its [links.schedule] table."""
+        out = asdict(self)
+        out["rate_schedule"] = None if self.rate_schedule is None else table_of(self.rate_schedule)
+        return out
 
     def replace(self, **changes: Any) -> "Impairment":
         return replace(self, **changes)

@@ -257,6 +257,7 @@ class LinkEmulator:
         self._stopped_ns = 0
         self._old_switch_interval: Optional[float] = None
         self.final_stats: Optional[Dict[str, Any]] = None
+        self._schedule_origin_ns: Optional[int] = None   # start_schedule's time 0
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -298,6 +299,8 @@ class LinkEmulator:
             for name in DIRECTIONS:
                 rx, tx, ignores, ingress, egress, egress_mtu = ends[name]
                 sched = DirectionScheduler(self.config.direction(name), self.config.direction_seed(name))
+                if self._schedule_origin_ns is not None:
+                    sched.start_schedule(self._schedule_origin_ns)
                 offload = IngressOffload(sched.counters, egress_mtu + ETH_HLEN, ingress, egress,
                                          self.warn, bufsize)
                 self.workers[name] = DirectionWorker(
@@ -315,6 +318,15 @@ class LinkEmulator:
             self._close()
             raise
         return self
+
+    def start_schedule(self, origin_ns: Optional[int] = None) -> None:
+        """Start the rate schedules (``Impairment.rate_schedule``): their time 0 is
+        ``origin_ns`` on :func:`time.monotonic_ns`'s clock, default now. Safe from a
+        signal handler; calling it again moves time 0."""
+        origin = time.monotonic_ns() if origin_ns is None else origin_ns
+        self._schedule_origin_ns = origin
+        for worker in self.workers.values():
+            worker.scheduler.start_schedule(origin)
 
     def request_stop(self) -> None:
         """Ask the workers to stop; safe from a signal handler.  See :meth:`stop`."""
@@ -390,6 +402,9 @@ class LinkEmulator:
             "seed": self.config.seed,
             "duration_s": round((end - self._started_ns) / 1e9, 6) if self._started_ns else 0.0,
             "realtime": any(w.rt_active for w in self.workers.values()),
+            # When the rate schedules got their time 0, s after the start (None: never).
+            "schedule_started_s": (None if self._schedule_origin_ns is None or not self._started_ns
+                                   else round((self._schedule_origin_ns - self._started_ns) / 1e9, 6)),
         }
         for name in DIRECTIONS:
             entry: Dict[str, Any] = {"config": self.config.direction(name).to_dict()}

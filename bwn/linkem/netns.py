@@ -46,6 +46,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from .cli import READY_MARKER
+from bwn.controller.schedule import table_of
+
 from .config import DIRECTIONS, Impairment, LinkConfig
 
 __all__ = [
@@ -119,6 +121,9 @@ def linkem_command(
             argv.append(p + "jitter-reorders")
         if imp.rate_bps is not None:
             argv += [p + "rate-mbit", repr(imp.rate_bps / 1e6), p + "queue-packets", str(imp.queue_packets)]
+        if imp.rate_schedule is not None:
+            argv += [p + "rate-schedule", json.dumps(table_of(imp.rate_schedule), separators=(",", ":")),
+                     p + "queue-packets", str(imp.queue_packets)]
         if imp.limit_packets != Impairment().limit_packets:
             argv += [p + "limit-packets", str(imp.limit_packets)]
     if config.seed is not None:

@@ -31,7 +31,8 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 from .config import Impairment
 
-__all__ = ["Counters", "DirectionScheduler", "lateness_summary", "LATE_SHIFT", "LATE_BINS"]
+__all__ = ["Counters", "DirectionScheduler", "lateness_summary", "LATE_SHIFT", "LATE_BINS",
+           "MIN_SCHEDULED_RATE_BPS"]
 
 _NS_PER_S = 1_000_000_000
 
@@ -41,6 +42,10 @@ _NS_PER_S = 1_000_000_000
 LATE_SHIFT = 14
 LATE_BINS = 256
 _LATE_SPAN_NS = (LATE_BINS - 1) << LATE_SHIFT   # lateness beyond this goes to the last bin
+
+#: Floor of a scheduled rate (bit/s): the dataplane's own minimum, 1 kb/s. A frame
+#: at a rate of 0 would never leave.
+MIN_SCHEDULED_RATE_BPS = 1000
 
 
 def lateness_summary(bins: List[int], max_ns: int) -> Dict[str, Any]:
@@ -147,6 +152,10 @@ class DirectionScheduler:
         self.hold_ns = impairment.effective_reorder_hold_us * 1000
         self.jitter_reorders = bool(impairment.jitter_reorders)
         self.rate_bps = impairment.rate_bps or 0
+        # A rate that follows a schedule (Impairment.rate_schedule): evaluated at each
+        # frame's serialization start, on the schedule's clock from its origin on.
+        self.rate_schedule = impairment.rate_schedule
+        self.schedule_origin_ns: Optional[int] = None
         self.queue_packets = impairment.queue_packets or 0
         self.limit_packets = impairment.limit_packets
         if impairment.is_plain_delay:
@@ -189,7 +198,7 @@ class DirectionScheduler:
             c.dropped_limit += 1
             return
         t = now_ns
-        if self.rate_bps:
+        if self.rate_bps or self.rate_schedule is not None:
             backlog = self._backlog
             while backlog and backlog[0] <= now_ns:
                 backlog.popleft()
@@ -198,7 +207,8 @@ class DirectionScheduler:
                 c.dropped_queue += 1
                 return
             start = self._link_free_ns if self._link_free_ns > now_ns else now_ns
-            t = start + (size * 8 * _NS_PER_S) // self.rate_bps
+            rate_bps = self.rate_bps or self.scheduled_rate_bps(start)
+            t = start + (size * 8 * _NS_PER_S) // rate_bps
             self._link_free_ns = t
             backlog.append(t)
         d = self.delay_ns
@@ -220,6 +230,20 @@ class DirectionScheduler:
             t = self._last_fifo_ns
         self._last_fifo_ns = t
         self.fifo.append((t, frame))
+
+    def start_schedule(self, origin_ns: int) -> None:
+        """Put the rate schedule's time 0 at ``origin_ns`` (frames whose
+        serialization starts before it get the rate at time 0)."""
+        self.schedule_origin_ns = origin_ns
+
+    def scheduled_rate_bps(self, start_ns: int) -> int:
+        """The schedule's rate for a frame that starts serializing at ``start_ns``,
+        at least :data:`MIN_SCHEDULED_RATE_BPS` (a sine with alpha = 1 touches 0)."""
+        assert self.rate_schedule is not None
+        origin = self.schedule_origin_ns
+        t_s = 0.0 if origin is None or start_ns <= origin else (start_ns - origin) / _NS_PER_S
+        rate = int(self.rate_schedule.rate_bps(t_s))
+        return rate if rate > MIN_SCHEDULED_RATE_BPS else MIN_SCHEDULED_RATE_BPS
 
     # -- release ---------------------------------------------------------------
 
