@@ -487,7 +487,9 @@ def _seed_quantity(c: gr.Claim, r: cl.RunRecord, runs: list[cl.RunRecord]) -> Op
         return None
     if c.kind != "better":
         return value
-    other = next((o for o in runs if o.scheme == c.versus and o.seed == r.seed), None)
+    # Paired with the other scheme's run of the same seed only when that run counts too:
+    # an INVALID partner gives no valid seed's quantity (the claim's n leaves it out).
+    other = next((o for o in runs if o.scheme == c.versus and o.seed == r.seed and o.usable), None)
     theirs = None if other is None else other.metrics.get(c.metric)
     if not theirs:
         return None

@@ -460,6 +460,20 @@ def test_an_all_unclear_claim_is_inconclusive_and_its_evidence_shows_each_seed(t
     assert "* case a (unclear): the quantity per valid seed: seed 1 1.07, seed 2 0.856, seed 3 0.927 / x: " in text
 
 
+def test_the_evidence_of_a_paired_claim_lists_only_seeds_whose_pair_is_valid(tmp_path):
+    """A seed whose other run is INVALID is left out of the claim's n, and so out of
+    "the quantity per valid seed" (it once showed a gain against the INVALID run)."""
+    records = []
+    for seed, (x, y) in enumerate([(1.0, 1.1), (2.0, 2.2), (3.0, 3.1)], start=1):
+        records += [rec(tmp_path, "a", seed, "x", x), rec(tmp_path, "a", seed, "y", y, valid=seed != 3)]
+    grid = make_grid([BETTER])
+    judgements = reproduce.judge_all(grid, [grid.case("a")], records)
+    assert judgements[0].cases[0].estimate.n == 2
+    text = reproduce.write_outputs(grid, tmp_path, [grid.case("a")], records, judgements, {}).read_text()
+    (line,) = [ln for ln in text.splitlines() if "the quantity per valid seed" in ln]
+    assert "seed 1 -9.1 %, seed 2 -9.1 % /" in line and "seed 3" not in line.split(" / ")[0]
+
+
 def test_an_invocation_for_some_cases_keeps_the_rest_of_the_grid(tmp_path):
     """`--cases X` runs only X's runs, but the page and PAPER-runs.csv still cover the
     whole grid (carried rows of the other cases are kept, not dropped)."""
