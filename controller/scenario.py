@@ -352,8 +352,8 @@ class LinkTable(_Table):
         "what serves the link at its rate: \"switch\" (the switch's egress queue: BMv2 "
         "serves packets per second at the frame size the runner assumes, so a 40-byte "
         "ACK takes a full frame's time) or \"link\" (the link's bwn-link serializes "
-        "every frame's bytes at the rate, as NS-2 and real links do; constant schedules "
-        "only; the switch still stamps the link's capacity but its queue stays empty, so "
+        "every frame's bytes at the rate, as NS-2 and real links do; constant, steps or "
+        "sine schedules, each frame at the rate in force when it starts; the switch still stamps the link's capacity but its queue stays empty, so "
         "not for OBP or GTCP: docs/config.md, \"Where a link's rate is applied\")"))
 
 
