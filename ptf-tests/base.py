@@ -174,13 +174,17 @@ class BwnTest(BaseTest):
 
     def assert_well_formed(self, pkt: Ether) -> None:
         """What every packet a switch sends must be: a valid IPv4 header checksum,
-        and for a BWN DATA packet it stamped, UDP checksum 0 (docs/wire-format.md)."""
+        and for a BWN DATA packet it stamped, UDP checksum 0 (docs/wire-format.md)
+        and the UDP length still the IP payload's (RFC 768; the stamp rewrites the
+        field that holds both)."""
         if IP not in pkt:
             return
         self.assertTrue(ipv4_checksum_ok(pkt), f"bad IPv4 header checksum: {bytes(pkt)[:40].hex()}")
         if (UDP in pkt and pkt[UDP].dport == BWN_UDP_PORT and BWN in pkt
                 and pkt[BWN].version == 1 and pkt[BWN].kind == 0 and pkt[BWN].hop_count > 0):
             self.assertEqual(pkt[UDP].chksum, 0, "a stamped packet kept a UDP checksum")
+            self.assertEqual(pkt[UDP].len, pkt[IP].len - 4 * pkt[IP].ihl,
+                             "a stamped packet's UDP length is not its IP payload's")
 
     def set_queue(self, port: int, rate_pps: float, depth_packets: int, sw: int = 1) -> None:
         """BMv2's egress queue of `port`: service rate and depth (Thrift)."""

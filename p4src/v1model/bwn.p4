@@ -47,7 +47,10 @@
  *     stamped at once), the echo (never touched by a switch) as one field;
  *   - IPv4 in two parts: the head, then either the flow key (TCP and UDP
  *     without IPv4 options: addresses and ports, one header that BMv2 hashes
- *     without copying it) or only the addresses (everything else). */
+ *     without copying it) or only the addresses (everything else); the head
+ *     as three fields: the 64 bits no switch writes on the common path, TTL
+ *     ++ protocol (one write decrements the TTL), and the checksum;
+ *   - UDP's length ++ checksum (the stamp's checksum rule writes them once). */
 header ethernet_v1_t {
     bit<96> macs;            /* dst_addr ++ src_addr */
     bit<16> ether_type;
@@ -67,13 +70,37 @@ header ipv4_options_t {
     varbit<320> options;
 }
 
+/* IPv4's first 12 bytes (the same bytes as ipv4_head_t):
+ *   head      = version[63:60] ++ ihl[59:56] ++ dscp[55:50] ++ ecn[49:48]
+ *               ++ total_len[47:32] ++ identification[31:16]
+ *               ++ flags[15:13] (reserved, DF, MF) ++ frag_offset[12:0];
+ *   ttl_proto = ttl[15:8] ++ protocol[7:0]. */
+header ipv4_head_v1_t {
+    bit<64> head;
+    bit<16> ttl_proto;
+    bit<16> hdr_checksum;
+}
+#define IP_IHL(h)      h.head[59:56]
+#define IP_DSCP(h)     h.head[55:50]
+#define IP_TOS_WORD(h) h.head[63:48]   /* version ++ ihl ++ dscp ++ ecn */
+#define IP_PROTO(h)    h.ttl_proto[7:0]
+#define IHL_MASK         64w0x0F00000000000000
+#define IHL_0_3_MASK     64w0x0C00000000000000   /* IHL & 0xC == 0: IHL 0..3 */
+#define IHL_4            64w0x0400000000000000
+#define IHL_5            64w0x0500000000000000
+#define IHL_MF_FRAG_MASK 64w0x0F00000000003FFF   /* IHL, MF and the fragment offset */
+
+header udp_tail_v1_t {
+    bit<32> len_csum;        /* length ++ checksum */
+}
+
 struct v1_headers_t {
     ethernet_v1_t  ethernet;
-    ipv4_head_t    ipv4;
+    ipv4_head_v1_t ipv4;
     flow_key_t     fk;
     ipv4_addrs_t   addrs;
     ipv4_options_t ipv4_options;
-    udp_tail_t     udp;
+    udp_tail_v1_t  udp;
     bwn_v1_t       bwn;
 }
 
@@ -164,30 +191,32 @@ parser BwnParser(packet_in packet, out v1_headers_t hdr, inout metadata_t meta,
     }
 
     /* Only IPv4 without options and not fragmented is parsed beyond IP:
-     * options and fragments are routed but never stamped nor counted as flows. */
+     * options and fragments are routed but never stamped nor counted as flows.
+     * The select masks the wide fields (layout at ipv4_head_v1_t): IHL is
+     * head[59:56], MF head[13], the fragment offset head[12:0]; TTL is
+     * ttl_proto[15:8], the protocol ttl_proto[7:0]. */
     state parse_ipv4 {
         packet.extract(hdr.ipv4);
-        transition select(hdr.ipv4.ihl, hdr.ipv4.ttl, hdr.ipv4.flag_mf, hdr.ipv4.frag_offset,
-                          hdr.ipv4.protocol) {
-            (0 &&& 0xC, _, _, _, _): ipv4_too_short;          /* IHL 0..3 */
-            (4, _, _, _, _): ipv4_too_short;
-            (_, 0 &&& 0xFE, _, _, _): ttl_expired;            /* TTL 0 or 1 */
-            (5, _, 0, 0, IP_PROTO_UDP): parse_udp;
-            (5, _, 0, 0, IP_PROTO_TCP): parse_tcp;
+        transition select(hdr.ipv4.head, hdr.ipv4.ttl_proto) {
+            (64w0 &&& IHL_0_3_MASK, _): ipv4_too_short;                     /* IHL 0..3 */
+            (IHL_4 &&& IHL_MASK, _): ipv4_too_short;
+            (_, 16w0 &&& 16w0xFE00): ttl_expired;                          /* TTL 0 or 1 */
+            (IHL_5 &&& IHL_MF_FRAG_MASK, IP_PROTO_UDP &&& 16w0x00FF): parse_udp;
+            (IHL_5 &&& IHL_MF_FRAG_MASK, IP_PROTO_TCP &&& 16w0x00FF): parse_tcp;
             default: parse_addrs;
         }
     }
 
     state parse_addrs {
         packet.extract(hdr.addrs);
-        transition select(hdr.ipv4.ihl) {
-            5: accept;
+        transition select(hdr.ipv4.head) {
+            IHL_5 &&& IHL_MASK: accept;
             default: parse_ipv4_options;
         }
     }
 
     state parse_ipv4_options {
-        packet.extract(hdr.ipv4_options, ((bit<32>)hdr.ipv4.ihl - 5) * 32);
+        packet.extract(hdr.ipv4_options, ((bit<32>)IP_IHL(hdr.ipv4) - 5) * 32);
         transition accept;
     }
 
@@ -231,15 +260,11 @@ parser BwnParser(packet_in packet, out v1_headers_t hdr, inout metadata_t meta,
 control BwnVerifyChecksum(inout v1_headers_t hdr, inout metadata_t meta) {
     apply {
         verify_checksum(hdr.fk.isValid(),
-            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn, hdr.ipv4.total_len,
-              hdr.ipv4.identification, hdr.ipv4.flag_reserved, hdr.ipv4.flag_df, hdr.ipv4.flag_mf,
-              hdr.ipv4.frag_offset, hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.fk.src_addr, hdr.fk.dst_addr },
+            { hdr.ipv4.head, hdr.ipv4.ttl_proto, hdr.fk.src_addr, hdr.fk.dst_addr },
             hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
         verify_checksum(hdr.addrs.isValid(),
-            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn, hdr.ipv4.total_len,
-              hdr.ipv4.identification, hdr.ipv4.flag_reserved, hdr.ipv4.flag_df, hdr.ipv4.flag_mf,
-              hdr.ipv4.frag_offset, hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.addrs.src_addr,
-              hdr.addrs.dst_addr, hdr.ipv4_options.options },
+            { hdr.ipv4.head, hdr.ipv4.ttl_proto, hdr.addrs.src_addr, hdr.addrs.dst_addr,
+              hdr.ipv4_options.options },
             hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
     }
 }
@@ -270,7 +295,7 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
     action forward(PortId_t port, bit<32> pidx, bit<96> macs) {
         standard_metadata.egress_spec = port;
         hdr.ethernet.macs = macs;
-        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+        hdr.ipv4.ttl_proto = hdr.ipv4.ttl_proto - 16w0x0100;   /* TTL - 1 (the parser let only TTL >= 2 in) */
         /* ~(~HC + 0xFEFF) in one's complement: the 16-bit sum plus its carry,
          * which occurs exactly when ~HC > 0x0100. */
         hdr.ipv4.hdr_checksum = ~(~hdr.ipv4.hdr_checksum + 16w0xFEFF
@@ -349,13 +374,13 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
      * Checksum: RFC 1624 eq. 3 over the changed word (version, IHL, TOS). */
     action reserved_flow(bit<6> dscp) {
         reservation_meter.read(meta.a);
-        meta.t = (bit<256>)(~(hdr.ipv4.version ++ hdr.ipv4.ihl ++ hdr.ipv4.dscp ++ hdr.ipv4.ecn));
-        hdr.ipv4.dscp = DSCP_AF13;
+        meta.t = (bit<256>)(~IP_TOS_WORD(hdr.ipv4));
+        IP_DSCP(hdr.ipv4) = DSCP_AF13;
         if (meta.a == METER_GREEN) {
-            hdr.ipv4.dscp = dscp;
+            IP_DSCP(hdr.ipv4) = dscp;
         }
         meta.t = (bit<256>)(~hdr.ipv4.hdr_checksum) + meta.t
-                 + (bit<256>)(hdr.ipv4.version ++ hdr.ipv4.ihl ++ hdr.ipv4.dscp ++ hdr.ipv4.ecn);
+                 + (bit<256>)IP_TOS_WORD(hdr.ipv4);
         meta.t = (meta.t & 0xffff) + (meta.t >> 16);
         meta.t = (meta.t & 0xffff) + (meta.t >> 16);
         hdr.ipv4.hdr_checksum = ~(meta.t[15:0]);
@@ -365,7 +390,7 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
         key = {
             hdr.fk.src_addr   : ternary @name("src_addr");
             hdr.fk.dst_addr   : ternary @name("dst_addr");
-            hdr.ipv4.protocol : ternary @name("protocol");
+            IP_PROTO(hdr.ipv4) : ternary @name("protocol");
             hdr.fk.src_port   : ternary @name("src_port");
             hdr.fk.dst_port   : ternary @name("dst_port");
         }
@@ -560,7 +585,7 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
                         if (meta.b[31:31] == 1) {
                             reservations.apply();     /* meter and mark (edge) */
                         }
-                        if (meta.b[30:0] != 0 && hdr.ipv4.dscp != DSCP_AF11) {
+                        if (meta.b[30:0] != 0 && IP_DSCP(hdr.ipv4) != DSCP_AF11) {
                             assured_forwarding();
                         }
                     }
@@ -571,7 +596,7 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
                         if (meta.a != 0) {
                             random_loss();
                         }
-                        if (meta.b[30:0] != 0 && hdr.ipv4.dscp != DSCP_AF11) {
+                        if (meta.b[30:0] != 0 && IP_DSCP(hdr.ipv4) != DSCP_AF11) {
                             assured_forwarding();
                         }
                     }
@@ -623,8 +648,8 @@ control BwnEgress(inout v1_headers_t hdr, inout metadata_t meta,
                               ++ MIN_U8(ST_EBN(meta.t), hdr.bwn.hop_ebn[7:0]);
             hdr.bwn.narrow_tight = MIN_U32(ST_NARROW(meta.t), hdr.bwn.narrow_tight[63:32])
                                    ++ MIN_S32(ST_AVAIL(meta.t), hdr.bwn.narrow_tight[31:0]);
-            if (hdr.udp.checksum != 0) {
-                hdr.udp.checksum = 0;  /* the UDP checksum rule, docs/wire-format.md */
+            if (hdr.udp.len_csum[15:0] != 0) {
+                hdr.udp.len_csum = hdr.udp.len_csum & 32w0xFFFF0000;  /* the UDP checksum rule, docs/wire-format.md */
             }
         }
     }
