@@ -125,7 +125,8 @@ def _switch_plans(cfg: ExperimentConfig, net: Any, ends: dict[str, tuple[Any, An
             applies = not link.apply_at or sw.name in link.apply_at
             # GTCP reservations as Assured Forwarding (RFC 2597): a port that reserved
             # flows leave by drops out-of-profile and best-effort packets first, once
-            # its queue is half full (docs/dataplane.md, "Reservations").
+            # its queue holds af_queue_packets (half of it unless the scenario says;
+            # docs/dataplane.md, "Reservations").
             carries_reserved = any(_on_path(cfg, r.src, r.dst, link, sw.name) for r in cfg.reservations)
             # BMv2 rate-limits queues in packets/s. A port that no flow's data
             # leaves by carries only ACKs (102-byte frames): converting its rate
@@ -137,7 +138,7 @@ def _switch_plans(cfg: ExperimentConfig, net: Any, ends: dict[str, tuple[Any, An
                                        queue_packets=link.queue_packets,
                                        frame_bytes=data_frame_bytes if carries_data else ack_frame_bytes,
                                        loss=link.loss,
-                                       af_queue_packets=max(1, link.queue_packets // 2) if carries_reserved else 0,
+                                       af_queue_packets=link.af_queue_packets if carries_reserved else 0,
                                        shaped_by_switch=not link.shaped_by_link))
         for r in cfg.reservations:
             first_switch = _first_switch(cfg, r.src, r.dst)

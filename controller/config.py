@@ -103,6 +103,7 @@ class LinkConfig:
     # What serves the link at its rate: the switch's egress queue (BMv2: packets/s at an
     # assumed frame size) or the link's bwn-link (bytes; constant, steps or sine).
     shaper: str = SHAPER_SWITCH
+    af_threshold_packets: Optional[int] = None   # GTCP's AF drop threshold; None: half the queue
 
     def other_end(self, node: str) -> str:
         return self.b if node == self.a else self.a
@@ -116,6 +117,15 @@ class LinkConfig:
         """The schedule bwn-link serves the link at (shaper = "link": constant, steps
         or sine, checked when loaded); None when the switch serves it."""
         return self.capacity.schedule if self.shaped_by_link else None
+
+    @property
+    def af_queue_packets(self) -> int:
+        """The Assured Forwarding threshold of a port reserved flows leave by: out-of-
+        profile and best-effort packets are dropped while the queue holds this many
+        (docs/dataplane.md, "Reservations"); half the queue unless the scenario says."""
+        if self.af_threshold_packets is not None:
+            return self.af_threshold_packets
+        return max(1, self.queue_packets // 2)
 
     def needs_emulator(self) -> bool:
         """Whether the link runs through a bwn-link node (a delay, or its rate)."""
@@ -421,9 +431,13 @@ class _Resolver:
                 self.error(f"{loc}.shaper", f"shaper = \"link\" needs a constant, steps or "
                                             f"sine schedule (bwn-link computes the rate of "
                                             f"each frame from it), got kind = \"trace\"")
+            if link.af_threshold_packets is not None and link.af_threshold_packets > link.queue_packets:
+                self.error(f"{loc}.af_threshold_packets", f"{link.af_threshold_packets} is more than "
+                                                          f"the queue's {link.queue_packets} packets "
+                                                          f"(queue_packets)")
             out.append(LinkConfig(name, link.a, link.b, capacity, float(link.delay_ms),
                                   float(link.loss), link.queue_packets, apply_at,
-                                  link.a_port, link.b_port, link.shaper))
+                                  link.a_port, link.b_port, link.shaper, link.af_threshold_packets))
         return out
 
     def link_port(self, loc: str, port: Optional[int], node: Optional[str],

@@ -345,6 +345,10 @@ class LinkTable(_Table):
                                                        "each direction")
     queue_packets: _integer(ge=1) = Field(DEFAULT_QUEUE_PACKETS,
                                           description="egress queue depth, packets")
+    af_threshold_packets: Optional[_integer(ge=1)] = Field(None, description=(
+        "GTCP's Assured Forwarding on the ports reserved flows leave by: out-of-profile and "
+        "best-effort packets are dropped while the queue holds at least this many packets, "
+        "at most queue_packets (default: half of queue_packets)"))
     apply_at: Text = Field(APPLY_BOTH, description=(
         "which end's switch egress applies the schedule: \"both\" (every switch end) or "
         "the name of one switch end"))

@@ -325,6 +325,20 @@ def test_shaper_link_takes_constant_steps_and_sine_but_not_a_trace(tmp_path):
     assert errors_of(data) == ["links[1].shaper: expected 'switch' or 'link', got string 'bytes'"]
 
 
+def test_af_threshold_defaults_to_half_the_queue_and_must_fit_in_it():
+    data = minimal()
+    assert cfg.validate(data).links[1].af_queue_packets == data["links"][1].get("queue_packets", 64) // 2
+    data["links"][1]["queue_packets"] = 60
+    data["links"][1]["af_threshold_packets"] = 12
+    assert cfg.validate(data).links[1].af_queue_packets == 12
+    data["links"][1]["af_threshold_packets"] = 61
+    assert errors_of(data) == ["links[1].af_threshold_packets: 61 is more than the queue's 60 "
+                               "packets (queue_packets)"]
+    data["links"][1]["af_threshold_packets"] = 0
+    (message,) = errors_of(data)
+    assert message.startswith("links[1].af_threshold_packets:")
+
+
 def test_shaper_link_refuses_the_schemes_that_read_the_switchs_queue():
     (message,) = errors_of(shaped(schemes=["dft", "obp:window_us=65536"]))
     assert message == ('links: link s1-h2 (shaper = "link"): the switch\'s egress queue stays empty '

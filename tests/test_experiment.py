@@ -209,6 +209,18 @@ def test_gtcp_reservations_af_threshold_and_meters():
         for rate, sport in ((4, 40001), (2, 40002), (1, 40003))]
 
 
+def test_a_links_af_threshold_replaces_half_its_queue_where_reserved_flows_leave():
+    def set_threshold(data: dict[str, Any]) -> None:
+        for link in data["links"]:
+            if link.get("name") == "bottleneck":
+                link["af_threshold_packets"] = 10
+    cfg = scenario("gtcp-reservations", set_threshold)
+    by_name, _ = plans(cfg)
+    assert port(by_name["s1"], "bottleneck").af_queue_packets == 10
+    assert port(by_name["s2"], "bottleneck").af_queue_packets == 0    # no reserved flow leaves s2 there
+    assert port(by_name["s2"], link_name(cfg, "s2", "h2")).af_queue_packets == 32   # the default elsewhere
+
+
 def test_af_threshold_is_at_least_one_packet_and_dst_port_kept():
     def small(data: dict[str, Any]) -> None:
         for link in data["links"]:
