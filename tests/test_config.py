@@ -97,7 +97,7 @@ def test_apply_at_one_end_and_loss():
      "links[0].a: unknown node 'h9' (known: h1, h2, s1)"),
     (lambda d: d["links"][0].update(delay=3),
      "links[0].delay: unknown key (expected one of: name, a, b, a_port, b_port, schedule, "
-     "delay_ms, loss, queue_packets, apply_at, shaper)"),
+     "delay_ms, loss, queue_packets, af_threshold_packets, apply_at, shaper)"),
     (lambda d: d["links"][0].update(loss=1.5), "links[0].loss: must be at most 1, got 1.5"),
     (lambda d: d["links"][0].update(delay_ms="ten"),
      "links[0].delay_ms: expected a number, got string 'ten'"),

@@ -297,7 +297,7 @@ def test_execute_resumes_skipping_complete_valid_runs(tmp_path, monkeypatch):
     monkeypatch.setattr(experiment, "run_scheme", fake_run_scheme)
     monkeypatch.setattr(reproduce, "LOCK_YIELD_S", 0.0)
     grid = gr.load_grid("gtcp")
-    plan = reproduce.planned_runs(grid, quick=False, seeds=2)
+    plan = [run for run in reproduce.planned_runs(grid, quick=False, seeds=2) if run[0].id == "basic"]
     out = tmp_path / "gtcp"
     schemes = ["gtcp", "gtcp:cwnd_g_rtt=srtt", "newreno"]
     assert list(grid.cases[0].schemes) == schemes
