@@ -294,11 +294,18 @@ def schedule_from_json(text: str) -> Schedule:
                          f"delivery opportunities, not a rate bwn-link serves), got "
                          f"{sc.describe(kind)}"]
         raise ScheduleError("; ".join(lines)) from None
+    return rate_schedule_of(table)
+
+
+def rate_schedule_of(table: Any) -> Schedule:
+    """The schedule of a validated constant, steps or sine table (the scenario's and
+    bwn-link's one mapping); StepSchedule raises ScheduleError on misordered steps."""
     if isinstance(table, sc.ConstantTable):
         return ConstantSchedule(table.rate_mbit * 1e6)
     if isinstance(table, sc.SineTable):
         return SineSchedule(table.b_mbit * 1e6, float(table.alpha), float(table.w_rad_s),
                             float(table.phi_rad))
+    assert isinstance(table, sc.StepsTable), type(table)
     return StepSchedule([(float(step.t_s), step.rate_mbit * 1e6) for step in table.steps])
 
 
@@ -486,16 +493,12 @@ class _Resolver:
     def capacity(self, loc: str, table: Any) -> Optional[CapacityConfig]:
         trace_path: Optional[Path] = None
         schedule: Schedule
-        if isinstance(table, sc.ConstantTable):
-            schedule = ConstantSchedule(table.rate_mbit * 1e6)
-        elif isinstance(table, sc.SineTable):
-            schedule = SineSchedule(table.b_mbit * 1e6, float(table.alpha),
-                                    float(table.w_rad_s), float(table.phi_rad))
+        if isinstance(table, (sc.ConstantTable, sc.SineTable)):
+            schedule = rate_schedule_of(table)
         elif isinstance(table, sc.StepsTable):
-            built = self.steps(f"{loc}.steps", table.steps)
-            if built is None:
+            if not self.steps_ordered(f"{loc}.steps", table.steps):
                 return None
-            schedule = built
+            schedule = rate_schedule_of(table)
         else:
             assert isinstance(table, sc.TraceTable)
             trace_path = Path(table.path)
@@ -514,7 +517,9 @@ class _Resolver:
         return CapacityConfig(table.kind, schedule, float(table.update_interval_s),
                               float(table.update_threshold), trace_path)
 
-    def steps(self, loc: str, steps: list[sc.StepTable]) -> Optional[Schedule]:
+    def steps_ordered(self, loc: str, steps: list[sc.StepTable]) -> bool:
+        """Whether the steps start at 0 and strictly increase; each fault reported
+        at its location (StepSchedule would stop at the first)."""
         ok = True
         for i, step in enumerate(steps):
             if i == 0 and step.t_s != 0:
@@ -525,9 +530,7 @@ class _Resolver:
                 self.error(f"{loc}[{i}].t_s", f"{step.t_s:g} is not after the previous "
                                               f"step's {steps[i - 1].t_s:g}")
                 ok = False
-        if not ok:
-            return None
-        return StepSchedule([(float(s.t_s), s.rate_mbit * 1e6) for s in steps])
+        return ok
 
     # -- traffic -----------------------------------------------------------------------
 
