@@ -156,6 +156,7 @@ class DirectionScheduler:
         # frame's serialization start, on the schedule's clock from its origin on.
         self.rate_schedule = impairment.rate_schedule
         self.schedule_origin_ns: Optional[int] = None
+        self._serialized = bool(self.rate_bps) or self.rate_schedule is not None
         self.queue_packets = impairment.queue_packets or 0
         self.limit_packets = impairment.limit_packets
         if impairment.is_plain_delay:
@@ -198,7 +199,7 @@ class DirectionScheduler:
             c.dropped_limit += 1
             return
         t = now_ns
-        if self.rate_bps or self.rate_schedule is not None:
+        if self._serialized:
             backlog = self._backlog
             while backlog and backlog[0] <= now_ns:
                 backlog.popleft()
