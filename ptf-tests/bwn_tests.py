@@ -263,6 +263,28 @@ class RandomLossTest(BwnTest):
         tu.verify_packet(self, routed(pkt, 3), 3)
 
 
+class RandomLossCountsFlowsOnceTest(BwnTest):
+    """On a port with random loss, a flow is still one flow: the loss draw must
+    not touch the flow's slot epoch, or every packet that survives it counts as
+    a new flow and EBN's share collapses towards C / 256."""
+
+    window_cfg = EbnShareHalvesTest.window_cfg
+
+    def runTest(self) -> None:
+        self.add_hosts((1, 3))
+        self.add_hosts((2,), {2: ent.PortOptions(loss=0.05)})
+        self.set_capacity(2, 10e6)
+        self.settle()
+        frame = bytes(bwn_packet(1, 2, sport=44001))
+        self.send_paced(1, [frame] * 160, 200.0)
+        out = self.collect(2, 0.5)
+        codes = [BwnHeader.unpack(bytes(p[BWN])[:24]).ebn_code for p in out[len(out) // 2:]]
+        self.assertTrue(codes, "no stamped packet came out of the lossy port")
+        mode = max(set(codes), key=codes.count)
+        print(f"\n  one flow on a port losing 5 %: EBN code {mode} over {len(out)} packets")
+        self.assertEqual(mode, dm.expected_ebn_code(10_000, 1))
+
+
 class ReservationMeterTest(BwnTest):
     """GTCP reservations: the meter marks conforming traffic (AF11) up to the
     reserved rate and the excess out of profile (AF13); other flows unmarked;

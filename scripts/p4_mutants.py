@@ -76,7 +76,7 @@ MUTANTS: list[Mutant] = [
     Mutant("drop-not-counted", "drop_counter.count(reason);", ""),
     Mutant("malformed-not-dropped", "mark_to_drop(standard_metadata);", ""),
     # -- loss
-    Mutant("loss-compare-inverted", "if (meta.slot_seen < meta.a) {", "if (meta.slot_seen >= meta.a) {"),
+    Mutant("loss-compare-inverted", "if (meta.t < (bit<256>)meta.a) {", "if (meta.t >= (bit<256>)meta.a) {"),
     Mutant("loss-never-drawn", "                        if (meta.a != 0) {\n                            random_loss();",
            "                        if (meta.a == 0) {\n                            random_loss();", every=True),
     # -- OBP: BR, BI, AB, windows

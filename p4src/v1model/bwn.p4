@@ -360,10 +360,13 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
     }
 
     /* ---- options of a route ---------------------------------------------- */
-    /* Random loss: drop when a uniform 32-bit draw is below the threshold. */
+    /* Random loss: drop when a uniform 32-bit draw is below the threshold.
+     * The draw goes into t, which every later reader writes first (slot_seen,
+     * the flow's slot epoch, is still to be compared: a draw there made every
+     * packet of a lossy port count as a new flow). */
     action random_loss() {
-        random(meta.slot_seen, 32w0, 32w0xFFFFFFFF);
-        if (meta.slot_seen < meta.a) {
+        random(meta.t, 256w0, 256w0xFFFFFFFF);
+        if (meta.t < (bit<256>)meta.a) {
             drop_with(DROP_RANDOM_LOSS);
         }
     }
