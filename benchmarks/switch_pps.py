@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Forwarding rate and CPU per packet of bwn.p4 against a plain IPv4 router on BMv2.
 
-    sudo .venv/bin/python benchmarks/switch_pps.py [--seconds 10] [--rounds 3]
-        [--builds default,fast] [--classes data,plain,window-first] [--callgrind 2000]
+    sudo .venv/bin/python benchmarks/switch_pps.py [--seconds 8] [--rounds 7]
+        [--builds default,fast] [--programs plain,bwn] [--classes data,plain,window-first]
+        [--callgrind 2000]
 
 Method. One `simple_switch_grpc` in a private network namespace, two veth ports.
 A closed-loop generator (this process, AF_PACKET) keeps `--inflight` 1000-byte
@@ -10,9 +11,12 @@ frames inside the switch: it sends into port 1 whenever fewer than that many hav
 come out of port 2, so the switch always has work and its queues never overflow
 (a top-speed sender would burn a core that the switch needs, on 2 cores). The
 rate is frames out of port 2 per second; CPU per packet is the switch process's
-user+system time (all its threads, /proc/PID/stat) over those frames. Programs
-and builds are interleaved round by round so that drift of the machine hits
-all of them alike; the table gives the median and the min..max of the rounds.
+user+system time (all its threads, /proc/PID/stat) over those frames, with the
+user part (the pipeline's own work; system time is BMv2's thread hand-offs and
+packet I/O) in brackets. Programs
+and builds are interleaved round by round, each round starting one case later,
+so that drift of the machine hits all of them alike; the table gives the median
+and the min..max of the rounds.
 
 Traffic classes (bwn.p4 only; the plain program forwards them all alike):
   data          BWN DATA packets (UDP 16983) that every switch stamps, 8 flows;
@@ -138,9 +142,11 @@ def program_switch(sw: Bmv2Switch, program: str, window_us: int | None) -> objec
     return s
 
 
-def switch_cpu_s(pid: int) -> float:
+def switch_cpu_s(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of process `pid`, all its threads."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 # ----------------------------------------------------------------------------- measurement
@@ -149,6 +155,7 @@ class Sample:
     pps: float
     cpu_us_per_pkt: float
     lost: int
+    user_us_per_pkt: float = 0.0    # of cpu_us_per_pkt: the switch in user space (the pipeline)
 
 
 def closed_loop(tx: socket.socket, rx: socket.socket, pkts: list[bytes], seconds: float,
@@ -228,7 +235,8 @@ class Bench:
             sw.stop()
         if got == 0:
             raise RuntimeError(f"{program}/{traffic}: no frame came out of port 2 (see {sw.log_path})")
-        return Sample(got / elapsed, (cpu1 - cpu0) / got * 1e6, lost)
+        user_s, sys_s = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
+        return Sample(got / elapsed, (user_s + sys_s) / got * 1e6, lost, user_s / got * 1e6)
 
     def callgrind(self, binary: str, program: str, traffic: str, n: int, out: Path) -> float:
         """Instructions per packet over `n` packets (after warm-up), profile in `out`."""
@@ -265,10 +273,11 @@ class Bench:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seconds", type=float, default=10.0, help="measurement per (build, program, class, round)")
-    ap.add_argument("--rounds", type=int, default=3, help="interleaved repetitions (median and range reported)")
+    ap.add_argument("--seconds", type=float, default=8.0, help="measurement per (build, program, class, round)")
+    ap.add_argument("--rounds", type=int, default=7, help="interleaved repetitions (median and range reported)")
     ap.add_argument("--builds", default="default,fast", help="BMv2 builds: default (on PATH), fast (/opt/bmv2-perf)")
     ap.add_argument("--classes", default="data,plain,window-first", help="traffic classes (see above)")
+    ap.add_argument("--programs", default="plain,bwn", help="programs to measure: plain, bwn (default both)")
     ap.add_argument("--inflight", type=int, default=32, help="frames kept inside the switch")
     ap.add_argument("--callgrind", type=int, default=0, metavar="N",
                     help="also count instructions per packet over N packets under callgrind (fast build)")
@@ -293,26 +302,33 @@ def main(argv: list[str] | None = None) -> int:
     for c in classes:
         if c not in ("data", "plain", "window-first"):
             ap.error(f"unknown traffic class {c!r}")
+    programs = [p for p in args.programs.split(",") if p]
+    for p in programs:
+        if p not in PROGRAMS:
+            ap.error(f"unknown program {p!r} (plain, bwn)")
     for prog, path in (("plain", REPO / "build/plain/plain_ipv4.json"), ("bwn", REPO / "build/bwn.json")):
-        if not path.exists():
+        if prog in programs and not path.exists():
             ap.error(f"{path} missing: run `make build` (and `make build-bench` for the plain program)")
     Path(args.profile_dir).mkdir(parents=True, exist_ok=True)
 
-    cases = [(b, p, c) for b in builds for p in PROGRAMS for c in classes
+    cases = [(b, p, c) for b in builds for p in programs for c in classes
              if not (p == "plain" and c == "window-first")]
     results: dict[tuple[str, str, str], list[Sample]] = {k: [] for k in cases}
     bench = Bench(args)
     try:
         for r in range(args.rounds):
-            for case in cases:
+            # Each round starts one case later, so that no case always runs first
+            # (or right after the same neighbour) when the machine drifts within a round.
+            for case in cases[r % len(cases):] + cases[:r % len(cases)]:
                 s = bench.measure(builds[case[0]], case[1], case[2])
                 results[case].append(s)
                 print(f"round {r + 1}: {case[0]:7s} {case[1]:5s} {case[2]:12s} {s.pps:8.0f} pps "
-                      f"{s.cpu_us_per_pkt:6.1f} us CPU/pkt  lost {s.lost}", flush=True)
+                      f"{s.cpu_us_per_pkt:6.1f} us CPU/pkt ({s.user_us_per_pkt:4.1f} user)  lost {s.lost}",
+                      flush=True)
         ir: dict[tuple[str, str], float] = {}
         if args.callgrind:
             fast = builds.get("fast") or fast_switch_binary()
-            for p in PROGRAMS:
+            for p in programs:
                 for c in classes:
                     if p == "plain" and c == "window-first":
                         continue
@@ -327,21 +343,23 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"\n### switch_pps: {FRAME_BYTES}-byte frames, {args.rounds} interleaved rounds of {args.seconds:g} s, "
           f"{args.inflight} frames in flight; median (min..max)\n")
-    print("| BMv2 build | program | traffic | pps | us CPU/packet | pps / plain |")
+    print("| BMv2 build | program | traffic | pps | us CPU/packet (user) | pps / plain router, same traffic |")
     print("|---|---|---|---|---|---|")
     for (b, p, c), ss in results.items():
         if not ss:
             continue
-        plain = results.get((b, "plain", "data"))
+        plain = results.get((b, "plain", "data" if c == "window-first" else c))   # the same traffic
         ratio = statistics.median(s.pps for s in ss) / statistics.median(s.pps for s in plain) if plain else float("nan")
         print(f"| {b} | {p} | {c} | {med([s.pps for s in ss])} | "
-              f"{statistics.median(s.cpu_us_per_pkt for s in ss):.1f} | {ratio:.2f} |")
+              f"{statistics.median(s.cpu_us_per_pkt for s in ss):.1f} "
+              f"({statistics.median(s.user_us_per_pkt for s in ss):.1f}) | {ratio:.2f} |")
     if ir:
         print("\n| program | traffic | instructions/packet (callgrind, fast build) | / plain |")
         print("|---|---|---|---|")
         base = ir.get(("plain", "data"))
         for (p, c), v in ir.items():
-            print(f"| {p} | {c} | {v:,.0f} | {v / base:.2f} |".replace(",", " "))
+            ratio = f"{v / base:.2f}" if base else "-"
+            print(f"| {p} | {c} | {v:,.0f} | {ratio} |".replace(",", " "))
     return 0
 
 
