@@ -173,6 +173,17 @@ def expected_ebn_code(capacity_kbps: float, flows: int) -> int:
     return min((share + 8) >> 4, 254)
 
 
+def ttl_decremented(ttl_csum: int) -> int:
+    """IPv4's TTL ++ protocol ++ header checksum (32 bits) after a router's TTL
+    decrement, as bwn.p4 computes it in one addition (p4src/v1model/bwn.p4,
+    `forward`; reference model for tests): the checksum HC becomes
+    ~(~HC + 0xFEFF) in one's complement (RFC 1624 eq. 3, m' = m - 0x0100), which
+    is HC + 0x0100, or HC + 0x0101 when that sum carries (HC >= 0xFEFF), whose
+    carry out of the checksum's 16 bits is taken back from the TTL's part."""
+    add = 0xFF000100 if ttl_csum & 0xFFFF < 0xFEFF else 0xFEFF0101
+    return (ttl_csum + add) & U32_MAX
+
+
 def expected_avail_kbps(capacity_bps: float, window_us: int, received_bytes: int,
                         queued: int, queue_unit_bytes: int) -> int:
     """AB = IC - BR - BI of one window, as the switch computes it (reference model)."""

@@ -103,6 +103,7 @@ def route(prefix: str, port: int, dst_mac: str, src_mac: str,
     (p4src/v1model/bwn.p4)."""
     pidx = port_index(port)
     match, common, extra = route_params(prefix, port, pidx, dst_mac, src_mac, options)
+    del common["pidx"]   # bwn.p4 on BMv2 indexes per-port state by the port itself
     if extra:
         flows = fy.P4TableAction(f"{INGRESS}.route_checked", **common, slot_base=pidx * dm.FLOW_SLOTS, **extra)
         other = fy.P4TableAction(f"{INGRESS}.route_other_checked", **common, **extra)
@@ -197,7 +198,9 @@ def reservation(res: Reservation) -> tuple[fy.P4TableEntry, fy.P4DirectMeterEntr
         "dst_addr": (int(ipaddress.IPv4Address(res.dst)), 0xFFFFFFFF),
     }
     if res.protocol is not None:
-        match["protocol"] = (res.protocol, 0xFF)
+        # bwn.p4 (v1model) matches the protocol where IPv4 has it in its
+        # TTL ++ protocol ++ checksum word: bits 23..16.
+        match["protocol"] = (res.protocol << 16, 0xFF << 16)
     if res.src_port is not None:
         match["src_port"] = (res.src_port, 0xFFFF)
     if res.dst_port is not None:
@@ -258,11 +261,11 @@ class PortTelemetry:
     @classmethod
     def from_stamp(cls, stamp: int) -> "PortTelemetry":
         """Decode the 256-bit stamp register value (layout in p4src/v1model/bwn.p4)."""
-        return cls(port=_bits(stamp, 255, 224), window_start_us=_bits(stamp, 127, 96),
-                   capacity_kbps=float(_bits(stamp, 63, 32)), rate_kbps=float(_bits(stamp, 159, 128)),
-                   avail_kbps=float(_int32(_bits(stamp, 31, 0))), queue_pkts=_bits(stamp, 191, 160),
+        return cls(port=_bits(stamp, 255, 224), window_start_us=_bits(stamp, 31, 0),
+                   capacity_kbps=float(_bits(stamp, 159, 128)), rate_kbps=float(_bits(stamp, 95, 64)),
+                   avail_kbps=float(_int32(_bits(stamp, 127, 96))), queue_pkts=_bits(stamp, 63, 32),
                    flows=max(_bits(stamp, 223, 208), _bits(stamp, 207, 192)),
-                   ebn_code=_bits(stamp, 71, 64))
+                   ebn_code=_bits(stamp, 175, 168))
 
     @classmethod
     def from_digest(cls, data: dict) -> "PortTelemetry":

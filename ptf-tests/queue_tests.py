@@ -247,6 +247,41 @@ class TtlTest(BwnTest):
         self.assertEqual(out[IP].ttl, 1)
 
 
+def with_checksum(pkt, checksum: int):
+    """`pkt` with its IPv4 identification chosen so that its header checksum is
+    `checksum` (one's complement: id = ~checksum - the sum of the other words)."""
+    pkt = pkt.copy()
+    pkt[IP].id = 0
+    del pkt[IP].chksum
+    header = bytes(pkt[IP])[:20]
+    total = 0
+    for k in range(0, 20, 2):
+        if k != 10:
+            total += int.from_bytes(header[k:k + 2], "big")
+            total = (total & 0xFFFF) + (total >> 16)
+    ident = (~checksum & 0xFFFF) + (~total & 0xFFFF)
+    pkt[IP].id = (ident & 0xFFFF) + (ident >> 16)
+    pkt = pkt.__class__(bytes(pkt))
+    assert pkt[IP].chksum == checksum, (hex(pkt[IP].chksum), hex(checksum))
+    return pkt
+
+
+class TtlChecksumCarryTest(BwnTest):
+    """The TTL decrement's incremental checksum update (RFC 1624 eq. 3) at and
+    around the checksums where its one's complement sum carries (HC >= 0xFEFF):
+    each packet leaves exactly as a router that recomputes the checksum sends it."""
+
+    def runTest(self) -> None:
+        self.add_hosts()
+        for checksum in (0x0000, 0x1234, 0xFEFE, 0xFEFF, 0xFF00, 0xFFFE):
+            pkt = with_checksum(bwn_packet(1, 2, sport=43300), checksum)
+            tu.send_packet(self, 1, bytes(pkt))
+            [out] = self.collect(2, 0.5)
+            expected = routed(pkt, 2)
+            self.assertEqual((out[IP].ttl, out[IP].chksum), (expected[IP].ttl, expected[IP].chksum),
+                             f"checksum {checksum:#06x} in")
+
+
 class HopCountSaturatesTest(BwnTest):
     """hop_count grows by one per stamping switch and stops at 255."""
 

@@ -87,3 +87,34 @@ def test_meter_rates():
     assert r.cir_bytes_per_s == 500_000 and r.pir_bytes_per_s == r.cir_bytes_per_s
     with pytest.raises(dm.ConfigError):
         dm.MeterRates.for_reservation(0)
+
+
+def _ones_add(a: int, b: int) -> int:
+    s = a + b
+    return (s & 0xFFFF) + (s >> 16)
+
+
+@pytest.mark.parametrize("ttl,proto", [(2, 17), (64, 6), (255, 17), (128, 1)])
+def test_ttl_decrement_is_rfc1624_eq3_for_every_checksum(ttl, proto):
+    """The switch's one-addition TTL and checksum update equals RFC 1624 eq. 3,
+    HC' = ~(~HC + ~m + m'), for all 2^16 checksums, and leaves the protocol."""
+    m = (ttl << 8) | proto
+    m_new = ((ttl - 1) << 8) | proto
+    for hc in range(1 << 16):
+        eq3 = ~_ones_add(_ones_add(~hc & 0xFFFF, ~m & 0xFFFF), m_new) & 0xFFFF
+        assert dm.ttl_decremented((m << 16) | hc) == (m_new << 16) | eq3, hex(hc)
+
+
+def test_ttl_decrement_keeps_real_headers_valid():
+    """On real IPv4 headers (scapy computes their checksums), the updated word
+    still verifies: the one's complement sum of the header is 0xFFFF."""
+    from scapy.layers.inet import IP
+    for i in range(200):
+        raw = bytearray(bytes(IP(src=f"10.{i}.1.1", dst=f"10.0.{i}.2", ttl=2 + i, id=(977 * i) & 0xFFFF, proto=17)))
+        word = int.from_bytes(raw[8:12], "big")
+        raw[8:12] = dm.ttl_decremented(word).to_bytes(4, "big")
+        total = 0
+        for k in range(0, 20, 2):
+            total = _ones_add(total, int.from_bytes(raw[k:k + 2], "big"))
+        assert total == 0xFFFF and raw[8] == 1 + i, i
+

@@ -279,8 +279,8 @@ def test_target_is_the_pin_else_the_schedule(tmp_path):
 def stamp(port: int, flows_now: int, flows_last: int, queue: int, br_kbps: int, start_us: int,
           log7: int, ebn: int, ic_kbps: int, ab_kbps: int) -> int:
     """A stamp laid out as p4src/v1model/bwn.p4 documents it (bits)."""
-    return (port << 224 | flows_now << 208 | flows_last << 192 | queue << 160 | br_kbps << 128
-            | start_us << 96 | log7 << 72 | ebn << 64 | ic_kbps << 32 | (ab_kbps & 0xFFFFFFFF))
+    return (port << 224 | flows_now << 208 | flows_last << 192 | log7 << 176 | ebn << 168
+            | ic_kbps << 128 | (ab_kbps & 0xFFFFFFFF) << 96 | br_kbps << 64 | queue << 32 | start_us)
 
 
 def test_telemetry_decodes_every_field_of_the_stamp():

@@ -67,7 +67,9 @@
 #define DSCP_AF13 14
 
 
+#ifndef BWN_ARCH_DECLARES_PORT_ID  /* v1model >= 20200408 and TNA declare it */
 typedef bit<9>  PortId_t;       /* TNA-like names, so shared code reads the same */
+#endif
 typedef bit<48> mac_addr_t;
 typedef bit<32> ipv4_addr_t;
 

@@ -21,20 +21,31 @@
  * Cost on BMv2 (docs/dataplane.md, "Per-packet cost on BMv2"): BMv2 interprets
  * the program, and what a packet pays for is, above all, every field it writes
  * (about 700 instructions each, with the fast build: BMv2 keeps values as GMP
- * integers and re-serialises a field on every write), and every metadata
- * field, which BMv2 zeroes for every packet. So:
+ * integers and re-serialises a field on every write), every operator it
+ * evaluates (about 200), every header it has (validity is reset for every
+ * packet) and every metadata field, which BMv2 zeroes for every packet. So:
  *   - a packet's whole common path is the one action of a routing table; per
  *     port state the packet needs is packed into one register (one read, one
- *     write) and action parameters carry everything else;
+ *     write), indexed by the port itself, and action parameters carry
+ *     everything else;
  *   - metadata is a handful of wide fields, reused by the rare paths;
  *   - the rare paths (a measurement window closes, a flow is new in its flow
  *     window, a port has options) are branches taken only when needed;
- *   - no `return`, no `?:` in apply blocks, no expression handed to an extern:
- *     p4c turns each of them into more metadata and more tables on BMv2.
+ *   - values that a switch changes together are one field (TTL and the IPv4
+ *     checksum; the whole BWN header and UDP's tail), and a stamp is one
+ *     expression of masks and `?:` over bits laid out alike in the packet and
+ *     in the stamp register;
+ *   - no `return`, no `?:` in apply blocks, no expression handed to an extern
+ *     and no slice as a table key: p4c turns each of them into more metadata
+ *     and more tables on BMv2.
  */
 #include <core.p4>
+/* v1model's typed indices (register<T, I>, counter<I>): per-port state is
+ * indexed by the port itself (PortId_t), with no cast and so no temporary. */
+#define V1MODEL_VERSION 20200408
 #include <v1model.p4>
 
+#define BWN_ARCH_DECLARES_PORT_ID   /* v1model declares PortId_t (bit<9>) */
 #include "../shared/define.p4"
 #include "../shared/headers.p4"
 
@@ -43,25 +54,22 @@
  * merged into one, so that one write does (BMv2 pays per field written, per
  * field extracted and per field emitted):
  *   - Ethernet: both MAC addresses (rewritten by every route);
- *   - BWN: hop count ++ EBN code, and narrow ++ tight link (each pair is
- *     stamped at once), the echo (never touched by a switch) as one field;
  *   - IPv4 in two parts: the head, then either the flow key (TCP and UDP
  *     without IPv4 options: addresses and ports, one header that BMv2 hashes
  *     without copying it) or only the addresses (everything else); the head
- *     as three fields: the 64 bits no switch writes on the common path, TTL
- *     ++ protocol (one write decrements the TTL), and the checksum;
- *   - UDP's length ++ checksum (the stamp's checksum rule writes them once). */
+ *     as two fields: the 64 bits no switch writes on the common path, and TTL
+ *     ++ protocol ++ checksum (one write decrements the TTL and updates the
+ *     checksum);
+ *   - UDP's length and checksum and the whole BWN header: one field (a stamp
+ *     writes hop count, EBN code, narrow and tight link and zeroes the UDP
+ *     checksum at once; the echo is never touched by a switch). */
 header ethernet_v1_t {
     bit<96> macs;            /* dst_addr ++ src_addr */
     bit<16> ether_type;
 }
 
 header bwn_v1_t {
-    bit<8>  version_kind;    /* version ++ kind */
-    bit<16> hop_ebn;         /* hop_count ++ ebn_code */
-    bit<8>  echo_ebn_code;
-    bit<64> narrow_tight;    /* narrow_kbps ++ tight_kbps (int32) */
-    bit<96> echo;            /* echo_narrow_kbps, echo_tight_kbps, echo_hop_count, flags, reserved */
+    bit<224> all;            /* UDP length ++ checksum ++ the BWN header: layout at BWN_* */
 }
 
 /* IPv4 options, up to the 40 bytes IHL allows: parsed only to verify the
@@ -74,25 +82,24 @@ header ipv4_options_t {
  *   head      = version[63:60] ++ ihl[59:56] ++ dscp[55:50] ++ ecn[49:48]
  *               ++ total_len[47:32] ++ identification[31:16]
  *               ++ flags[15:13] (reserved, DF, MF) ++ frag_offset[12:0];
- *   ttl_proto = ttl[15:8] ++ protocol[7:0]. */
+ *   ttl_csum  = ttl[31:24] ++ protocol[23:16] ++ hdr_checksum[15:0]. */
 header ipv4_head_v1_t {
     bit<64> head;
-    bit<16> ttl_proto;
-    bit<16> hdr_checksum;
+    bit<32> ttl_csum;
 }
 #define IP_IHL(h)      h.head[59:56]
 #define IP_DSCP(h)     h.head[55:50]
 #define IP_TOS_WORD(h) h.head[63:48]   /* version ++ ihl ++ dscp ++ ecn */
-#define IP_PROTO(h)    h.ttl_proto[7:0]
+#define IP_PROTO(h)    h.ttl_csum[23:16]
+#define IP_CSUM(h)     h.ttl_csum[15:0]
 #define IHL_MASK         64w0x0F00000000000000
 #define IHL_0_3_MASK     64w0x0C00000000000000   /* IHL & 0xC == 0: IHL 0..3 */
 #define IHL_4            64w0x0400000000000000
 #define IHL_5            64w0x0500000000000000
 #define IHL_MF_FRAG_MASK 64w0x0F00000000003FFF   /* IHL, MF and the fragment offset */
-
-header udp_tail_v1_t {
-    bit<32> len_csum;        /* length ++ checksum */
-}
+#define PROTO_MASK       32w0x00FF0000           /* the protocol in ttl_csum */
+#define PROTO_UDP_WORD   32w0x00110000
+#define PROTO_TCP_WORD   32w0x00060000
 
 struct v1_headers_t {
     ethernet_v1_t  ethernet;
@@ -100,9 +107,25 @@ struct v1_headers_t {
     flow_key_t     fk;
     ipv4_addrs_t   addrs;
     ipv4_options_t ipv4_options;
-    udp_tail_v1_t  udp;
     bwn_v1_t       bwn;
 }
+
+/* BWN DATA as one field, `all` (bits):
+ *   [223:208] UDP length    [207:192] UDP checksum   [191:184] version ++ kind
+ *   [183:176] hop count     [175:168] EBN code       [167:160] echo EBN code
+ *   [159:128] narrow (kb/s) [127:96]  tight (kb/s, int32)      [95:0] the echo
+ * The stamp register (below) keeps EBN code, narrow and tight at the same bits,
+ * so a switch takes each minimum on masked values, with no shifts. */
+#define BWN_KIND_WORD  224w0x00000000FF0000000000000000000000000000000000000000000000  /* version ++ kind */
+#define BWN_DATA_WORD  224w0x00000000100000000000000000000000000000000000000000000000  /* version 1, kind DATA */
+#define BWN_HOP        224w0x0000000000FF00000000000000000000000000000000000000000000  /* hop count */
+#define BWN_HOP_ONE    224w0x00000000000100000000000000000000000000000000000000000000
+#define BWN_HOP_MAX    224w0x0000000000FF00000000000000000000000000000000000000000000  /* hop count 255: no more increments */
+#define BWN_KEPT       224w0xFFFF0000FFFF00FF0000000000000000FFFFFFFFFFFFFFFFFFFFFFFF  /* what no switch changes, and the hop count (the UDP checksum is not kept: zeroed) */
+#define BWN_EBN        224w0x000000000000FF000000000000000000000000000000000000000000  /* EBN code */
+#define BWN_NARROW     224w0x0000000000000000FFFFFFFF00000000000000000000000000000000  /* narrow link (kb/s) */
+#define BWN_TIGHT      224w0x000000000000000000000000FFFFFFFF000000000000000000000000  /* tight link (kb/s, int32) */
+#define BWN_TIGHT_SIGN 224w0x00000000000000000000000080000000000000000000000000000000  /* its sign bit */
 
 /* min() without a branch (BMv2 evaluates it as one expression): b ^ ((a ^ b) & mask),
  * mask all ones when a < b. */
@@ -119,7 +142,6 @@ struct port_telemetry_t {
 /* Every field costs every packet a reset: few, wide, reused. */
 struct metadata_t {
     bit<176> ps;         /* port_state of the egress port, see below */
-    bit<32>  pidx;       /* per-port register index of the egress port */
     bit<32>  slot_idx;   /* this flow's hash slot (port-major) */
     bit<32>  slot_seen;  /* flow epoch in which that slot was last seen */
     bit<32>  a;          /* working values of the rare paths */
@@ -133,18 +155,19 @@ struct metadata_t {
  *  controller gives with each route (the port itself on BMv2). The
  *  controller reads them over Thrift as telemetry.
  *************************************************************************/
-/* port_state = rx_mark[175:144] ++ rx_bytes[143:112] ++ window_end[111:64]
+/* port_state = rx_bytes[175:144] ++ rx_mark[143:112] ++ window_end[111:64]
  *              ++ flow_epoch[63:32] ++ flows_current[31:16] ++ flows_last[15:0]:
  *   rx_bytes:   bytes received for the port (OBP's BR, eq. 6), cumulative,
- *               wrapping at 2^32; read and written by every packet;
+ *               wrapping at 2^32 (the top bits: the carry of a wrap falls off);
+ *               read and written by every packet;
  *   rx_mark:    rx_bytes when the last window closed;
  *   window_end: switch time (us) the current measurement window ends;
  *   flow_epoch: (now & flow_mask) | 1 of the current flow window;
  *   flows:      EBN's active flows (linear counting): hash slots seen in the
  *               current flow window, and in the last complete one. */
-register<bit<176>>(MAX_PORTS) port_state;
-#define PS_MARK(x)    x[175:144]
-#define PS_RX(x)      x[143:112]
+register<bit<176>, PortId_t>(MAX_PORTS) port_state;
+#define PS_RX(x)      x[175:144]
+#define PS_MARK(x)    x[143:112]
 #define PS_END(x)     x[111:64]
 #define PS_EPOCH(x)   x[63:32]
 #define PS_CURRENT(x) x[31:16]
@@ -155,21 +178,21 @@ register<bit<176>>(MAX_PORTS) port_state;
  * switch also sends to the controller as a digest when the window closes
  * (BMv2's P4Runtime server cannot read registers). Layout (bits):
  *   [255:224] port          [223:208] flows current  [207:192] flows last
- *   [191:160] queue (pkts)  [159:128] BR (kb/s)      [127:96]  window start (us)
- *   [87:72]   log7(IC)      [71:64]   EBN code       [63:32]   IC (kb/s)
- *   [31:0]    AB (kb/s, int32) */
-register<bit<256>>(MAX_PORTS) stamp;
-#define ST_LOG7(x)   x[87:72]
-#define ST_EBN(x)    x[71:64]
-#define ST_NARROW(x) x[63:32]
-#define ST_AVAIL(x)  x[31:0]
+ *   [191:176] log7(IC)      [175:168] EBN code       [167:160] 0
+ *   [159:128] IC (kb/s)     [127:96]  AB (kb/s, int32)
+ *   [95:64]   BR (kb/s)     [63:32]   queue (pkts)   [31:0]    window start (us)
+ * (EBN code, IC and AB at the bits of the stamp they go into, `all` above). */
+register<bit<256>, PortId_t>(MAX_PORTS) stamp;
+#define ST_LOG7(x)   x[191:176]
+#define ST_EBN(x)    x[175:168]
+#define ST_NARROW(x) x[159:128]
 #define ST_FLOWS(x)  x[223:192]
 #define WINDOW_CLOSED 0x7FFFF   /* meta.q once a window's telemetry is in t */
-register<bit<32>>(MAX_PORTS * FLOW_SLOTS) flow_slot;  /* epoch in which a slot was last seen */
+register<bit<32>, bit<32>>(MAX_PORTS * FLOW_SLOTS) flow_slot;  /* epoch in which a slot was last seen */
 /* egress: the queue the port's last BWN DATA packet left behind (AF drops,
  * BI). DATA packets sample the FIFO that every packet of the port shares; a
  * port that carries no DATA has no reader of its AB. */
-register<bit<19>>(MAX_PORTS)  queue_depth;
+register<bit<19>, PortId_t>(MAX_PORTS) queue_depth;
 
 /*************************************************************************
  *  Parser. Malformed input ends with a parser error that the ingress counts
@@ -194,15 +217,15 @@ parser BwnParser(packet_in packet, out v1_headers_t hdr, inout metadata_t meta,
      * options and fragments are routed but never stamped nor counted as flows.
      * The select masks the wide fields (layout at ipv4_head_v1_t): IHL is
      * head[59:56], MF head[13], the fragment offset head[12:0]; TTL is
-     * ttl_proto[15:8], the protocol ttl_proto[7:0]. */
+     * ttl_csum[31:24], the protocol ttl_csum[23:16]. */
     state parse_ipv4 {
         packet.extract(hdr.ipv4);
-        transition select(hdr.ipv4.head, hdr.ipv4.ttl_proto) {
+        transition select(hdr.ipv4.head, hdr.ipv4.ttl_csum) {
             (64w0 &&& IHL_0_3_MASK, _): ipv4_too_short;                     /* IHL 0..3 */
             (IHL_4 &&& IHL_MASK, _): ipv4_too_short;
-            (_, 16w0 &&& 16w0xFE00): ttl_expired;                          /* TTL 0 or 1 */
-            (IHL_5 &&& IHL_MF_FRAG_MASK, IP_PROTO_UDP &&& 16w0x00FF): parse_udp;
-            (IHL_5 &&& IHL_MF_FRAG_MASK, IP_PROTO_TCP &&& 16w0x00FF): parse_tcp;
+            (_, 32w0 &&& 32w0xFE000000): ttl_expired;                      /* TTL 0 or 1 */
+            (IHL_5 &&& IHL_MF_FRAG_MASK, PROTO_UDP_WORD &&& PROTO_MASK): parse_udp;
+            (IHL_5 &&& IHL_MF_FRAG_MASK, PROTO_TCP_WORD &&& PROTO_MASK): parse_tcp;
             default: parse_addrs;
         }
     }
@@ -247,7 +270,6 @@ parser BwnParser(packet_in packet, out v1_headers_t hdr, inout metadata_t meta,
 
     /* A truncated BWN header ends parsing with error.PacketTooShort. */
     state parse_bwn {
-        packet.extract(hdr.udp);
         packet.extract(hdr.bwn);
         transition accept;
     }
@@ -256,16 +278,21 @@ parser BwnParser(packet_in packet, out v1_headers_t hdr, inout metadata_t meta,
 /* RFC 1812 sec. 5.2.2: a router verifies the IPv4 header checksum and drops a
  * header that does not verify (standard_metadata.checksum_error, counted under
  * its own reason), so that no packet leaves with a bad checksum: the ingress
- * then updates it incrementally (options included). */
+ * then updates it incrementally (options included).
+ * The checksum field is part of ttl_csum, so the sum covers the whole header,
+ * checksum included: its one's complement (csum16) is 0 exactly when the
+ * header verifies (RFC 1071). BMv2 compares it with a field, not a constant:
+ * meta.a, which is 0 here (BMv2 zeroes metadata for every packet; the parser
+ * writes none). */
 control BwnVerifyChecksum(inout v1_headers_t hdr, inout metadata_t meta) {
     apply {
         verify_checksum(hdr.fk.isValid(),
-            { hdr.ipv4.head, hdr.ipv4.ttl_proto, hdr.fk.src_addr, hdr.fk.dst_addr },
-            hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+            { hdr.ipv4.head, hdr.ipv4.ttl_csum, hdr.fk.src_addr, hdr.fk.dst_addr },
+            meta.a, HashAlgorithm.csum16);
         verify_checksum(hdr.addrs.isValid(),
-            { hdr.ipv4.head, hdr.ipv4.ttl_proto, hdr.addrs.src_addr, hdr.addrs.dst_addr,
+            { hdr.ipv4.head, hdr.ipv4.ttl_csum, hdr.addrs.src_addr, hdr.addrs.dst_addr,
               hdr.ipv4_options.options },
-            hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+            meta.a, HashAlgorithm.csum16);
     }
 }
 
@@ -275,7 +302,7 @@ control BwnVerifyChecksum(inout v1_headers_t hdr, inout metadata_t meta) {
 control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
                    inout standard_metadata_t standard_metadata) {
 
-    counter(DROP_REASONS, CounterType.packets) drop_counter;
+    counter<bit<32>>(DROP_REASONS, CounterType.packets) drop_counter;
     direct_meter<bit<32>>(MeterType.bytes) reservation_meter;
 
     action drop_with(bit<32> reason) {
@@ -292,18 +319,20 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
      * decrement adds the constant ~m + m' = 0xFEFF, so IPv4 options stay
      * correct), and the port's state: its received bytes grow by this packet
      * (OBP's BR counts bytes received, before any queue can drop them). */
-    action forward(PortId_t port, bit<32> pidx, bit<96> macs) {
+    action forward(PortId_t port, bit<96> macs) {
         standard_metadata.egress_spec = port;
         hdr.ethernet.macs = macs;
-        hdr.ipv4.ttl_proto = hdr.ipv4.ttl_proto - 16w0x0100;   /* TTL - 1 (the parser let only TTL >= 2 in) */
-        /* ~(~HC + 0xFEFF) in one's complement: the 16-bit sum plus its carry,
-         * which occurs exactly when ~HC > 0x0100. */
-        hdr.ipv4.hdr_checksum = ~(~hdr.ipv4.hdr_checksum + 16w0xFEFF
-                                  + (bit<16>)(bit<1>)(~hdr.ipv4.hdr_checksum > 16w0x0100));
-        meta.pidx = pidx;
-        port_state.read(meta.ps, pidx);
-        meta.ps = meta.ps + ((bit<176>)standard_metadata.packet_length << 112);
-        port_state.write(pidx, meta.ps);
+        /* TTL - 1 (the parser let only TTL >= 2 in) and the checksum HC by
+         * RFC 1624 eq. 3: ~(~HC + 0xFEFF) in one's complement, which is HC + 0x0100,
+         * or HC + 0x0101 when that sum carries (exactly when HC >= 0xFEFF), mod
+         * 2^16. In one addition to TTL ++ protocol ++ HC: -0x01000000 + 0x0100, or
+         * -0x01000000 + 0x0101 - 0x10000 (HC + 0x0101 carries out of HC then);
+         * tests/test_dataplane_math.py checks it against eq. 3 for every HC. */
+        hdr.ipv4.ttl_csum = hdr.ipv4.ttl_csum
+                            + (IP_CSUM(hdr.ipv4) < 16w0xFEFF ? 32w0xFF000100 : 32w0xFEFF0101);
+        port_state.read(meta.ps, port);
+        meta.ps = meta.ps + ((bit<176>)standard_metadata.packet_length << 144);
+        port_state.write(port, meta.ps);
     }
 
     /* A TCP or UDP packet also looks up its flow's hash slot (EBN's N). */
@@ -312,8 +341,8 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
         flow_slot.read(meta.slot_seen, meta.slot_idx);
     }
 
-    action route(PortId_t port, bit<32> pidx, bit<32> slot_base, bit<96> macs) {
-        forward(port, pidx, macs);
+    action route(PortId_t port, bit<32> slot_base, bit<96> macs) {
+        forward(port, macs);
         look_up_flow(slot_base);
     }
 
@@ -323,9 +352,9 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
      * Forwarding threshold (bits 30..0: out-of-profile and best-effort
      * packets are dropped while the port's queue holds that many packets;
      * 0 = off). Options are never 0 on such a route. */
-    action route_checked(PortId_t port, bit<32> pidx, bit<32> slot_base, bit<96> macs,
+    action route_checked(PortId_t port, bit<32> slot_base, bit<96> macs,
                          bit<32> loss_threshold, bit<32> options) {
-        forward(port, pidx, macs);
+        forward(port, macs);
         look_up_flow(slot_base);
         meta.a = loss_threshold;
         meta.b = options;
@@ -334,13 +363,13 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
     /* IPv4 packets other than TCP/UDP without options: routed and measured,
      * not counted as flows. The controller writes the same routes to both
      * tables (the destination address is in a different header). */
-    action route_other(PortId_t port, bit<32> pidx, bit<96> macs) {
-        forward(port, pidx, macs);
+    action route_other(PortId_t port, bit<96> macs) {
+        forward(port, macs);
     }
 
-    action route_other_checked(PortId_t port, bit<32> pidx, bit<96> macs,
+    action route_other_checked(PortId_t port, bit<96> macs,
                                bit<32> loss_threshold, bit<32> options) {
-        forward(port, pidx, macs);
+        forward(port, macs);
         meta.a = loss_threshold;
         meta.b = options;
     }
@@ -382,18 +411,18 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
         if (meta.a == METER_GREEN) {
             IP_DSCP(hdr.ipv4) = dscp;
         }
-        meta.t = (bit<256>)(~hdr.ipv4.hdr_checksum) + meta.t
+        meta.t = (bit<256>)(~IP_CSUM(hdr.ipv4)) + meta.t
                  + (bit<256>)IP_TOS_WORD(hdr.ipv4);
         meta.t = (meta.t & 0xffff) + (meta.t >> 16);
         meta.t = (meta.t & 0xffff) + (meta.t >> 16);
-        hdr.ipv4.hdr_checksum = ~(meta.t[15:0]);
+        IP_CSUM(hdr.ipv4) = ~(meta.t[15:0]);
     }
 
     table reservations {
         key = {
             hdr.fk.src_addr   : ternary @name("src_addr");
             hdr.fk.dst_addr   : ternary @name("dst_addr");
-            IP_PROTO(hdr.ipv4) : ternary @name("protocol");
+            hdr.ipv4.ttl_csum & PROTO_MASK : ternary @name("protocol");   /* protocol << 16 */
             hdr.fk.src_port   : ternary @name("src_port");
             hdr.fk.dst_port   : ternary @name("dst_port");
         }
@@ -406,7 +435,7 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
     /* Assured Forwarding: only in-profile packets may use the queue above
      * the threshold; the tail drop of a full queue is the only drop they see. */
     action assured_forwarding() {
-        queue_depth.read(meta.q, meta.pidx);
+        queue_depth.read(meta.q, standard_metadata.egress_spec);
         if ((bit<32>)meta.q >= (meta.b & 0x7FFFFFFF)) {
             drop_with(DROP_AF_OUT_OF_PROFILE);
         }
@@ -440,8 +469,8 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
             PS_CURRENT(meta.ps) = 0;
             PS_EPOCH(meta.ps) = meta.b;
         }
-        port_state.write(meta.pidx, meta.ps);
-        queue_depth.read(meta.q, meta.pidx);
+        port_state.write(standard_metadata.egress_spec, meta.ps);
+        queue_depth.read(meta.q, standard_metadata.egress_spec);
     }
 
     table window_config {
@@ -474,10 +503,10 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
     action set_port_##K(bit<32> cap_bytes, bit<32> cap_kbps, bit<16> cap_log7) { \
         meta.b = cap_bytes - meta.a - meta.b; \
         meta.t = (bit<32>)(bit<9>)standard_metadata.egress_spec ++ 32w0 \
-                 ++ (bit<32>)meta.q \
+                 ++ cap_log7 ++ 16w0 ++ cap_kbps \
+                 ++ (bit<32>)(int<32>)(((int<64>)(int<32>)meta.b * 125) >> (K - 6)) \
                  ++ (bit<32>)(((bit<64>)meta.a * 125) >> (K - 6)) \
-                 ++ meta.t[31:0] ++ 8w0 ++ cap_log7 ++ 8w0 ++ cap_kbps \
-                 ++ (bit<32>)(int<32>)(((int<64>)(int<32>)meta.b * 125) >> (K - 6)); \
+                 ++ (bit<32>)meta.q ++ meta.t[31:0]; \
         meta.q = WINDOW_CLOSED; \
     }
     SET_PORT(6)  SET_PORT(7)  SET_PORT(8)  SET_PORT(9)  SET_PORT(10)
@@ -504,7 +533,7 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
     }
 
     action read_stamp() {
-        stamp.read(meta.t, meta.pidx);
+        stamp.read(meta.t, standard_metadata.egress_spec);
     }
 
     /* ---- EBN's N and the share ------------------------------------------ */
@@ -514,7 +543,7 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
     action count_flow() {
         meta.slot_seen = PS_EPOCH(meta.ps);
         PS_CURRENT(meta.ps) = PS_CURRENT(meta.ps) + 1;
-        port_state.write(meta.pidx, meta.ps);
+        port_state.write(standard_metadata.egress_spec, meta.ps);
     }
 
     /* (A separate action, so that p4c hands the register the field as it is.) */
@@ -547,7 +576,7 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
         }
         ST_EBN(meta.t) = meta.a[7:0];
         ST_FLOWS(meta.t) = PS_CURRENT(meta.ps) ++ PS_LAST(meta.ps);
-        stamp.write(meta.pidx, meta.t);
+        stamp.write(standard_metadata.egress_spec, meta.t);
         if (meta.q == WINDOW_CLOSED && ST_NARROW(meta.t) != 0) {
             digest<port_telemetry_t>(TELEMETRY_DIGEST_RECEIVER, { meta.t });
         }
@@ -634,34 +663,39 @@ control BwnEgress(inout v1_headers_t hdr, inout metadata_t meta,
                   inout standard_metadata_t standard_metadata) {
 
     /* Packets that left their port's queue empty behind them (any packet, by
-     * egress port modulo MAX_PORTS). Between two reads with no increment the
+     * egress port: every route's port is below MAX_PORTS, which the controller
+     * checks, and only routed packets reach the egress). Between two reads with no increment the
      * port never ran dry: every departure had a successor waiting, so a
      * rate-limited port was backlogged and must have sent at its rate. The
      * fidelity monitor (bwn/fidelity.py, departure_rate) reads it every 0.1 s. */
-    counter(MAX_PORTS, CounterType.packets) queue_emptied;
+    counter<PortId_t>(MAX_PORTS, CounterType.packets) queue_emptied;
 
-    /* Each field becomes the minimum of what the packet carries and this
-     * port's value (tight link is signed), and the hop count grows (saturating
-     * at 255); a port without capacity (narrow 0) leaves the header as it is. */
+    /* EBN code, narrow and tight link each become the minimum of what the
+     * packet carries and this port's value (tight link is signed: compared with
+     * its sign bit flipped), the hop count grows (saturating at 255), and the
+     * UDP checksum becomes 0 (the UDP checksum rule, docs/wire-format.md); one
+     * expression over `all`, where each part is compared and kept under its
+     * mask. A port without capacity (narrow 0) leaves the packet as it is. */
     action stamp_packet() {
-        queue_depth.write(meta.pidx, standard_metadata.deq_qdepth);
-        stamp.read(meta.t, meta.pidx);
+        queue_depth.write(standard_metadata.egress_port, standard_metadata.deq_qdepth);
+        stamp.read(meta.t, standard_metadata.egress_port);
         if (ST_NARROW(meta.t) != 0) {
-            hdr.bwn.hop_ebn = (hdr.bwn.hop_ebn[15:8] + (bit<8>)(bit<1>)(hdr.bwn.hop_ebn[15:8] != 255))
-                              ++ MIN_U8(ST_EBN(meta.t), hdr.bwn.hop_ebn[7:0]);
-            hdr.bwn.narrow_tight = MIN_U32(ST_NARROW(meta.t), hdr.bwn.narrow_tight[63:32])
-                                   ++ MIN_S32(ST_AVAIL(meta.t), hdr.bwn.narrow_tight[31:0]);
-            if (hdr.udp.len_csum[15:0] != 0) {
-                hdr.udp.len_csum = hdr.udp.len_csum & 32w0xFFFF0000;  /* the UDP checksum rule, docs/wire-format.md */
-            }
+            hdr.bwn.all =
+                ((hdr.bwn.all & BWN_HOP) < BWN_HOP_MAX ? hdr.bwn.all + BWN_HOP_ONE : hdr.bwn.all) & BWN_KEPT
+                | ((meta.t[223:0] & BWN_EBN) < (hdr.bwn.all & BWN_EBN)
+                   ? meta.t[223:0] & BWN_EBN : hdr.bwn.all & BWN_EBN)
+                | ((meta.t[223:0] & BWN_NARROW) < (hdr.bwn.all & BWN_NARROW)
+                   ? meta.t[223:0] & BWN_NARROW : hdr.bwn.all & BWN_NARROW)
+                | (((meta.t[223:0] ^ BWN_TIGHT_SIGN) & BWN_TIGHT) < ((hdr.bwn.all ^ BWN_TIGHT_SIGN) & BWN_TIGHT)
+                   ? meta.t[223:0] & BWN_TIGHT : hdr.bwn.all & BWN_TIGHT);
         }
     }
 
     apply {
         if (standard_metadata.deq_qdepth == 0) {
-            queue_emptied.count((bit<32>)(standard_metadata.egress_port & PORT_INDEX_MASK));
+            queue_emptied.count(standard_metadata.egress_port);
         }
-        if (hdr.bwn.isValid() && hdr.bwn.version_kind == (BWN_VERSION << 4 | BWN_KIND_DATA)) {
+        if (hdr.bwn.isValid() && (hdr.bwn.all & BWN_KIND_WORD) == BWN_DATA_WORD) {
             stamp_packet();
         }
     }
@@ -678,7 +712,6 @@ control BwnDeparser(packet_out packet, in v1_headers_t hdr) {
         packet.emit(hdr.fk);
         packet.emit(hdr.addrs);
         packet.emit(hdr.ipv4_options);
-        packet.emit(hdr.udp);
         packet.emit(hdr.bwn);
     }
 }
