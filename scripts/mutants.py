@@ -75,7 +75,7 @@ FAST_TESTS: list[str] = [
     "tests/test_cc_dft.py", "tests/test_cc_ebn.py", "tests/test_cc_gtcp.py", "tests/test_cc_obp.py",
     "tests/test_cc_sarbe.py", "tests/test_cc_sim.py", "tests/test_cc_vegas.py",
     "tests/test_cc_westwood.py", "tests/test_config.py", "tests/test_dataplane_math.py",
-    "tests/test_experiment.py", "tests/test_fairshare.py", "tests/test_fidelity.py",
+    "tests/test_entries.py", "tests/test_experiment.py", "tests/test_fairshare.py", "tests/test_fidelity.py",
     "tests/test_hosts_e2e.py", "tests/test_linkem_cli.py", "tests/test_linkem_offload.py",
     "tests/test_linkem_sched.py", "tests/test_report.py",
     "tests/test_scenario_schema.py", "tests/test_schedule.py", "tests/test_session_commands.py",

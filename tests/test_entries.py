@@ -1,0 +1,114 @@
+"""The P4Runtime entries the controller writes, field by field, as bwn.p4 (v1model)
+declares its tables and actions (p4src/README.md, "Control-plane interface")."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import finsy as fy
+import pytest
+
+from bwn.controller import dataplane_math as dm
+from bwn.controller import entries as ent
+
+REPO = Path(__file__).resolve().parents[1]
+H2_MAC, SW_MAC = "00:00:00:00:02:01", "00:00:00:01:00:02"
+MACS = (0x000000000201 << 48) | 0x000000010002
+
+
+def test_a_route_is_two_entries_with_the_same_prefix_and_the_plain_actions():
+    flows, other = ent.route("10.0.2.0/24", 2, H2_MAC, SW_MAC)
+    assert (flows.table_id, other.table_id) == ("BwnIngress.ipv4_lpm", "BwnIngress.ipv4_lpm_other")
+    assert dict(flows.match) == dict(other.match) == {"dst_addr": (0x0A000200, 24)}
+    assert flows.action.name == "BwnIngress.route"
+    # On BMv2 per-port state is indexed by the port: no port index travels.
+    assert flows.action.args == {"port": 2, "slot_base": 2 * dm.FLOW_SLOTS, "macs": MACS}
+    assert other.action.name == "BwnIngress.route_other"
+    assert other.action.args == {"port": 2, "macs": MACS}
+
+
+def test_a_host_route_keeps_its_prefix_length_and_network_address():
+    [flows, _] = ent.route("10.0.2.7/32", 5, H2_MAC, SW_MAC)
+    assert dict(flows.match) == {"dst_addr": (0x0A000207, 32)}
+    [flows, _] = ent.route("10.0.2.7/16", 5, H2_MAC, SW_MAC)      # not strict: the network
+    assert dict(flows.match) == {"dst_addr": (0x0A000000, 16)}
+    assert flows.action.args["slot_base"] == 5 * dm.FLOW_SLOTS
+
+
+@pytest.mark.parametrize("options, loss_threshold, word", [
+    (ent.PortOptions(loss=0.25), round(0.25 * 2**32), 0),
+    (ent.PortOptions(reservations=True), 0, 1 << 31),
+    (ent.PortOptions(af_queue_packets=15), 0, 15),
+    (ent.PortOptions(loss=1.0, reservations=True, af_queue_packets=30), 2**32 - 1, (1 << 31) | 30),
+])
+def test_a_port_with_options_gets_the_checked_actions(options, loss_threshold, word):
+    flows, other = ent.route("10.0.2.0/24", 3, H2_MAC, SW_MAC, options)
+    assert flows.action.name == "BwnIngress.route_checked"
+    assert flows.action.args == {"port": 3, "slot_base": 3 * dm.FLOW_SLOTS, "macs": MACS,
+                                 "loss_threshold": loss_threshold, "options": word}
+    assert other.action.name == "BwnIngress.route_other_checked"
+    assert other.action.args == {"port": 3, "macs": MACS, "loss_threshold": loss_threshold, "options": word}
+
+
+def test_route_params_carry_the_port_index_for_targets_that_need_it():
+    match, common, checked = ent.route_params("10.1.0.0/16", 141, 1, H2_MAC, SW_MAC, ent.PortOptions())
+    assert dict(match) == {"dst_addr": (0x0A010000, 16)}
+    assert common == {"port": 141, "pidx": 1, "macs": MACS}
+    assert checked == {}
+    _, _, checked = ent.route_params("10.1.0.0/16", 141, 1, H2_MAC, SW_MAC, ent.PortOptions(loss=0.5))
+    assert checked == {"loss_threshold": 2**31, "options": 0}
+
+
+@pytest.mark.parametrize("port", [-1, dm.MAX_PORTS, 511])
+def test_a_port_outside_the_registers_is_refused(port):
+    with pytest.raises(dm.ConfigError, match=f"port {port} is out of range"):
+        ent.route("10.0.2.0/24", port, H2_MAC, SW_MAC)
+
+
+@pytest.mark.parametrize("mac", ["00:00:00:00:02", "0:0:0:0:2:1:", "00-00-00-00-02-01", "00:00:00:00:02:0g"])
+def test_a_malformed_mac_is_refused(mac):
+    with pytest.raises(ValueError):
+        ent.route("10.0.2.0/24", 2, mac, SW_MAC)
+
+
+def test_a_reservation_matches_its_five_tuple_and_meters_its_rate():
+    res = ent.Reservation("10.0.1.1", "10.0.2.2", 4e6, protocol=17, src_port=40000, dst_port=5001,
+                          dscp=12, burst_bytes=30_000, priority=7)
+    entry, meter = ent.reservation(res)
+    assert entry.table_id == "BwnIngress.reservations"
+    assert dict(entry.match) == {
+        "src_addr": (0x0A000101, 0xFFFFFFFF), "dst_addr": (0x0A000202, 0xFFFFFFFF),
+        # bwn.p4 matches the protocol inside IPv4's TTL ++ protocol ++ checksum word.
+        "protocol": (17 << 16, 0x00FF0000),
+        "src_port": (40000, 0xFFFF), "dst_port": (5001, 0xFFFF)}
+    assert entry.action.name == "BwnIngress.reserved_flow" and entry.action.args == {"dscp": 12}
+    assert entry.priority == 7
+    assert meter.table_entry is entry
+    # trTCM with CIR = PIR = the reserved rate in bytes/s, both bursts the one given.
+    assert (meter.config.cir, meter.config.pir) == (500_000, 500_000)
+    assert (meter.config.cburst, meter.config.pburst) == (30_000, 30_000)
+
+
+def test_a_reservation_without_protocol_or_ports_leaves_them_wildcarded():
+    entry, _ = ent.reservation(ent.Reservation("10.0.1.1", "10.0.2.2", 1e6, protocol=None))
+    assert set(entry.match) == {"src_addr", "dst_addr"}
+    assert entry.action.args == {"dscp": ent.DSCP_AF11}
+    assert entry.priority == 10
+
+
+@pytest.mark.parametrize("dscp", [-1, 64])
+def test_a_reservation_with_a_dscp_outside_six_bits_is_refused(dscp):
+    with pytest.raises(dm.ConfigError, match="DSCP must be 0..63"):
+        ent.reservation(ent.Reservation("10.0.1.1", "10.0.2.2", 1e6, dscp=dscp))
+
+
+def test_entries_encode_against_the_compiled_program():
+    """Names, parameter names and widths as p4c compiled them (when it has)."""
+    p4info = REPO / "build" / "bwn.p4info.txtpb"
+    if not p4info.exists():
+        pytest.skip("build/bwn.p4info.txtpb not built (make build)")
+    schema = fy.P4Schema(p4info)
+    entries = (ent.route("10.0.2.0/24", 2, H2_MAC, SW_MAC)
+               + ent.route("10.0.3.0/24", 3, H2_MAC, SW_MAC, ent.PortOptions(loss=0.1, reservations=True)))
+    entry, meter = ent.reservation(ent.Reservation("10.0.1.1", "10.0.2.2", 4e6, src_port=1, dst_port=2))
+    for e in entries + [entry, meter]:
+        e.encode(schema)          # raises on an unknown name or a value wider than its field
