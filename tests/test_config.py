@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import copy
 import ipaddress
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bwn.controller import config as cfg
-from bwn.controller.schedule import ConstantSchedule, SineSchedule, StepSchedule, TraceSchedule
+from bwn.controller.config import schedule_from_json
+from bwn.controller.schedule import ConstantSchedule, ScheduleError, SineSchedule, StepSchedule, TraceSchedule
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "topologies" / "configs" / "example-dumbbell.toml"
@@ -359,3 +361,33 @@ def test_shaper_link_refuses_reservations():
     assert errors_of(data) == ['links: link s1-h2 (shaper = "link"): reservations are protected by '
                                'the switch\'s queue (Assured Forwarding), which stays empty there: '
                                'use shaper = "switch"']
+
+
+# -- bwn-link's --rate-schedule: a [links.schedule] table as JSON -> its Schedule --------
+
+@pytest.mark.parametrize("text, schedule", [
+    ('{"kind": "constant", "rate_mbit": 5}', ConstantSchedule(5e6)),
+    ('{"kind": "sine", "b_mbit": 0.15, "alpha": 3, "w_rad_s": 0.1, "phi_rad": 1}',
+     SineSchedule(150e3, 3.0, 0.1, 1.0)),
+    ('{"kind": "sine", "b_mbit": 2, "w_rad_s": 0.5}', SineSchedule(2e6, 3.0, 0.5, 0.0)),
+    ('{"kind": "steps", "steps": [{"t_s": 0, "rate_mbit": 5}, {"t_s": 4.5, "rate_mbit": 2}]}',
+     StepSchedule([(0.0, 5e6), (4.5, 2e6)])),
+])
+def test_a_link_schedule_from_json_is_the_scenarios_schedule(text, schedule):
+    got = schedule_from_json(text)
+    assert got == schedule and type(got) is type(schedule)
+    assert [got.rate_bps(t) for t in (0.0, 3.0, 7.0)] == [schedule.rate_bps(t) for t in (0.0, 3.0, 7.0)]
+
+
+@pytest.mark.parametrize("text, says", [
+    ('{"kind": "trace", "file": "x.trace"}', "a trace is a file of delivery opportunities"),
+    ('{"kind": "square", "rate_mbit": 1}', "expected one of: constant, steps, sine"),
+    ('{"kind": "sine", "alpha": 3}', "sine.b_mbit: missing"),
+    ('{"kind": "steps", "steps": [{"t_s": 4, "rate_mbit": 5}]}', "the first step must be at t_s = 0"),
+    ('{"kind": "constant"', "Invalid JSON"),
+    ('[1]', "expected a table"),
+])
+def test_a_bad_link_schedule_says_what_is_wrong_in_one_line(text, says):
+    with pytest.raises(ScheduleError, match=re.escape(says)) as err:
+        schedule_from_json(text)
+    assert "\n" not in str(err.value)
