@@ -112,3 +112,54 @@ def test_entries_encode_against_the_compiled_program():
     entry, meter = ent.reservation(ent.Reservation("10.0.1.1", "10.0.2.2", 4e6, src_port=1, dst_port=2))
     for e in entries + [entry, meter]:
         e.encode(schema)          # raises on an unknown name or a value wider than its field
+
+
+def test_port_capacity_installs_the_windows_action_with_ic_in_three_units():
+    window = ent.WindowConfig(window_us=16_384)
+    e = ent.port_capacity(2, 10e6, window)
+    assert e.table_id == "BwnIngress.port_config" and dict(e.match) == {"egress_port": 2}
+    # 10 Mb/s over 16.384 ms = 20 480 bytes; the action of 2^14 us converts bytes to kb/s.
+    assert e.action.name == "BwnIngress.set_port_14"
+    assert e.action.args == {"cap_bytes": 20_480, "cap_kbps": 10_000, "cap_log7": dm.log7(10_000)}
+    assert ent.port_capacity(3, 1e6, ent.WindowConfig(window_us=2**20)).action.name == "BwnIngress.set_port_20"
+    with pytest.raises(dm.ConfigError, match="out of range"):
+        ent.port_capacity(dm.MAX_PORTS, 1e6, window)
+
+
+def test_window_config_is_the_default_action_with_both_windows_masks():
+    [e] = ent.window_config(ent.WindowConfig(window_us=16_384, flow_window_us=131_072))
+    assert e.table_id == "BwnIngress.window_config" and e.is_default_action
+    assert e.action.name == "BwnIngress.roll_window"
+    assert e.action.args == {"mask": 0xFFFFFFFFC000, "window_us": 16_384,
+                             "flow_mask": 0xFFFE0000, "flow_window_us": 131_072}
+
+
+def test_window_config_refuses_windows_that_are_not_powers_of_two():
+    with pytest.raises(dm.ConfigError):
+        ent.WindowConfig(window_us=10_000)
+    with pytest.raises(dm.ConfigError):
+        ent.WindowConfig(flow_window_us=100_000)
+    with pytest.raises(dm.ConfigError, match="queue_unit_bytes must be positive"):
+        ent.WindowConfig(queue_unit_bytes=0)
+
+
+def test_static_tables_are_the_queue_and_flow_lookups():
+    window = ent.WindowConfig(queue_unit_bytes=1000)
+    queue = ent.queue_tables(window)
+    # Depth 0 is the table's default (0 bytes); 1 .. size-1 are entries.
+    assert [dict(e.match)["queue"] for e in queue] == list(range(1, dm.QUEUE_TABLE_SIZE))
+    assert all(e.table_id == "BwnIngress.queue_bytes" and e.action.name == "BwnIngress.set_queue_bytes"
+               for e in queue)
+    assert [e.action.args["bytes"] for e in queue[:3]] == [1000, 2000, 3000]
+    flows = ent.flows_log_table()
+    table = dm.flows_log7_table()
+    assert [(dict(e.match)["flows"], e.action.args["log7"]) for e in flows] == list(table.items())
+    assert all(e.table_id == "BwnIngress.flows_log" and e.action.name == "BwnIngress.set_share" for e in flows)
+    assert ent.static_tables(window) == queue + flows
+
+
+def test_the_telemetry_digest_reports_each_list_at_once():
+    d = ent.telemetry_digest()
+    assert d.digest_id == "port_telemetry_t"
+    assert (d.max_list_size, d.max_timeout_ns, d.ack_timeout_ns) == (1, 0, 10_000_000)
+    assert ent.telemetry_digest(max_timeout_ns=5_000).max_timeout_ns == 5_000
