@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -118,3 +119,53 @@ def test_ttl_decrement_keeps_real_headers_valid():
             total = _ones_add(total, int.from_bytes(raw[k:k + 2], "big"))
         assert total == 0xFFFF and raw[8] == 1 + i, i
 
+
+
+def test_capacity_bytes_per_window_is_the_exact_rounding_at_high_rates():
+    # 1 Gb/s over 2^24 us: 2 097 152 000 bytes exactly (a divisor off by 1 ppm is 262 bytes off).
+    assert dm.capacity_bytes_per_window(1e9, 2**24) == 2_097_152_000
+    assert dm.capacity_bytes_per_window(12_345_678, 2**20) == round(12_345_678 * 2**20 / 8e6)
+
+
+@pytest.mark.parametrize("kbps, rounded", [(1.0, 1), (1.49, 1), (1.5, 2), (2.0, 2), (dm.INT32_MAX, dm.INT32_MAX)])
+def test_capacities_the_dataplane_holds(kbps, rounded):
+    assert dm.check_capacity_kbps(kbps) == rounded
+
+
+@pytest.mark.parametrize("kbps, says", [
+    (0.4, "must be at least 1 kb/s, got 400 b/s"),
+    (0.0, "must be at least 1 kb/s, got 0 b/s"),
+    (dm.INT32_MAX + 1, "b/s exceeds the dataplane's 2.15e+12 b/s"),
+])
+def test_capacities_outside_the_dataplane_are_refused_with_their_value(kbps, says):
+    with pytest.raises(dm.ConfigError, match=re.escape(says)):
+        dm.check_capacity_kbps(kbps)
+
+
+def test_log7_is_zero_below_one_and_128_per_octave_above():
+    assert [dm.log7(x) for x in (0.0, 0.5, 0.999, 1.0, 2.0, 3.0, 1024.0)] == [0, 0, 0, 0, 128, 203, 1280]
+
+
+def test_flows_estimate_is_linear_counting_and_saturates_at_m_ln_m():
+    assert dm.flows_estimate(0) == 0.0 and dm.flows_estimate(-3) == 0.0
+    assert dm.flows_estimate(128, 256) == pytest.approx(256 * math.log(2))
+    assert dm.flows_estimate(256, 256) == pytest.approx(256 * math.log(256))
+    assert dm.flows_estimate(300, 256) == dm.flows_estimate(256, 256)
+    table = dm.flows_log7_table(16)
+    assert list(table) == list(range(1, 17))                     # every occupancy 1..m, no other
+    assert table[16] == dm.log7(16 * math.log(16))
+    assert table[8] == dm.log7(16 * math.log(2))
+
+
+def _ebn_code_reference(capacity_kbps: float, flows: int) -> int:
+    """round(log7(C) - log7(N)) / 16 half up, clamped to 0..254, written apart
+    from the model under test (N = 1 for no flow)."""
+    n_log7 = dm.flows_log7_table()[min(flows, dm.FLOW_SLOTS)] if flows else 0
+    share = dm.log7(round(capacity_kbps)) - n_log7
+    return min(254, max(0, math.floor(share / 16 + 0.5)))
+
+
+@pytest.mark.parametrize("flows", [0, 1, 2, 3, 7, 50, 256, 1000])
+def test_expected_ebn_code_is_the_rounded_log_share(flows):
+    for kbps in (1, 2, 3, 5, 7, 10, 100, 150, 1_000, 9_999, 10_000, 123_457, 10**6, 2 * 10**9):
+        assert dm.expected_ebn_code(kbps, flows) == _ebn_code_reference(kbps, flows), (kbps, flows)
