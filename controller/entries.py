@@ -84,7 +84,9 @@ def route_params(prefix: str, port: int, pidx: int, dst_mac: str, src_mac: str,
     """What every target's route entry carries: the LPM match, the parameters of
     every route action (egress port, port index, both MACs in one 96-bit word)
     and those of the `..._checked` actions for a port with options (loss
-    threshold, options word; empty when the port has none)."""
+    threshold, options word; empty when the port has none). bwn.p4 on BMv2
+    indexes its per-port state by the port itself, so :func:`route` drops the
+    port index; the TNA program's routes keep it."""
     net = ipaddress.IPv4Network(prefix, strict=False)
     match = fy.P4TableMatch(dst_addr=(int(net.network_address), net.prefixlen))
     common = dict(port=port, pidx=pidx, macs=(mac_to_int(dst_mac) << 48) | mac_to_int(src_mac))
