@@ -116,7 +116,7 @@ MUTANTS: list[Mutant] = [
            "(hdr.bwn.all & (224w0x0F << 184)) == (BWN_DATA_WORD & (224w0x0F << 184))"),
     Mutant("stamp-unconfigured-port", "        if (ST_NARROW(meta.t) != 0) {\n            hdr.bwn.all =",
            "        if (true) {\n            hdr.bwn.all ="),
-    Mutant("hop-not-saturating", "((hdr.bwn.all & BWN_HOP) < BWN_HOP_MAX ? hdr.bwn.all + BWN_HOP_ONE : hdr.bwn.all)",
+    Mutant("hop-not-saturating", "((hdr.bwn.all & BWN_HOP) < BWN_HOP ? hdr.bwn.all + BWN_HOP_ONE : hdr.bwn.all)",
            "(hdr.bwn.all + BWN_HOP_ONE)"),
     Mutant("hop-not-incremented", "? hdr.bwn.all + BWN_HOP_ONE : hdr.bwn.all)", "? hdr.bwn.all : hdr.bwn.all)"),
     Mutant("ebn-max-not-min", "? meta.t[223:0] & BWN_EBN : hdr.bwn.all & BWN_EBN)",

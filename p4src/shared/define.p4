@@ -27,7 +27,6 @@
  * route carries (the port itself on BMv2; controller/tofino.py's PortMap on
  * Tofino, whose device ports go above 63). */
 #define MAX_PORTS 64
-#define PORT_INDEX_MASK 63
 
 /* Distinct-flow estimation: FLOW_SLOTS hash slots per port (linear counting). */
 #define FLOW_SLOTS 256

@@ -120,7 +120,6 @@ struct v1_headers_t {
 #define BWN_DATA_WORD  224w0x00000000100000000000000000000000000000000000000000000000  /* version 1, kind DATA */
 #define BWN_HOP        224w0x0000000000FF00000000000000000000000000000000000000000000  /* hop count */
 #define BWN_HOP_ONE    224w0x00000000000100000000000000000000000000000000000000000000
-#define BWN_HOP_MAX    224w0x0000000000FF00000000000000000000000000000000000000000000  /* hop count 255: no more increments */
 #define BWN_KEPT       224w0xFFFF0000FFFF00FF0000000000000000FFFFFFFFFFFFFFFFFFFFFFFF  /* what no switch changes, and the hop count (the UDP checksum is not kept: zeroed) */
 #define BWN_EBN        224w0x000000000000FF000000000000000000000000000000000000000000  /* EBN code */
 #define BWN_NARROW     224w0x0000000000000000FFFFFFFF00000000000000000000000000000000  /* narrow link (kb/s) */
@@ -672,7 +671,7 @@ control BwnEgress(inout v1_headers_t hdr, inout metadata_t meta,
 
     /* EBN code, narrow and tight link each become the minimum of what the
      * packet carries and this port's value (tight link is signed: compared with
-     * its sign bit flipped), the hop count grows (saturating at 255), and the
+     * its sign bit flipped), the hop count grows while below 255 (its bits below BWN_HOP's), and the
      * UDP checksum becomes 0 (the UDP checksum rule, docs/wire-format.md); one
      * expression over `all`, where each part is compared and kept under its
      * mask. A port without capacity (narrow 0) leaves the packet as it is. */
@@ -681,7 +680,7 @@ control BwnEgress(inout v1_headers_t hdr, inout metadata_t meta,
         stamp.read(meta.t, standard_metadata.egress_port);
         if (ST_NARROW(meta.t) != 0) {
             hdr.bwn.all =
-                ((hdr.bwn.all & BWN_HOP) < BWN_HOP_MAX ? hdr.bwn.all + BWN_HOP_ONE : hdr.bwn.all) & BWN_KEPT
+                ((hdr.bwn.all & BWN_HOP) < BWN_HOP ? hdr.bwn.all + BWN_HOP_ONE : hdr.bwn.all) & BWN_KEPT
                 | ((meta.t[223:0] & BWN_EBN) < (hdr.bwn.all & BWN_EBN)
                    ? meta.t[223:0] & BWN_EBN : hdr.bwn.all & BWN_EBN)
                 | ((meta.t[223:0] & BWN_NARROW) < (hdr.bwn.all & BWN_NARROW)
