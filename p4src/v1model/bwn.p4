@@ -28,7 +28,13 @@
  *     port state the packet needs is packed into one register (one read, one
  *     write), indexed by the port itself, and action parameters carry
  *     everything else;
- *   - metadata is a handful of wide fields, reused by the rare paths;
+ *   - the working values are a handful of wide fields, reused by the rare
+ *     paths, in a header that is never valid (`work_t`): BMv2 zeroes metadata
+ *     for every packet, a header's fields never; one metadata field is left,
+ *     for what needs a zero or a table key;
+ *   - the common path's test for the rare paths reads two fields and the
+ *     bottom of the port state (a dropped or non-flow packet's values make
+ *     it false), so it needs no validity or drop test;
  *   - the rare paths (a measurement window closes, a flow is new in its flow
  *     window, a port has options) are branches taken only when needed;
  *   - values that a switch changes together are one field (TTL and the IPv4
@@ -101,6 +107,24 @@ header ipv4_head_v1_t {
 #define PROTO_UDP_WORD   32w0x00110000
 #define PROTO_TCP_WORD   32w0x00060000
 
+/* The working values of a packet. A header that is never valid nor emitted:
+ * BMv2 zeroes every metadata field for every packet, but of a header it only
+ * resets the validity, so these cost no reset (7 fields: about 4 800
+ * instructions a packet). P4-16 leaves writes to a field of an invalid
+ * header to the target; BMv2 performs them, and the Tofino program keeps
+ * metadata. Nothing is zero here: every field is written before it is read,
+ * on every path (the PTF suite covers each). */
+header work_t {
+    bit<176> ps;         /* port_state of the egress port, see below */
+    bit<32>  slot_idx;   /* this flow's hash slot (port-major) */
+    bit<32>  slot_seen;  /* flow epoch in which that slot was last seen */
+    bit<32>  a;          /* working values of the rare paths */
+    bit<32>  b;
+    bit<19>  q;          /* a queue depth read back (the width BMv2 reports) */
+    bit<5>   spare;
+    bit<256> t;          /* the port's stamp (with its telemetry) being built or read */
+}
+
 struct v1_headers_t {
     ethernet_v1_t  ethernet;
     ipv4_head_v1_t ipv4;
@@ -108,6 +132,7 @@ struct v1_headers_t {
     ipv4_addrs_t   addrs;
     ipv4_options_t ipv4_options;
     bwn_v1_t       bwn;
+    work_t         w;      /* never valid, never emitted */
 }
 
 /* BWN DATA as one field, `all` (bits):
@@ -138,15 +163,12 @@ struct port_telemetry_t {
     bit<256> stamp;
 }
 
-/* Every field costs every packet a reset: few, wide, reused. */
+/* The one metadata field: BMv2 zeroes every metadata field for every packet
+ * (about 700 instructions each), so the working values are in `w` instead.
+ * k is 0 when the checksum is verified (its target), then the key of the
+ * rare path's tables: BMv2 matches a field of an invalid header as 0. */
 struct metadata_t {
-    bit<176> ps;         /* port_state of the egress port, see below */
-    bit<32>  slot_idx;   /* this flow's hash slot (port-major) */
-    bit<32>  slot_seen;  /* flow epoch in which that slot was last seen */
-    bit<32>  a;          /* working values of the rare paths */
-    bit<32>  b;
-    bit<19>  q;          /* a queue depth read back (the width BMv2 reports) */
-    bit<256> t;          /* the port's stamp (with its telemetry) being built or read */
+    bit<32> k;
 }
 
 /*************************************************************************
@@ -154,8 +176,10 @@ struct metadata_t {
  *  controller gives with each route (the port itself on BMv2). The
  *  controller reads them over Thrift as telemetry.
  *************************************************************************/
-/* port_state = rx_bytes[175:144] ++ rx_mark[143:112] ++ window_end[111:64]
- *              ++ flow_epoch[63:32] ++ flows_current[31:16] ++ flows_last[15:0]:
+/* port_state = rx_bytes[175:144] ++ rx_mark[143:112] ++ flow_epoch[111:80]
+ *              ++ flows_current[79:64] ++ flows_last[63:48] ++ window_end[47:0]
+ * (rx_bytes on top and window_end at the bottom: the two every packet uses
+ * are the cheapest to reach, an addition that drops its carry and a mask):
  *   rx_bytes:   bytes received for the port (OBP's BR, eq. 6), cumulative,
  *               wrapping at 2^32 (the top bits: the carry of a wrap falls off);
  *               read and written by every packet;
@@ -167,10 +191,13 @@ struct metadata_t {
 register<bit<176>, PortId_t>(MAX_PORTS) port_state;
 #define PS_RX(x)      x[175:144]
 #define PS_MARK(x)    x[143:112]
-#define PS_END(x)     x[111:64]
-#define PS_EPOCH(x)   x[63:32]
-#define PS_CURRENT(x) x[31:16]
-#define PS_LAST(x)    x[15:0]
+#define PS_EPOCH(x)   x[111:80]
+#define PS_CURRENT(x) x[79:64]
+#define PS_LAST(x)    x[63:48]
+#define PS_END(x)     x[47:0]
+/* A dropped packet's port state: no window ends and no flow is new (the rare
+ * path must not run for it: it writes registers at the egress port). */
+#define PS_NEVER_RARE 176w0xFFFFFFFFFFFF
 /* stamp: what a DATA packet is stamped with (narrow 0: the port is not
  * configured and stamps nothing), written when a window closes or the flow
  * count changes, and the telemetry of the last closed window, which the
@@ -186,7 +213,7 @@ register<bit<256>, PortId_t>(MAX_PORTS) stamp;
 #define ST_EBN(x)    x[175:168]
 #define ST_NARROW(x) x[159:128]
 #define ST_FLOWS(x)  x[223:192]
-#define WINDOW_CLOSED 0x7FFFF   /* meta.q once a window's telemetry is in t */
+#define WINDOW_CLOSED 0x7FFFF   /* hdr.w.q once a window's telemetry is in t */
 register<bit<32>, bit<32>>(MAX_PORTS * FLOW_SLOTS) flow_slot;  /* epoch in which a slot was last seen */
 /* egress: the queue the port's last BWN DATA packet left behind (AF drops,
  * BI). DATA packets sample the FIFO that every packet of the port shares; a
@@ -281,17 +308,17 @@ parser BwnParser(packet_in packet, out v1_headers_t hdr, inout metadata_t meta,
  * The checksum field is part of ttl_csum, so the sum covers the whole header,
  * checksum included: its one's complement (csum16) is 0 exactly when the
  * header verifies (RFC 1071). BMv2 compares it with a field, not a constant:
- * meta.a, which is 0 here (BMv2 zeroes metadata for every packet; the parser
+ * meta.k, which is 0 here (BMv2 zeroes metadata for every packet; the parser
  * writes none). */
 control BwnVerifyChecksum(inout v1_headers_t hdr, inout metadata_t meta) {
     apply {
         verify_checksum(hdr.fk.isValid(),
             { hdr.ipv4.head, hdr.ipv4.ttl_csum, hdr.fk.src_addr, hdr.fk.dst_addr },
-            meta.a, HashAlgorithm.csum16);
+            meta.k, HashAlgorithm.csum16);
         verify_checksum(hdr.addrs.isValid(),
             { hdr.ipv4.head, hdr.ipv4.ttl_csum, hdr.addrs.src_addr, hdr.addrs.dst_addr,
               hdr.ipv4_options.options },
-            meta.a, HashAlgorithm.csum16);
+            meta.k, HashAlgorithm.csum16);
     }
 }
 
@@ -307,6 +334,8 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
     action drop_with(bit<32> reason) {
         drop_counter.count(reason);
         mark_to_drop(standard_metadata);
+        hdr.w.ps = PS_NEVER_RARE;     /* epoch 0 = slot_seen's, end never reached */
+        hdr.w.slot_seen = 0;
     }
 
     action drop_no_route() {
@@ -329,15 +358,15 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
          * tests/test_dataplane_math.py checks it against eq. 3 for every HC. */
         hdr.ipv4.ttl_csum = hdr.ipv4.ttl_csum
                             + (IP_CSUM(hdr.ipv4) < 16w0xFEFF ? 32w0xFF000100 : 32w0xFEFF0101);
-        port_state.read(meta.ps, port);
-        meta.ps = meta.ps + ((bit<176>)standard_metadata.packet_length << 144);
-        port_state.write(port, meta.ps);
+        port_state.read(hdr.w.ps, port);
+        hdr.w.ps = hdr.w.ps + ((bit<176>)standard_metadata.packet_length << 144);
+        port_state.write(port, hdr.w.ps);
     }
 
     /* A TCP or UDP packet also looks up its flow's hash slot (EBN's N). */
     action look_up_flow(bit<32> slot_base) {
-        hash(meta.slot_idx, HashAlgorithm.crc32, slot_base, hdr.fk, (bit<32>)FLOW_SLOTS);
-        flow_slot.read(meta.slot_seen, meta.slot_idx);
+        hash(hdr.w.slot_idx, HashAlgorithm.crc32, slot_base, hdr.fk, (bit<32>)FLOW_SLOTS);
+        flow_slot.read(hdr.w.slot_seen, hdr.w.slot_idx);
     }
 
     action route(PortId_t port, bit<32> slot_base, bit<96> macs) {
@@ -355,8 +384,8 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
                          bit<32> loss_threshold, bit<32> options) {
         forward(port, macs);
         look_up_flow(slot_base);
-        meta.a = loss_threshold;
-        meta.b = options;
+        hdr.w.a = loss_threshold;
+        hdr.w.b = options;
     }
 
     /* IPv4 packets other than TCP/UDP without options: routed and measured,
@@ -364,13 +393,15 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
      * tables (the destination address is in a different header). */
     action route_other(PortId_t port, bit<96> macs) {
         forward(port, macs);
+        hdr.w.slot_seen = PS_EPOCH(hdr.w.ps);   /* not a flow: never new */
     }
 
     action route_other_checked(PortId_t port, bit<96> macs,
                                bit<32> loss_threshold, bit<32> options) {
         forward(port, macs);
-        meta.a = loss_threshold;
-        meta.b = options;
+        hdr.w.slot_seen = PS_EPOCH(hdr.w.ps);
+        hdr.w.a = loss_threshold;
+        hdr.w.b = options;
     }
 
     table ipv4_lpm {
@@ -393,8 +424,8 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
      * the flow's slot epoch, is still to be compared: a draw there made every
      * packet of a lossy port count as a new flow). */
     action random_loss() {
-        random(meta.t, 256w0, 256w0xFFFFFFFF);
-        if (meta.t < (bit<256>)meta.a) {
+        random(hdr.w.t, 256w0, 256w0xFFFFFFFF);
+        if (hdr.w.t < (bit<256>)hdr.w.a) {
             drop_with(DROP_RANDOM_LOSS);
         }
     }
@@ -404,17 +435,17 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
      * stay in the flow's one queue, so a flow is never reordered (RFC 2597).
      * Checksum: RFC 1624 eq. 3 over the changed word (version, IHL, TOS). */
     action reserved_flow(bit<6> dscp) {
-        reservation_meter.read(meta.a);
-        meta.t = (bit<256>)(~IP_TOS_WORD(hdr.ipv4));
+        reservation_meter.read(hdr.w.a);
+        hdr.w.t = (bit<256>)(~IP_TOS_WORD(hdr.ipv4));
         IP_DSCP(hdr.ipv4) = DSCP_AF13;
-        if (meta.a == METER_GREEN) {
+        if (hdr.w.a == METER_GREEN) {
             IP_DSCP(hdr.ipv4) = dscp;
         }
-        meta.t = (bit<256>)(~IP_CSUM(hdr.ipv4)) + meta.t
+        hdr.w.t = (bit<256>)(~IP_CSUM(hdr.ipv4)) + hdr.w.t
                  + (bit<256>)IP_TOS_WORD(hdr.ipv4);
-        meta.t = (meta.t & 0xffff) + (meta.t >> 16);
-        meta.t = (meta.t & 0xffff) + (meta.t >> 16);
-        IP_CSUM(hdr.ipv4) = ~(meta.t[15:0]);
+        hdr.w.t = (hdr.w.t & 0xffff) + (hdr.w.t >> 16);
+        hdr.w.t = (hdr.w.t & 0xffff) + (hdr.w.t >> 16);
+        IP_CSUM(hdr.ipv4) = ~(hdr.w.t[15:0]);
     }
 
     table reservations {
@@ -434,8 +465,8 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
     /* Assured Forwarding: only in-profile packets may use the queue above
      * the threshold; the tail drop of a full queue is the only drop they see. */
     action assured_forwarding() {
-        queue_depth.read(meta.q, standard_metadata.egress_spec);
-        if ((bit<32>)meta.q >= (meta.b & 0x7FFFFFFF)) {
+        queue_depth.read(hdr.w.q, standard_metadata.egress_spec);
+        if ((bit<32>)hdr.w.q >= (hdr.w.b & 0x7FFFFFFF)) {
             drop_with(DROP_AF_OUT_OF_PROFILE);
         }
     }
@@ -451,25 +482,26 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
      * a = BR bytes, q = queued packets (BI, the queue the port's last packet
      * left behind), and the window's start in t (for the telemetry). */
     action roll_window(bit<48> mask, bit<48> window_us, bit<32> flow_mask, bit<32> flow_window_us) {
-        meta.b = PS_RX(meta.ps) - standard_metadata.packet_length;   /* before this packet */
-        meta.a = meta.b - PS_MARK(meta.ps);
-        PS_MARK(meta.ps) = meta.b;
-        meta.t = (bit<256>)(standard_metadata.ingress_global_timestamp & mask);
-        if (meta.t[47:0] != PS_END(meta.ps)) {
-            meta.a = 0;
+        hdr.w.b = PS_RX(hdr.w.ps) - standard_metadata.packet_length;   /* before this packet */
+        hdr.w.a = hdr.w.b - PS_MARK(hdr.w.ps);
+        PS_MARK(hdr.w.ps) = hdr.w.b;
+        hdr.w.t = (bit<256>)(standard_metadata.ingress_global_timestamp & mask);
+        if (hdr.w.t[47:0] != PS_END(hdr.w.ps)) {
+            hdr.w.a = 0;
         }
-        PS_END(meta.ps) = meta.t[47:0] + window_us;
-        meta.b = (standard_metadata.ingress_global_timestamp[31:0] & flow_mask) | 1;
-        if (meta.b != PS_EPOCH(meta.ps)) {
-            PS_LAST(meta.ps) = 0;
-            if (meta.b - PS_EPOCH(meta.ps) == flow_window_us) {
-                PS_LAST(meta.ps) = PS_CURRENT(meta.ps);
+        PS_END(hdr.w.ps) = hdr.w.t[47:0] + window_us;
+        hdr.w.b = (standard_metadata.ingress_global_timestamp[31:0] & flow_mask) | 1;
+        if (hdr.w.b != PS_EPOCH(hdr.w.ps)) {
+            PS_LAST(hdr.w.ps) = 0;
+            if (hdr.w.b - PS_EPOCH(hdr.w.ps) == flow_window_us) {
+                PS_LAST(hdr.w.ps) = PS_CURRENT(hdr.w.ps);
             }
-            PS_CURRENT(meta.ps) = 0;
-            PS_EPOCH(meta.ps) = meta.b;
+            PS_CURRENT(hdr.w.ps) = 0;
+            PS_EPOCH(hdr.w.ps) = hdr.w.b;
         }
-        port_state.write(standard_metadata.egress_spec, meta.ps);
-        queue_depth.read(meta.q, standard_metadata.egress_spec);
+        port_state.write(standard_metadata.egress_spec, hdr.w.ps);
+        queue_depth.read(hdr.w.q, standard_metadata.egress_spec);
+        meta.k = (bit<32>)hdr.w.q;
     }
 
     table window_config {
@@ -481,11 +513,11 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
     /* BI: queued packets -> bytes (BMv2 counts packets: the controller's table
      * holds depth * the frame size it assumes). Leaves b = BI bytes. */
     action set_queue_bytes(bit<32> bytes) {
-        meta.b = bytes;
+        hdr.w.b = bytes;
     }
 
     table queue_bytes {
-        key = { meta.q : exact @name("queue"); }
+        key = { meta.k : exact @name("queue"); }
         actions = { set_queue_bytes; }
         default_action = set_queue_bytes(0);
         size = QUEUE_TABLE_SIZE;
@@ -500,13 +532,13 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
      * telemetry; t holds the window's start on entry. */
 #define SET_PORT(K) \
     action set_port_##K(bit<32> cap_bytes, bit<32> cap_kbps, bit<16> cap_log7) { \
-        meta.b = cap_bytes - meta.a - meta.b; \
-        meta.t = (bit<32>)(bit<9>)standard_metadata.egress_spec ++ 32w0 \
+        hdr.w.b = cap_bytes - hdr.w.a - hdr.w.b; \
+        hdr.w.t = (bit<32>)(bit<9>)standard_metadata.egress_spec ++ 32w0 \
                  ++ cap_log7 ++ 16w0 ++ cap_kbps \
-                 ++ (bit<32>)(int<32>)(((int<64>)(int<32>)meta.b * 125) >> (K - 6)) \
-                 ++ (bit<32>)(((bit<64>)meta.a * 125) >> (K - 6)) \
-                 ++ (bit<32>)meta.q ++ meta.t[31:0]; \
-        meta.q = WINDOW_CLOSED; \
+                 ++ (bit<32>)(int<32>)(((int<64>)(int<32>)hdr.w.b * 125) >> (K - 6)) \
+                 ++ (bit<32>)(((bit<64>)hdr.w.a * 125) >> (K - 6)) \
+                 ++ (bit<32>)hdr.w.q ++ hdr.w.t[31:0]; \
+        hdr.w.q = WINDOW_CLOSED; \
     }
     SET_PORT(6)  SET_PORT(7)  SET_PORT(8)  SET_PORT(9)  SET_PORT(10)
     SET_PORT(11) SET_PORT(12) SET_PORT(13) SET_PORT(14) SET_PORT(15)
@@ -515,7 +547,7 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
 
     /* A port without capacity is not stamped (narrow 0). */
     action port_unconfigured() {
-        meta.t = 0;
+        hdr.w.t = 0;
     }
 
     table port_config {
@@ -532,7 +564,8 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
     }
 
     action read_stamp() {
-        stamp.read(meta.t, standard_metadata.egress_spec);
+        hdr.w.q = 0;                             /* no window closed: no digest */
+        stamp.read(hdr.w.t, standard_metadata.egress_spec);
     }
 
     /* ---- EBN's N and the share ------------------------------------------ */
@@ -540,23 +573,23 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
      * b = N = max(flows this flow window, flows in the last), at most
      * FLOW_SLOTS. */
     action count_flow() {
-        meta.slot_seen = PS_EPOCH(meta.ps);
-        PS_CURRENT(meta.ps) = PS_CURRENT(meta.ps) + 1;
-        port_state.write(standard_metadata.egress_spec, meta.ps);
+        hdr.w.slot_seen = PS_EPOCH(hdr.w.ps);
+        PS_CURRENT(hdr.w.ps) = PS_CURRENT(hdr.w.ps) + 1;
+        port_state.write(standard_metadata.egress_spec, hdr.w.ps);
     }
 
     /* (A separate action, so that p4c hands the register the field as it is.) */
     action mark_slot() {
-        flow_slot.write(meta.slot_idx, meta.slot_seen);
+        flow_slot.write(hdr.w.slot_idx, hdr.w.slot_seen);
     }
 
     action flows_now() {
-        meta.b = (bit<32>)PS_LAST(meta.ps);
-        if ((bit<32>)PS_CURRENT(meta.ps) > meta.b) {
-            meta.b = (bit<32>)PS_CURRENT(meta.ps);
+        meta.k = (bit<32>)PS_LAST(hdr.w.ps);
+        if ((bit<32>)PS_CURRENT(hdr.w.ps) > meta.k) {
+            meta.k = (bit<32>)PS_CURRENT(hdr.w.ps);
         }
-        if (meta.b > FLOW_SLOTS) {
-            meta.b = FLOW_SLOTS;
+        if (meta.k > FLOW_SLOTS) {
+            meta.k = FLOW_SLOTS;
         }
     }
 
@@ -565,24 +598,24 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
      * C / N  ->  log7(C) - log7(N), rounded to 1/8 octave and clamped to 254,
      * goes into the port's stamp. */
     action set_share(bit<16> log7) {
-        meta.a = (bit<32>)ST_LOG7(meta.t) - (bit<32>)log7 + 8;
-        if ((int<32>)meta.a < 8) {
-            meta.a = 8;                          /* share below 1 kb/s: code 0 */
+        hdr.w.a = (bit<32>)ST_LOG7(hdr.w.t) - (bit<32>)log7 + 8;
+        if ((int<32>)hdr.w.a < 8) {
+            hdr.w.a = 8;                          /* share below 1 kb/s: code 0 */
         }
-        meta.a = meta.a >> LOG7_TO_EBN_SHIFT;
-        if (meta.a > EBN_CODE_MAX) {
-            meta.a = EBN_CODE_MAX;
+        hdr.w.a = hdr.w.a >> LOG7_TO_EBN_SHIFT;
+        if (hdr.w.a > EBN_CODE_MAX) {
+            hdr.w.a = EBN_CODE_MAX;
         }
-        ST_EBN(meta.t) = meta.a[7:0];
-        ST_FLOWS(meta.t) = PS_CURRENT(meta.ps) ++ PS_LAST(meta.ps);
-        stamp.write(standard_metadata.egress_spec, meta.t);
-        if (meta.q == WINDOW_CLOSED && ST_NARROW(meta.t) != 0) {
-            digest<port_telemetry_t>(TELEMETRY_DIGEST_RECEIVER, { meta.t });
+        ST_EBN(hdr.w.t) = hdr.w.a[7:0];
+        ST_FLOWS(hdr.w.t) = PS_CURRENT(hdr.w.ps) ++ PS_LAST(hdr.w.ps);
+        stamp.write(standard_metadata.egress_spec, hdr.w.t);
+        if (hdr.w.q == WINDOW_CLOSED && ST_NARROW(hdr.w.t) != 0) {
+            digest<port_telemetry_t>(TELEMETRY_DIGEST_RECEIVER, { hdr.w.t });
         }
     }
 
     table flows_log {
-        key = { meta.b : exact @name("flows"); }
+        key = { meta.k : exact @name("flows"); }
         actions = { set_share; }
         default_action = set_share(0);
         size = FLOW_SLOTS + 1;
@@ -610,13 +643,13 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
             if (hdr.fk.isValid()) {
                 switch (ipv4_lpm.apply().action_run) {
                     route_checked: {
-                        if (meta.a != 0) {
+                        if (hdr.w.a != 0) {
                             random_loss();
                         }
-                        if (meta.b[31:31] == 1) {
+                        if (hdr.w.b[31:31] == 1) {
                             reservations.apply();     /* meter and mark (edge) */
                         }
-                        if (meta.b[30:0] != 0 && IP_DSCP(hdr.ipv4) != DSCP_AF11) {
+                        if (hdr.w.b[30:0] != 0 && IP_DSCP(hdr.ipv4) != DSCP_AF11) {
                             assured_forwarding();
                         }
                     }
@@ -624,27 +657,26 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
             } else {
                 switch (ipv4_lpm_other.apply().action_run) {
                     route_other_checked: {
-                        if (meta.a != 0) {
+                        if (hdr.w.a != 0) {
                             random_loss();
                         }
-                        if (meta.b[30:0] != 0 && IP_DSCP(hdr.ipv4) != DSCP_AF11) {
+                        if (hdr.w.b[30:0] != 0 && IP_DSCP(hdr.ipv4) != DSCP_AF11) {
                             assured_forwarding();
                         }
                     }
                 }
             }
             /* ---- rare: a window closes, or a flow is new in its flow window -- */
-            if (standard_metadata.egress_spec != DROP_PORT
-                    && (standard_metadata.ingress_global_timestamp >= PS_END(meta.ps)
-                        || (hdr.fk.isValid() && meta.slot_seen != PS_EPOCH(meta.ps)))) {
-                if (standard_metadata.ingress_global_timestamp >= PS_END(meta.ps)) {
+            if (standard_metadata.ingress_global_timestamp >= PS_END(hdr.w.ps)
+                    || hdr.w.slot_seen != PS_EPOCH(hdr.w.ps)) {
+                if (standard_metadata.ingress_global_timestamp >= PS_END(hdr.w.ps)) {
                     window_config.apply();
                     queue_bytes.apply();
                     port_config.apply();
                 } else {
                     read_stamp();
                 }
-                if (hdr.fk.isValid() && meta.slot_seen != PS_EPOCH(meta.ps)) {
+                if (hdr.fk.isValid() && hdr.w.slot_seen != PS_EPOCH(hdr.w.ps)) {
                     count_flow();
                     mark_slot();
                 }
@@ -677,16 +709,16 @@ control BwnEgress(inout v1_headers_t hdr, inout metadata_t meta,
      * mask. A port without capacity (narrow 0) leaves the packet as it is. */
     action stamp_packet() {
         queue_depth.write(standard_metadata.egress_port, standard_metadata.deq_qdepth);
-        stamp.read(meta.t, standard_metadata.egress_port);
-        if (ST_NARROW(meta.t) != 0) {
+        stamp.read(hdr.w.t, standard_metadata.egress_port);
+        if (ST_NARROW(hdr.w.t) != 0) {
             hdr.bwn.all =
                 ((hdr.bwn.all & BWN_HOP) < BWN_HOP ? hdr.bwn.all + BWN_HOP_ONE : hdr.bwn.all) & BWN_KEPT
-                | ((meta.t[223:0] & BWN_EBN) < (hdr.bwn.all & BWN_EBN)
-                   ? meta.t[223:0] & BWN_EBN : hdr.bwn.all & BWN_EBN)
-                | ((meta.t[223:0] & BWN_NARROW) < (hdr.bwn.all & BWN_NARROW)
-                   ? meta.t[223:0] & BWN_NARROW : hdr.bwn.all & BWN_NARROW)
-                | (((meta.t[223:0] ^ BWN_TIGHT_SIGN) & BWN_TIGHT) < ((hdr.bwn.all ^ BWN_TIGHT_SIGN) & BWN_TIGHT)
-                   ? meta.t[223:0] & BWN_TIGHT : hdr.bwn.all & BWN_TIGHT);
+                | ((hdr.w.t[223:0] & BWN_EBN) < (hdr.bwn.all & BWN_EBN)
+                   ? hdr.w.t[223:0] & BWN_EBN : hdr.bwn.all & BWN_EBN)
+                | ((hdr.w.t[223:0] & BWN_NARROW) < (hdr.bwn.all & BWN_NARROW)
+                   ? hdr.w.t[223:0] & BWN_NARROW : hdr.bwn.all & BWN_NARROW)
+                | (((hdr.w.t[223:0] ^ BWN_TIGHT_SIGN) & BWN_TIGHT) < ((hdr.bwn.all ^ BWN_TIGHT_SIGN) & BWN_TIGHT)
+                   ? hdr.w.t[223:0] & BWN_TIGHT : hdr.bwn.all & BWN_TIGHT);
         }
     }
 
