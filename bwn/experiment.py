@@ -150,12 +150,15 @@ def _switch_plans(cfg: ExperimentConfig, net: Any, ends: dict[str, tuple[Any, An
     return plans
 
 
-def linkem_options(link: LinkConfig) -> list[str]:
+def linkem_options(link: LinkConfig, rt_priority: int = 0) -> list[str]:
     """`bwn-link`'s options for `link`: its delay each way and, when it serves the
     link's rate (shaper = "link"), the rate and the queue in each direction that a
     switch end applying the schedule sends into, as that switch's egress queue
-    would have (bwn-link's first interface faces end a)."""
+    would have (bwn-link's first interface faces end a); `rt_priority` > 0 runs it
+    with that SCHED_FIFO priority (`[experiment] linkem_rt_priority`)."""
     options = ["--delay-ms", f"{link.delay_ms:g}"]
+    if rt_priority:
+        options += ["--rt-priority", str(rt_priority)]
     schedule = link.served_schedule
     if schedule is not None:
         # A constant rate as --rate-mbit; a time-varying one as its schedule, whose
@@ -486,7 +489,7 @@ class ScenarioNetwork:
         for em in self.built.linkem_nodes:
             link: LinkConfig = em.link_config
             em_seed = seeding.linkem_seed(cfg.seed, em.name)
-            em.start_linkem(linkem_options(link)
+            em.start_linkem(linkem_options(link, cfg.linkem_rt_priority)
                             + (["--seed", str(em_seed)] if em_seed is not None else [])
                             + self.linkem_args.get(link.name, []),
                             self.out_dir / f"{em.name}-linkem.log", self.out_dir / f"{em.name}-linkem.json")
@@ -595,6 +598,7 @@ def _run_scheme_locked(cfg: ExperimentConfig, scheme: str, out_dir: Path, durati
     interrupted = False
     meta: dict[str, Any] = {"scheme": scheme, "duration_s": duration_s,
                             "delay_emulator": "bwn-link" if network.built.linkem_nodes else "none",
+                            "linkem_rt_priority": cfg.linkem_rt_priority if network.built.linkem_nodes else None,
                             "netem_available": netem_available(),
                             "seed": cfg.seed,
                             "flow_ids": {f.name: seeding.flow_id(cfg.seed, i) for i, f in enumerate(cfg.flows)},

@@ -166,6 +166,7 @@ class ExperimentConfig:
     source: Optional[Path] = None
     receive_window_bytes: Optional[int] = None  # every receiver's advertised window (bwn-recv --window-bytes)
     sack: bool = True                          # senders use SACK (False: bwn-send --no-sack)
+    linkem_rt_priority: int = sc.DEFAULT_LINKEM_RT_PRIORITY   # bwn-link --rt-priority (0: off)
     capture_links: Optional[tuple[str, ...]] = None  # [capture] links; None: the bottlenecks
 
     def node_names(self) -> list[str]:
@@ -342,6 +343,7 @@ class _Resolver:
             reservations=tuple(t.reservations), dataplane=t.dataplane, telemetry=t.telemetry,
             schemes=tuple(t.experiment.schemes), seed=t.experiment.seed, source=source,
             receive_window_bytes=t.experiment.receive_window_bytes, sack=t.experiment.sack,
+            linkem_rt_priority=t.experiment.linkem_rt_priority,
             capture_links=capture)
         for message in config.shaper_conflicts(config.schemes):
             self.error("links", message)

@@ -56,6 +56,9 @@ IPV4_INTERFACE_PATTERN = r"^[0-9]{1,3}(\.[0-9]{1,3}){3}/[0-9]{1,2}$"
 DEFAULT_QUEUE_PACKETS = 64       # BMv2's default egress queue depth
 DEFAULT_DURATION_S = 60.0
 DEFAULT_TELEMETRY_INTERVAL_S = 0.1
+# bwn-link's SCHED_FIFO priority: on 2 shared cores the emulator otherwise waits behind
+# BMv2 and misses its frames' due times (docs/fidelity.md, "linkem_lateness").
+DEFAULT_LINKEM_RT_PRIORITY = 10
 
 
 def _fail(message: str) -> PydanticCustomError:
@@ -219,6 +222,10 @@ class ExperimentTable(_Table):
     sack: StrictBool = Field(True, description=(
         "senders use SACK (RFC 2018/6675; docs/transport.md); false = bwn-send --no-sack, "
         "the NS-2-like NewReno recovery of the papers' simulations"))
+    linkem_rt_priority: _integer(ge=0, le=99) = Field(DEFAULT_LINKEM_RT_PRIORITY, description=(
+        "real-time (SCHED_FIFO) priority of every bwn-link, so that the emulator releases "
+        "frames on time while the switches use the CPU (bwn-link --rt-priority; 0 = the "
+        "normal scheduler)"))
 
 
 class DataplaneConfig(_Table):

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from bwn import experiment as ex
-from bwn.controller.config import ExperimentConfig, load_config, validate
+from bwn.controller.config import ConfigError, ExperimentConfig, load_config, validate
 from bwn.controller.entries import Reservation
 from bwn.wire import BWN_UDP_PORT
 
@@ -1063,6 +1063,23 @@ def test_linkem_options_serve_the_rate_where_the_switch_would_have():
     one = scenario("smoke", lambda d: (two_switches(d), d["links"][-1].update(apply_at="s1"))).link("trunk")
     assert ex.linkem_options(one) == ["--delay-ms", "0", "--b-to-a-rate-mbit", "11.02",
                                       "--b-to-a-queue-packets", "250"]
+
+
+def test_linkem_runs_at_the_scenarios_real_time_priority():
+    """bwn-link runs with SCHED_FIFO priority 10 unless the scenario says otherwise
+    (`[experiment] linkem_rt_priority`; 0 = the normal scheduler); the option
+    bounds 0..99 as bwn-link does."""
+    cfg = scenario("smoke")
+    assert cfg.linkem_rt_priority == 10
+    assert ex.linkem_options(cfg.link("bottleneck"), cfg.linkem_rt_priority) == [
+        "--delay-ms", "10", "--rt-priority", "10"]
+    off = scenario("smoke", lambda d: d["experiment"].update(linkem_rt_priority=0))
+    assert off.linkem_rt_priority == 0
+    assert ex.linkem_options(off.link("bottleneck"), off.linkem_rt_priority) == ["--delay-ms", "10"]
+    assert scenario("smoke", lambda d: d["experiment"].update(linkem_rt_priority=99)).linkem_rt_priority == 99
+    for bad in (-1, 100, 1.5, "10"):
+        with pytest.raises(ConfigError, match="linkem_rt_priority"):
+            scenario("smoke", lambda d, bad=bad: d["experiment"].update(linkem_rt_priority=bad))
 
 
 def test_linkem_options_give_a_time_varying_rate_as_its_schedule():
