@@ -540,7 +540,7 @@ def test_start_brings_up_net_emulators_and_controller_in_order(monkeypatch, tmp_
     window = ent_window = ex.ent.WindowConfig(8192, 65536, ex._frame_bytes(1000))
     assert log == [
         ("net.start",),
-        ("start_linkem", "em1", ("--delay-ms", "10", *seed_args, "--jitter-ms", "1"), "em1-linkem.log",
+        ("start_linkem", "em1", ("--delay-ms", "10", "--rt-priority", "10", *seed_args, "--jitter-ms", "1"), "em1-linkem.log",
          "em1-linkem.json"),
         ("controller", (["plan"], Path("p4info"), Path("blob"), tmp_path, window),
          (("telemetry_interval_s", cfg.telemetry.interval_s),)),
@@ -1139,7 +1139,7 @@ def test_the_runner_starts_bwn_link_with_the_links_rate(monkeypatch, tmp_path):
     sn.start()
     (start,) = [e for e in log if e[0] == "start_linkem"]
     from bwn import seeding
-    assert start[2] == ("--delay-ms", "10", "--a-to-b-rate-mbit", "5", "--a-to-b-queue-packets", "50",
+    assert start[2] == ("--delay-ms", "10", "--rt-priority", "10", "--a-to-b-rate-mbit", "5", "--a-to-b-queue-packets", "50",
                         "--seed", str(seeding.linkem_seed(11, "em1")))
 
 
