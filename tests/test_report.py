@@ -350,3 +350,66 @@ def test_have_dpkt_follows_the_import(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", lambda name, *a, **k: (_ for _ in ()).throw(
         ModuleNotFoundError(name)) if name == "dpkt" else real_import(name, *a, **k))
     assert report._have_dpkt() is False
+
+
+def test_markdown_table_cells_sections_and_plots(tmp_path: Path):
+    """summary.md: one row per flow with each figure in its unit and precision
+    (Mb/s and ratios to 3 decimals, ms to 1), '-' for a figure a flow lacks, an
+    INVALID run marked in its row, then each run's bottleneck and fidelity
+    verdict, and the plots (or why there are none)."""
+    valid = report.SchemeRun(scheme="obp", flows=[], validity=(True, "valid"))
+    broken = report.SchemeRun(scheme="ebn", flows=[], validity=(False, "INVALID: cpu: BROKEN"))
+    full = {"scheme": "obp", "flow": "f1", "algo": "obp", "goodput_bps": 4_321_000.0,
+            "capacity_bps": 10e6, "utilization": 0.43219, "retransmissions": 7.0,
+            "rtt_mean_ms": 41.26, "rtt_p95_ms": 55.04, "jain": 0.98765,
+            "estimate_error_share": 0.1234, "estimate_error_rate": 0.5, "valid": 1}
+    sparse = {"scheme": "ebn", "flow": "f2", "algo": "", "goodput_bps": 0.0, "capacity_bps": None,
+              "utilization": None, "retransmissions": None, "rtt_mean_ms": None, "rtt_p95_ms": None,
+              "jain": None, "estimate_error_share": None, "estimate_error_rate": None, "valid": 0}
+    path = tmp_path / "summary.md"
+    report.write_markdown(path, [valid, broken], [full, sparse], [tmp_path / "throughput.png"])
+    lines = path.read_text().splitlines()
+    assert lines[0] == "# Experiment results"
+    header, rule, row1, row2 = lines[2:6]
+    assert header.count("|") == rule.count("|") == row1.count("|") == row2.count("|") == 13
+    assert row1 == "| obp | f1 | obp | 4.321 | 10.000 | 0.432 | 7 | 41.3 | 55.0 | 0.988 | 0.123 | 0.500 |"
+    assert row2 == "| ebn **INVALID** | f2 | - | 0.000 | - | - | - | - | - | - | - | - |"
+    text = "\n".join(lines)
+    assert "* obp: no capacity log\n* ebn: no capacity log" in text
+    assert "## Fidelity" in text and "* obp: valid\n* ebn: INVALID: cpu: BROKEN" in text
+    assert lines[-3:] == ["## Plots", "", "![throughput](throughput.png)"] and "(no plots" not in text
+    report.write_markdown(path, [valid], [full], [])
+    assert path.read_text().splitlines()[-1] == "(no plots: matplotlib is not installed)"
+    assert "## Plots" not in path.read_text()
+
+
+@pytest.mark.parametrize("shape", ["object", "list", "flows"])
+def test_summary_json_in_each_shape_renamed_and_typed(tmp_path: Path, shape: str):
+    """A --summary-json file is one flow, a list of flows or {"flows": [...]}; the
+    sender's names map to the report's (retransmits -> retransmissions), numbers
+    and numeric strings become floats, empty values None, and algo stays text."""
+    flow = {"flow_id": 3, "algo": "dft", "goodput_bps": "2.5e6", "retransmits": 4, "timeouts": "",
+            "rtt_p50_ms": True, "unknown": 1}
+    data = {"object": flow, "list": [flow, flow], "flows": {"flows": [flow]}}[shape]
+    path = tmp_path / "f.summary.json"
+    path.write_text(json.dumps(data))
+    rows = report.read_summary(path)
+    assert len(rows) == (2 if shape == "list" else 1)
+    assert rows[0] == {"flow_id": 3.0, "algo": "dft", "goodput_bps": 2.5e6, "retransmissions": 4.0,
+                       "timeouts": None, "rtt_p50_ms": 1.0}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{", "not JSON: Expecting property name enclosed in double quotes (line 1)"),
+    ("[1, 2]", "expected a JSON object per flow"),
+    ('{"flows": 3}', "expected a JSON object per flow"),
+    ('"text"', "expected a JSON object per flow"),
+])
+def test_summary_json_that_is_not_flows_says_so(tmp_path: Path, text: str, message: str):
+    path = tmp_path / "bad.summary.json"
+    path.write_text(text)
+    with pytest.raises(report.ReportError) as err:
+        report.read_summary(path)
+    assert str(err.value) == f"{path}: {message}"
+    with pytest.raises(report.ReportError, match="cannot read: No such file or directory"):
+        report.read_summary(tmp_path / "missing.json")
