@@ -23,7 +23,7 @@ from scapy.layers.l2 import Ether
 from bwn.controller import entries as ent
 from bwn.controller.p4rt import SyncSwitch
 from bwn.scapy_bwn import BWN
-from bwn.wire import BWN_UDP_PORT
+from bwn.wire import BWN_UDP_PORT, BwnHeader
 
 SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)  # root may exceed net.core.rmem_max
 
@@ -209,6 +209,12 @@ class BwnTest(BaseTest):
     @staticmethod
     def median(values: list[float]) -> float:
         return statistics.median(values)
+
+    @staticmethod
+    def late_ebn_codes(out: list[Ether]) -> list[int]:
+        """The EBN codes stamped on the second half of `out` (the first windows of
+        a run still count the flows of the one before)."""
+        return [BwnHeader.unpack(bytes(p[BWN])[:24]).ebn_code for p in out[len(out) // 2:]]
 
 
 def ipv4_checksum_ok(pkt: Ether) -> bool:

@@ -5,6 +5,7 @@ Run with `make ptf` (ptf-tests/run_ptf.py sets up the switches and veths).
 from __future__ import annotations
 
 import math
+import statistics
 import time
 
 import ptf.testutils as tu
@@ -213,7 +214,7 @@ class EbnShareHalvesTest(BwnTest):
         sequence = [frames[i % flows] for i in range(int(rate_pps * seconds))]
         self.send_paced(1, sequence, rate_pps)
         out = self.collect(2, 0.5)
-        return [BwnHeader.unpack(bytes(p[BWN])[:24]).ebn_code for p in out[len(out) // 2:]]
+        return self.late_ebn_codes(out)
 
     def runTest(self) -> None:
         self.add_hosts()
@@ -222,7 +223,7 @@ class EbnShareHalvesTest(BwnTest):
         for flows in (1, 2, 4, 8):
             self.settle()
             codes = self.codes_with_flows(flows)
-            results[flows] = max(set(codes), key=codes.count)
+            results[flows] = statistics.mode(codes)
             steady = codes.count(results[flows]) / len(codes)
             print(f"\n  {flows} flows: EBN code {results[flows]} "
                   f"(= {2 ** (results[flows] / 8):.0f} kb/s) on {steady:.0%} of the packets")
@@ -283,9 +284,9 @@ class RandomLossCountsFlowsOnceTest(BwnTest):
         frame = bytes(bwn_packet(1, 2, sport=44001))
         self.send_paced(1, [frame] * 160, 200.0)
         out = self.collect(2, 0.5)
-        codes = [BwnHeader.unpack(bytes(p[BWN])[:24]).ebn_code for p in out[len(out) // 2:]]
+        codes = self.late_ebn_codes(out)
         self.assertTrue(codes, "no stamped packet came out of the lossy port")
-        mode = max(set(codes), key=codes.count)
+        mode = statistics.mode(codes)
         print(f"\n  one flow on a port losing 5 %: EBN code {mode} over {len(out)} packets")
         self.assertEqual(mode, dm.expected_ebn_code(10_000, 1))
 
@@ -337,9 +338,9 @@ class DroppedPacketsLeaveNoFlowTest(BwnTest):
         self.add_hosts((2,), {2: ent.PortOptions(loss=0.0)}, modify=True)
         self.send_paced(1, [first, second] * 50, 200.0)
         out = self.collect(2, 0.5)
-        codes = [BwnHeader.unpack(bytes(p[BWN])[:24]).ebn_code for p in out[len(out) // 2:]]
+        codes = self.late_ebn_codes(out)
         self.assertTrue(codes, "no stamped packet came out once the loss was off")
-        mode = max(set(codes), key=codes.count)
+        mode = statistics.mode(codes)
         print(f"\n  two flows, one of them dropped first: EBN code {mode} over {len(out)} packets")
         self.assertEqual(mode, dm.expected_ebn_code(10_000, 2))
 
