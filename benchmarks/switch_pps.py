@@ -43,13 +43,13 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from scipy import stats
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bwn.bmv2 import SWITCH_BINARY, Bmv2Switch, fast_switch_binary  # noqa: E402
 from bwn.netns import NetnsSet, netns_missing  # noqa: E402
+from bwn.stats import mean_interval  # noqa: E402
 
 FRAME_BYTES = 1000
 N_FLOWS = 8
@@ -276,12 +276,7 @@ def paired_ratio(pps: list[float], plain_pps: list[float]) -> str:
     """Mean and 95 % t-interval of the per-round ratios pps / plain router's pps:
     both were measured in the same round, so drift of the machine between rounds
     cancels in each ratio (it does not in the ratio of the two medians)."""
-    ratios = [a / b for a, b in zip(pps, plain_pps)]
-    if len(ratios) < 2:
-        return f"{ratios[0]:.2f}" if ratios else "-"
-    mean = statistics.fmean(ratios)
-    half = stats.t.ppf(0.975, len(ratios) - 1) * statistics.stdev(ratios) / len(ratios) ** 0.5
-    return f"{mean:.3f} ({mean - half:.3f}..{mean + half:.3f})"
+    return mean_interval([a / b for a, b in zip(pps, plain_pps)]).text()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -357,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n### switch_pps: {FRAME_BYTES}-byte frames, {args.rounds} interleaved rounds of {args.seconds:g} s, "
           f"{args.inflight} frames in flight; median (min..max)\n")
     print("| BMv2 build | program | traffic | pps | us CPU/packet (user) | pps / plain router, same traffic "
-          "| per-round ratio, mean (95 % CI) |")
+          "| per-round ratio, mean [95 % CI] |")
     print("|---|---|---|---|---|---|---|")
     for (b, p, c), ss in results.items():
         if not ss:
