@@ -413,3 +413,117 @@ def test_summary_json_that_is_not_flows_says_so(tmp_path: Path, text: str, messa
     assert str(err.value) == f"{path}: {message}"
     with pytest.raises(report.ReportError, match="cannot read: No such file or directory"):
         report.read_summary(tmp_path / "missing.json")
+
+
+# -- plots: what each figure shows, read back from the figure -------------------------
+
+@pytest.fixture()
+def figures(monkeypatch) -> dict:
+    """Each figure the report saves, by file name (the PNG is not written)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.figure
+    saved: dict = {}
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig",
+                        lambda self, path, *args, **kwargs: saved.__setitem__(Path(path).name, self))
+    return saved
+
+
+def _lines(ax) -> dict:
+    return {line.get_label(): line for line in ax.get_lines()}
+
+
+def _ys(line) -> list[float]:
+    return [float(y) for y in line.get_ydata()]
+
+
+def test_throughput_plot_shows_each_flow_the_capacity_and_the_switch_rate(run_dir, figures):
+    """One panel per run, one line per flow in Mb/s, the bottleneck capacity as a black
+    step, the switch's measured link rate (telemetry) where there is one; titled with
+    the run and the bin, labelled, the axis from 0, time only under the last panel."""
+    runs = report.load_run_dir(run_dir)
+    report.write_plots(run_dir, runs, 1.0)
+    fig = figures["throughput.png"]
+    assert list(fig.get_size_inches()) == [12, 3 * 3.2]
+    ebn, obp, westwood = fig.axes
+    assert [ax.get_title() for ax in fig.axes] == [
+        f"{s}: throughput per flow (1 s bins)" for s in ("ebn", "obp", "westwood")]
+    assert [ax.get_ylabel() for ax in fig.axes] == ["Mb/s"] * 3
+    assert [ax.get_xlabel() for ax in fig.axes] == ["", "", "time since experiment start (s)"]
+    assert all(ax.get_ylim()[0] == 0 for ax in fig.axes)
+    expected = {ebn: {"f1": 5.0, "f2": 5.0}, obp: {"solo": 8.0}, westwood: {"f1": 2.5, "f2": 7.5}}
+    capacity_mbps = {ebn: [10, 10], obp: [20, 10, 10], westwood: [10, 20, 20]}
+    for ax, run in zip(fig.axes, runs):
+        lines = _lines(ax)
+        rate_line = ["link rate (switch)"] if ax is ebn else []
+        assert list(lines) == [*expected[ax], "capacity (bottleneck)", *rate_line]
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == list(lines)
+        for flow in run.flows:
+            xs, _ = report.throughput_series(flow, 1.0)
+            assert [float(x) for x in lines[flow.name].get_xdata()] == xs
+            assert _ys(lines[flow.name]) == pytest.approx([expected[ax][flow.name]] * len(xs))
+        capacity = lines["capacity (bottleneck)"]
+        assert (capacity.get_color(), capacity.get_drawstyle()) == ("black", "steps-post")
+        assert _ys(capacity) == capacity_mbps[ax]
+    switch = _lines(ebn)["link rate (switch)"]
+    assert [float(x) for x in switch.get_xdata()] == pytest.approx([t / 10 for t in range(100)])
+    assert _ys(switch) == [9.8] * 100 and switch.get_linestyle() == ":"
+    assert [float(x) for x in _lines(westwood)["capacity (bottleneck)"].get_xdata()][:2] == [0, 5]
+
+
+def test_goodput_plot_stacks_flows_with_their_names_totals_and_invalid_hatch(run_dir, figures):
+    meta = {"bottleneck_port": "s1:3", "fidelity": {"valid": False, "summary": "INVALID: cpu"}}
+    (run_dir / "ebn" / "run.json").write_text(json.dumps(meta))
+    runs = report.load_run_dir(run_dir)
+    report.write_plots(run_dir, runs, 1.0)
+    (ax,) = figures["goodput.png"].axes
+    bars = [(round(p.get_x() + p.get_width() / 2, 6), round(p.get_y(), 6), round(p.get_height(), 6),
+             p.get_hatch()) for p in ax.patches]
+    assert bars == [(0, 0, 5, "//"), (0, 5, 5, "//"), (1, 0, 8, None),
+                    (2, 0, 2.5, None), (2, 2.5, 7.5, None)]
+    texts = [(t.get_text(), *map(float, t.get_position())) for t in ax.texts]
+    assert texts == [("f1", 0, 2.5), ("f2", 0, 7.5), ("10.00", 0, 10),     # a lone flow's
+                     ("8.00", 1, 8),                                        # name is not drawn
+                     ("f1", 2, 1.25), ("f2", 2, 6.25), ("10.00", 2, 10)]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["ebn [INVALID]", "obp", "westwood"]
+    assert ax.get_ylim()[0] == 0 and ax.get_ylim()[1] >= 10 * 1.08   # room for the totals
+    assert (ax.get_title(), ax.get_ylabel()) == ("goodput per scheme (flows stacked)", "goodput (Mb/s)")
+
+
+def test_congestion_plot_shows_cwnd_rates_estimates_shares_and_queue(run_dir, figures):
+    """Per run: cwnd per flow; pacing rate, estimate (solid) and fair share (dashed) in
+    the flow's own colour, and the capacity; the bottleneck queue when the switch
+    reported one. Times are since the experiment start (a flow's start added)."""
+    runs = {r.scheme: r for r in report.load_run_dir(run_dir)}
+    report.write_plots(run_dir, list(runs.values()), 1.0)
+    cwnd, rates, queue = figures["cc-ebn.png"].axes
+    assert cwnd.get_title() == "ebn: congestion window, rates and estimates"
+    assert (cwnd.get_ylabel(), rates.get_ylabel(), queue.get_ylabel()) == (
+        "cwnd (segments)", "rate, estimate (Mb/s)\npayload; capacity: frames", "queue (packets)")
+    assert queue.get_xlabel() == "time since experiment start (s)" and rates.get_ylim()[0] == 0
+    for name, color in (("f1", "C0"), ("f2", "C1")):
+        line = _lines(cwnd)[name]
+        assert [float(x) for x in line.get_xdata()] == TIMES_S and _ys(line) == [10 + t for t in TIMES_S]
+        estimate, share = _lines(rates)[f"{name} estimate"], _lines(rates)[f"{name} fair share"]
+        assert {line.get_color(), estimate.get_color(), share.get_color()} == {color}
+        assert (estimate.get_linestyle(), share.get_linestyle()) == ("-", "--")
+        assert _ys(share) == pytest.approx([10 * K / 2] * len(TIMES_S))     # half the payload rate
+    assert list(_lines(rates))[-1] == "capacity (bottleneck)"
+    assert [float(x) for x in queue.get_lines()[0].get_xdata()] == pytest.approx([t / 10 for t in range(100)])
+    assert _ys(queue.get_lines()[0]) == [t % 7 for t in range(100)]
+
+    assert len(figures["cc-westwood.png"].axes) == 2                       # no telemetry, no queue
+    rates = figures["cc-westwood.png"].axes[1]
+    assert _ys(_lines(rates)["f2 estimate"]) == [6.0] * len(TIMES_S)
+    assert _ys(_lines(rates)["f2 fair share"]) == pytest.approx(
+        [(10 if t < 5 else 20) * K / 2 for t in TIMES_S])
+    assert _ys(_lines(rates)["capacity (bottleneck)"]) == [10, 20, 20]
+
+    cwnd, rates = figures["cc-obp.png"].axes
+    assert [float(x) for x in _lines(cwnd)["solo"].get_xdata()][:2] == [2.0, 2.1]   # starts at 2 s
+    assert list(_lines(rates)) == ["solo pacing", "solo estimate", "solo fair share",
+                                   "capacity (bottleneck)"]
+    assert _ys(_lines(rates)["solo pacing"]) == [8.0] * 51
+    assert len(_lines(rates)["solo estimate"].get_xdata()) == 46            # from 0.5 s on
+    legend = [t.get_text() for t in rates.get_legend().get_texts()]
+    assert legend == list(_lines(rates))
