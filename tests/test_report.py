@@ -527,3 +527,36 @@ def test_congestion_plot_shows_cwnd_rates_estimates_shares_and_queue(run_dir, fi
     assert len(_lines(rates)["solo estimate"].get_xdata()) == 46            # from 0.5 s on
     legend = [t.get_text() for t in rates.get_legend().get_texts()]
     assert legend == list(_lines(rates))
+
+
+def test_run_json_facts_reach_the_run_and_bad_ones_are_named(tmp_path: Path):
+    """run.json's segment and frame sizes, captures (relative to the run), flow ids,
+    clock offset, demands and paths are what the report then computes with; a
+    malformed one is one error naming the file, never a traceback."""
+    meta = {"mss_bytes": 1400, "frame_bytes": 1502, "captures": {"b1": {"file": "b1.pcap"}},
+            "flow_ids": {"f1": "7"}, "clock_offset_s": "1.5e9", "flow_demand_bps": {"f1": "2e6"},
+            "flow_links": {"f1": [{"link": "b1", "from": "s1", "to": "s2"}]}}
+    run = report.SchemeRun(scheme="x", flows=[])
+    report._apply_meta(run, meta, tmp_path / "x" / "run.json")
+    assert (run.mss_bytes, run.frame_bytes, run.flow_ids, run.clock_offset_s) == (1400, 1502, {"f1": 7}, 1.5e9)
+    assert run.captures == {"b1": str(tmp_path / "x" / "b1.pcap")}
+    assert run.flow_demand_bps == {"f1": 2e6} and run.flow_links == {"f1": [("b1", "s1", "s2")]}
+    assert run.payload_per_frame == pytest.approx(1400 / 1502)
+    defaults = report.SchemeRun(scheme="y", flows=[])
+    report._apply_meta(defaults, {}, tmp_path / "run.json")
+    assert (defaults.mss_bytes, defaults.frame_bytes, defaults.clock_offset_s, defaults.flow_links) == (
+        report.DEFAULT_MSS_BYTES, report.DEFAULT_FRAME_BYTES, None, None)
+    for bad in ({"mss_bytes": "many"}, {"flow_links": {"f1": [{"link": "b1"}]}}, {"captures": {"b1": 3}},
+                {"flow_ids": {"f1": "x"}}, {"clock_offset_s": "soon"}, {"flow_demand_bps": [1]}):
+        with pytest.raises(report.ReportError) as err:
+            report._apply_meta(report.SchemeRun(scheme="z", flows=[]), bad, tmp_path / "run.json")
+        assert str(err.value).startswith(f"{tmp_path / 'run.json'}: unexpected flow_links, "
+                                         "flow_demand_bps, mss_bytes, frame_bytes, captures, "
+                                         "flow_ids or clock_offset_s: "), bad
+    for mss, frame in ((0, 1102), (1200, 1102)):
+        with pytest.raises(report.ReportError) as err:
+            report._apply_meta(report.SchemeRun(scheme="z", flows=[]),
+                               {"mss_bytes": mss, "frame_bytes": frame}, tmp_path / "run.json")
+        assert str(err.value) == f"{tmp_path / 'run.json'}: mss_bytes {mss} must be in (0, frame_bytes {frame}]"
+    report._apply_meta(report.SchemeRun(scheme="z", flows=[]), {"mss_bytes": 1102, "frame_bytes": 1102},
+                       tmp_path / "run.json")                                  # the bound is inclusive
