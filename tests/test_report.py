@@ -560,3 +560,44 @@ def test_run_json_facts_reach_the_run_and_bad_ones_are_named(tmp_path: Path):
         assert str(err.value) == f"{tmp_path / 'run.json'}: mss_bytes {mss} must be in (0, frame_bytes {frame}]"
     report._apply_meta(report.SchemeRun(scheme="z", flows=[]), {"mss_bytes": 1102, "frame_bytes": 1102},
                        tmp_path / "run.json")                                  # the bound is inclusive
+
+
+def test_summary_rows_of_a_two_flow_run_field_by_field(run_dir: Path):
+    """Every column of a flow's row and of the run's ``all`` row, worked out by hand:
+    westwood's flows carry 2.5 and 7.5 Mb/s for 10 s while the bottleneck gives
+    10 Mb/s for 5 s then 20 Mb/s (mean 15), both estimate 6 Mb/s against a fair share
+    of half the payload rate; the summaries give the RTTs and timeouts."""
+    path = run_dir / "westwood" / "flows" / "f2.summary.json"
+    summary = json.loads(path.read_text())
+    summary.update(timeouts=3, retransmits=5, rtt_mean_ms=40.5, rtt_p50_ms=41.0, rtt_p95_ms=42.0,
+                   rtt_p99_ms=43.0)
+    path.write_text(json.dumps(summary))
+    runs = {r.scheme: r for r in report.load_run_dir(run_dir)}
+    f1, f2, total = report.summarize(runs["westwood"])
+    share_error = (abs(6 - 5 * K) / (5 * K) + abs(6 - 10 * K) / (10 * K)) / 2   # 10 samples each
+    common = {"scheme": "westwood", "start_s": 0.0, "duration_s": 10.0, "capacity_bps": 15e6,
+              "jain": 0.8, "valid": None, "fidelity": "not checked"}
+    assert f1 == pytest.approx({**common, "flow": "f1", "algo": "westwood", "bytes": 2.5e6 * 10 / 8,
+                                "goodput_bps": 2.5e6, "utilization": 2.5 / 15, "retransmissions": 0,
+                                "timeouts": 0, "rtt_mean_ms": 21.5, "rtt_p50_ms": 20.0,
+                                "rtt_p95_ms": 30.0, "rtt_p99_ms": 35.0,
+                                "estimate_error_share": share_error, "estimate_error_rate": 3.5 / 2.5,
+                                "estimate_samples": 20})
+    assert f2 == pytest.approx({**common, "flow": "f2", "algo": "westwood", "bytes": 7.5e6 * 10 / 8,
+                                "goodput_bps": 7.5e6, "utilization": 0.5, "retransmissions": 5,
+                                "timeouts": 3, "rtt_mean_ms": 40.5, "rtt_p50_ms": 41.0,
+                                "rtt_p95_ms": 42.0, "rtt_p99_ms": 43.0,
+                                "estimate_error_share": share_error, "estimate_error_rate": 1.5 / 7.5,
+                                "estimate_samples": 20})
+    assert total == pytest.approx({**common, "flow": "all", "algo": None, "bytes": 10e6 * 10 / 8,
+                                   "goodput_bps": 10e6, "utilization": 10 / 15, "retransmissions": 5,
+                                   "timeouts": 3, "rtt_mean_ms": None, "rtt_p50_ms": None,
+                                   "rtt_p95_ms": None, "rtt_p99_ms": None,
+                                   "estimate_error_share": None, "estimate_error_rate": None,
+                                   "estimate_samples": 0})
+    (solo,) = report.summarize(runs["obp"])                  # one flow: no "all" row
+    assert solo["flow"] == "solo" and solo["start_s"] == 2.0
+    runs["westwood"].capacity = []                           # no capacity known: no ratios
+    f1, _, total = report.summarize(runs["westwood"])
+    assert (f1["capacity_bps"], f1["utilization"], total["capacity_bps"], total["utilization"]) == (
+        None, None, None, None)
