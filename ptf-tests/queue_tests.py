@@ -180,6 +180,35 @@ class AfThresholdTest(BwnTest):
         self.assertEqual(len(out) + af_drops, len(frames), "a packet was lost other than by the AF rule")
 
 
+class LossAndAfCountEachDropOnceTest(BwnTest):
+    """A congested AF port that also loses packets at random: every packet is
+    either forwarded or dropped and counted once, under one reason. A packet
+    the loss draw dropped must not also meet the AF rule, which would count it
+    again as out of profile."""
+
+    SERVICE_PPS = 100.0
+
+    def runTest(self) -> None:
+        self.add_hosts((1, 3, 4))
+        self.add_hosts((2,), {2: ent.PortOptions(loss=0.3, reservations=True, af_queue_packets=5)})
+        self.set_queue(2, self.SERVICE_PPS, 60)
+        af, loss = (ent.DROP_REASON_CODES[r] for r in ("af_out_of_profile", "random_loss"))
+        try:
+            self.settle()
+            before = {r: self.read_drops(r) for r in (af, loss)}
+            frames = numbered(45200, int(2.5 * self.SERVICE_PPS * 3.0), src=3)
+            self.send_paced(1, frames, 2.5 * self.SERVICE_PPS)
+            out = self.collect(2, 1.5)
+            dropped = {r: self.settled_drops(r) - before[r] for r in (af, loss)}
+        finally:
+            self.reset_queue(2)
+        print(f"\n  {len(out)}/{len(frames)} forwarded, {dropped[loss]} lost, {dropped[af]} AF drops")
+        self.assertGreater(dropped[af], 0, "the AF threshold was never reached")
+        self.assertGreater(dropped[loss], 0.15 * len(frames))
+        self.assertEqual(len(out) + dropped[af] + dropped[loss], len(frames),
+                         "a drop was counted twice, or a packet lost uncounted")
+
+
 class QueueEmptiedCounterTest(BwnTest):
     """The egress counter the fidelity monitor reads to know a port was
     backlogged: it counts the packets that left their port's queue empty. Paced

@@ -94,6 +94,8 @@ MUTANTS: list[Mutant] = [
            "standard_metadata.ingress_global_timestamp < 0\n"),
     Mutant("drop-opens-the-rare-path", "        hdr.w.ps = PS_NEVER_RARE;", ""),
     Mutant("drop-leaves-slot-seen", "        hdr.w.slot_seen = 0;\n    }", "    }"),
+    Mutant("loss-drop-keeps-options", "            drop_with(DROP_RANDOM_LOSS);\n            hdr.w.b = 0;",
+           "            drop_with(DROP_RANDOM_LOSS);"),
     Mutant("queue-key-not-set", "        meta.k = (bit<32>)hdr.w.q;\n", ""),
     Mutant("window-flag-left-from-another-packet", "        hdr.w.q = 0;", ""),
     Mutant("window-end-not-stored",
