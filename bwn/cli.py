@@ -205,7 +205,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """`bwn` and its subcommands (docs/cli.md shows their --help)."""
     parser = argparse.ArgumentParser(prog="bwn", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -244,9 +245,13 @@ def main(argv: Optional[list[str]] = None) -> int:
                                  "switch logs (default: a new folder under the system's temp dir)")
     p.set_defaults(func=cmd_net)
     p = sub.add_parser("report", help="regenerate the summary and plots of a finished run")
-    p.add_argument("dir")
+    p.add_argument("dir", help="a `bwn run` output folder (its <scheme>/ folders are read)")
     p.set_defaults(func=cmd_report)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
     return args.func(args)
 
 

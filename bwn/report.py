@@ -1019,7 +1019,7 @@ def write_report(run_dir: str | Path, runs: list[SchemeRun], bin_s: float = DEFA
     return summary_md
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m bwn.report",
         description="Rebuild RUN_DIR/summary.md, summary.csv and plots from "
@@ -1029,6 +1029,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help=f"throughput averaging window, s (default {DEFAULT_BIN_S})")
     parser.add_argument("--bottleneck", metavar="LINK",
                         help="capacity.csv link to use (default: run.json's, else the slowest)")
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if not args.bin_s > 0:
         parser.error("--bin-s must be positive")

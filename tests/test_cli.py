@@ -157,3 +157,39 @@ def test_the_installed_command_returns_the_code():
     res = subprocess.run([str(bwn), "run", "nosuch", "--out", "/nonexistent"], capture_output=True,
                          text=True, timeout=120)
     assert res.returncode == 2 and res.stderr.startswith("bwn run: unknown scenario 'nosuch'")
+
+
+# -- docs/cli.md: every command's --help as the code prints it (bwn/clidoc.py) ------------
+
+
+def test_the_cli_reference_matches_the_code():
+    from bwn import clidoc
+    assert clidoc.DOC_PATH.read_text() == clidoc.render(), (
+        "docs/cli.md is out of date: run `.venv/bin/python -m bwn.clidoc` and commit it")
+
+
+def test_every_command_and_subcommand_has_its_section():
+    from bwn import clidoc
+    text = clidoc.render()
+    for title in ("bwn", "bwn run", "bwn reproduce", "bwn net", "bwn report", "bwn list",
+                  "bwn-send", "bwn-recv", "bwn-link", "python -m bwn.report"):
+        assert f"`{title}`\n\n```text\nusage: {title}" in text, title
+    # The fixed width: no line of help is wider, whatever the terminal says.
+    assert max(len(line) for line in text.splitlines() if not line.startswith("#")) <= clidoc.WIDTH_COLUMNS
+
+
+def test_clidoc_check_and_write(tmp_path: Path, monkeypatch, capsys):
+    from bwn import clidoc
+    page = tmp_path / "cli.md"
+    monkeypatch.setattr(clidoc, "DOC_PATH", page)
+    monkeypatch.setattr(clidoc, "REPO", tmp_path)
+    monkeypatch.setenv("COLUMNS", "40")                      # the terminal does not matter
+    assert clidoc.main(["--check"]) == 1 and not page.exists()
+    assert capsys.readouterr().err.strip() == (
+        "cli.md is out of date: run `.venv/bin/python -m bwn.clidoc` to update it")
+    assert clidoc.main([]) == 0 and page.read_text() == clidoc.render()
+    assert capsys.readouterr().out.strip() == "wrote cli.md"
+    assert clidoc.main(["--check"]) == 0 and clidoc.main([]) == 0
+    assert capsys.readouterr() == ("", "")                   # up to date: nothing written or said
+    import os
+    assert os.environ["COLUMNS"] == "40"                      # the width is put back
