@@ -203,3 +203,22 @@ def test_percentiles() -> None:
     assert percentile([1, 2, 3, 4, 5], 50) == 3
     s = rtt_stats_ms(range(1000, 101_000, 1000))
     assert s["rtt_p50_ms"] == pytest.approx(50.5) and s["rtt_samples"] == 100
+
+
+def test_summary_line_says_each_figure_in_its_unit():
+    """The one line bwn-send prints at the end: every figure with its unit and
+    precision, the spurious retransmissions only when counted, SACK or not, and
+    '-' for an RTT figure the flow never measured."""
+    from bwn.hosts.flowlog import format_summary
+    full = {"flow_id": 7, "algo": "ebn", "bytes": 1_250_000, "duration_s": 2.00049,
+            "goodput_bps": 4_999_876.0, "retransmits": 12, "spurious_retransmits": 3, "timeouts": 1,
+            "sack": True, "rtt_p50_ms": 41.234, "rtt_p95_ms": 55.0, "rtt_p99_ms": 60.129,
+            "rtt_mean_ms": 43.0, "status": "complete"}
+    assert format_summary(full) == (
+        "flow 7 ebn: 1250000 bytes in 2.000 s, goodput 5.000 Mb/s, retransmits 12 (3 spurious), "
+        "timeouts 1, SACK, RTT p50/p95/p99/mean 41.23/55.00/60.13/43.00 ms (complete)")
+    sparse = {"flow_id": 8, "bytes": 0, "duration_s": 0.5, "goodput_bps": 0.0, "retransmits": 0,
+              "timeouts": 0, "sack": False, "rtt_p50_ms": None, "status": "aborted"}
+    assert format_summary(sparse) == (
+        "flow 8 : 0 bytes in 0.500 s, goodput 0.000 Mb/s, retransmits 0, timeouts 0, no SACK, "
+        "RTT p50/p95/p99/mean -/-/-/- ms (aborted)")
