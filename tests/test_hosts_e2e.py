@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import List, Tuple
 
+import pytest
+
 from bwn.hosts.transport_source import pattern_bytes
 
 PY = sys.executable
@@ -198,3 +200,86 @@ def test_held_sender_interrupted_before_its_start_says_so(tmp_path: Path) -> Non
         assert s.returncode == 1, se
         expected = "interrupted" if how == "sigint" else "the runner closed stdin before saying go"
         assert f"bwn-send: {expected} before the flow started: nothing sent" in se, se
+
+
+# -- the same agents' main() run in this process (mutation testing traces only what
+#    runs in the test's own process), each against the other as a subprocess --------
+
+def _free_udp_port() -> int:
+    import socket
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_send_main_in_process(tmp_path: Path, capsys) -> None:
+    """bwn-send's main: exit 0 on a complete flow, its summary on stdout and in
+    --summary-json, its time series in --log, the file delivered exactly."""
+    from bwn.hosts import send as send_mod
+    src = tmp_path / "in.bin"
+    src.write_bytes(os.urandom(400_000 + 3))
+    out = tmp_path / "out.bin"
+    recv, port = start_recv("--out", str(out), "--once", "--linger", "0.2")
+    rc = send_mod.main(["--dst", f"127.0.0.1:{port}", "--algo", "westwood", "--input", str(src),
+                        "--flow-id", "77", "--mss", "1000", "--log", str(tmp_path / "flow.jsonl"),
+                        "--log-interval-ms", "0", "--summary-json", str(tmp_path / "send.json")])
+    stdout = capsys.readouterr().out
+    assert rc == 0
+    assert finish(recv)[0] == 0 and out.read_bytes() == src.read_bytes()
+    summary = json.loads((tmp_path / "send.json").read_text())
+    assert (summary["flow_id"], summary["algo"], summary["bytes"], summary["status"]) == (
+        77, "westwood", src.stat().st_size, "complete")
+    assert summary["goodput_bps"] == pytest.approx(8 * summary["bytes"] / summary["duration_s"], rel=1e-3)
+    assert stdout.strip().splitlines()[-1].startswith(
+        f"bwn-send: flow 77 westwood: {src.stat().st_size} bytes in ")
+    rows = [json.loads(line) for line in (tmp_path / "flow.jsonl").read_text().splitlines()]
+    assert len(rows) >= 400_003 // 1000 // 2 and {r["flow_id"] for r in rows} == {77}
+    assert rows[-1]["delivered_bytes"] == src.stat().st_size
+    assert [r["time_s"] for r in rows] == sorted(r["time_s"] for r in rows)
+
+
+def test_recv_main_in_process(tmp_path: Path, capsys) -> None:
+    """bwn-recv's main with --once: the stream written to --out, each flow's line and
+    the receiver's counters on stdout, --summary-json and --stats-json written, its
+    --log rows, exit 0 after the flow completed."""
+    import threading
+    from bwn.hosts import recv as recv_mod
+    port = _free_udp_port()
+    ready = tmp_path / "recv.ready"
+    sender = subprocess.Popen([PY, "-m", "bwn.hosts.send", "--dst", f"127.0.0.1:{port}", "--bytes", "300k",
+                               "--algo", "newreno", "--flow-id", "91", "--wait-go", "--quiet"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+
+    def release() -> None:                      # "go" once the receiver listens
+        deadline = time.monotonic() + TIMEOUT_S
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sender.stdin is not None
+        sender.stdin.write("go\n")
+        sender.stdin.flush()
+
+    threading.Thread(target=release, daemon=True).start()
+    try:
+        rc = recv_mod.main(["--listen", f"127.0.0.1:{port}", "--once", "--linger", "0.2",
+                            "--out", str(tmp_path / "out-{flow_id}.bin"), "--ready-file", str(ready),
+                            "--log", str(tmp_path / "recv.csv"), "--log-interval-ms", "0",
+                            "--summary-json", str(tmp_path / "recv.json"),
+                            "--stats-json", str(tmp_path / "stats.json")])
+    finally:
+        src_rc = finish(sender)[0]
+    assert rc == 0 and src_rc == 0
+    data = (tmp_path / "out-91.bin").read_bytes()
+    assert data == pattern_bytes(0, 300_000)
+    (summary,) = json.loads((tmp_path / "recv.json").read_text())
+    assert (summary["flow_id"], summary["bytes"], summary["status"]) == (91, 300_000, "complete")
+    assert summary["out"] == str(tmp_path / "out-91.bin")
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats["flows_completed"] == 1 and stats["malformed"] == 0
+    lines = capsys.readouterr()
+    assert f"bwn-recv: listening on 127.0.0.1:{port}" in lines.err
+    assert f"bwn-recv: flow 91 from 127.0.0.1:" in lines.out
+    assert "complete: 300000 bytes in " in lines.out and f"-> {tmp_path / 'out-91.bin'}" in lines.out
+    assert "bwn-recv: receiver: " in lines.out
+    rows = (tmp_path / "recv.csv").read_text().splitlines()
+    assert rows[0].startswith("time_s,flow_id") and len(rows) > 100
