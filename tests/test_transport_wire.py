@@ -109,3 +109,41 @@ def test_sender_counts_acks_with_bad_options() -> None:
                          encode_options(sack_permitted=True))
     s.on_datagram(bytes(buf[:n]), 2000)
     assert s.state.value == "established" and s.sack
+
+
+def test_receiver_summary_and_log_row_name_each_counter() -> None:
+    """A flow's summary (bwn-recv --summary-json) and its log row (--log) report each
+    counter under its documented name (docs/transport.md), the status, the duration
+    from the first packet to the close (or the last packet), and the goodput."""
+    from bwn.hosts.transport_receiver import ReceiverFlow
+    from bwn.hosts.flowlog import RECEIVER_FIELDS
+    flow = ReceiverFlow(("10.0.0.1", 4242), 9, MemorySink(), 65536, 1_000_000, sack_ok=True)
+    counters = {"segments": 11, "duplicate_segments": 2, "out_of_order_segments": 3,
+                "spurious_retransmissions": 4, "beyond_window_segments": 5, "reordered_segments": 6,
+                "acks_sent": 7, "sack_blocks_sent": 8}
+    for name, value in counters.items():
+        setattr(flow, name, value)
+    flow.rcv_nxt, flow.ooo_bytes, flow.last_us = 250_000, 3000, 2_000_000
+    flow.echo = (2, 98, 10_000, -500)
+    open_summary = flow.summary(5_000_000)
+    assert open_summary == {"flow_id": 9, "peer": "10.0.0.1:4242", "status": "incomplete",
+                            "bytes": 250_000, "duration_s": 1.0, "goodput_bps": 2e6, "sack": True,
+                            **counters, "out": None}
+    flow.closed_us, flow.complete = 3_000_000, True
+    assert flow.summary(9_000_000)["status"] == "complete"
+    assert (flow.summary(0)["duration_s"], flow.summary(0)["goodput_bps"]) == (2.0, 1e6)
+    flow.complete, flow.aborted = False, True
+    assert flow.summary(0)["status"] == "reset"
+    flow.closed_us = flow.first_us                                   # no time: no goodput
+    assert (flow.summary(0)["duration_s"], flow.summary(0)["goodput_bps"]) == (0.0, None)
+
+    rx = Receiver(lambda v, a: True, lambda a, f: MemorySink())
+    row = rx._row(flow, 1_500_000)
+    assert row == {"time_s": 0.5, "flow_id": 9, "peer": "10.0.0.1:4242", "delivered_bytes": 250_000,
+                   "ooo_bytes": 3000, "segments": 11, "duplicate_segments": 2,
+                   "out_of_order_segments": 3, "acks_sent": 7, "hop_count": 2, "ebn_code": 98,
+                   "narrow_kbps": 10_000, "tight_kbps": -500, "spurious_retransmissions": 4,
+                   "sack_blocks_sent": 8}
+    assert set(row) <= set(RECEIVER_FIELDS)
+    flow.echo = None                                                  # nothing echoed yet
+    assert [rx._row(flow, 0)[k] for k in ("hop_count", "ebn_code", "narrow_kbps", "tight_kbps")] == [None] * 4
