@@ -3,6 +3,7 @@ of the transport header and the flow log (no network)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import subprocess
 import sys
 from typing import Literal, Optional
@@ -159,6 +160,42 @@ def test_size_suffixes() -> None:
     assert send.parse_size("10M") == 10_000_000
     assert send.parse_size("4Mi") == 4 * 2**20
     assert send.parse_size("1.5k") == 1500
+    every = {"1500": 1500, " 0 ": 0, "2k": 2000, "2K": 2000, "3m": 3 * 10**6, "1g": 10**9, "1t": 10**12,
+             "2ki": 2048, "1Mi": 2**20, "1Gi": 2**30, "1Ti": 2**40, "10MB": 10**7, "4MiB": 4 * 2**20,
+             "512b": 512, "0.5Ki": 512}
+    assert {text: send.parse_size(text) for text in every} == every
+
+
+@pytest.mark.parametrize("text, message", [
+    ("lots", "not a byte count: 'lots'"), ("", "not a byte count: ''"), ("k", "not a byte count: 'k'"),
+    ("-1", "byte count must be >= 0, got '-1'"), ("inf", "byte count must be >= 0, got 'inf'"),
+    ("nan", "byte count must be >= 0, got 'nan'"), ("1.5", "byte count must be whole bytes, got '1.5'"),
+    ("0.0001k", "byte count must be whole bytes, got '0.0001k'"),
+])
+def test_size_errors_say_what_is_wrong(text: str, message: str) -> None:
+    import argparse
+    with pytest.raises(argparse.ArgumentTypeError) as err:
+        send.parse_size(text)
+    assert str(err.value) == message
+
+
+def test_receiver_stats_line_and_output_file_names(tmp_path) -> None:
+    """bwn-recv's closing line names the non-zero counters after the datagram count;
+    --out gives the first flow FILE and later ones FILE.<flow id>, or fills in
+    {flow_id}, never the same file twice."""
+    assert recv.format_stats({"datagrams": 0, "malformed": 0}) == "0 datagrams"
+    assert recv.format_stats({"datagrams": 12, "malformed": 0, "syn_received": 2, "refused": 1}) == (
+        "12 datagrams, syn_received 2, refused 1")
+    assert recv.format_stats({"malformed": 3}) == "0 datagrams, malformed 3"
+    assert type(recv.OutputFiles(None)(("h", 1), 5)).__name__ == "Sink"      # counted only
+    plain = recv.OutputFiles(str(tmp_path / "out.bin"))
+    paths = [plain(("h", 1), f).path for f in (5, 6, 5)]
+    assert paths == [str(tmp_path / n) for n in ("out.bin", "out.bin.6", "out.bin.5")]
+    named = recv.OutputFiles(str(tmp_path / "f-{flow_id}.bin"))
+    paths = [named(("h", 1), f).path for f in (7, 7, 7)]
+    assert paths == [str(tmp_path / n) for n in ("f-7.bin", "f-7.bin.1", "f-7.bin.2")]
+    for sink in (plain, named):
+        assert all(Path(p).exists() for p in sink.used)
 
 
 def test_python_m_help_and_list_algos() -> None:
