@@ -61,9 +61,6 @@ F_ACK = 0x08
 F_RST = 0x10
 F_RETX = 0x20  # DATA: this segment is a retransmission; ACK: ts_ecr echoes one (Karn)
 
-FLAG_NAMES = ((F_SYN, "SYN"), (F_FIN, "FIN"), (F_DATA, "DATA"), (F_ACK, "ACK"),
-              (F_RST, "RST"), (F_RETX, "RETX"))
-
 TS_MOD = 1 << 32
 TS_MASK = TS_MOD - 1
 
@@ -108,12 +105,6 @@ assert ACK_IN_STRUCT.size == HEADERS_LEN
 DATA_VK = (BWN_VERSION << 4) | KIND_DATA
 ACK_VK = (BWN_VERSION << 4) | KIND_ACK
 HDR_WORDS = TRANSPORT_HEADER_LEN // 4
-
-
-def flag_names(flags: int) -> str:
-    """``"SYN|ACK"`` style rendering of transport flags."""
-    names = [name for bit, name in FLAG_NAMES if flags & bit]
-    return "|".join(names) if names else "-"
 
 
 class OptionError(ValueError):
@@ -322,16 +313,3 @@ class TransportHeader:
         return cls(flags=flags, flow_id=flow_id, seq=seq, ack=ack, rwnd_bytes=rwnd,
                    ts_val_us=ts_val, ts_ecr_us=ts_ecr, version=version, hdr_words=words,
                    options_raw=raw)
-
-    def describe(self) -> str:
-        text = (f"flow={self.flow_id} {flag_names(self.flags)} seq={self.seq} ack={self.ack} "
-                f"rwnd={self.rwnd_bytes} tsval={self.ts_val_us} tsecr={self.ts_ecr_us}")
-        if self.options_raw:
-            opts = self.options
-            if opts.sack_permitted:
-                text += " sackOK"
-            if opts.sack_blocks:
-                text += " sack=" + ",".join(f"[{a},{b})" for a, b in opts.sack_blocks)
-            if opts.rcv_stats is not None:
-                text += " rcvstats=" + "/".join(map(str, opts.rcv_stats))
-        return text
