@@ -312,6 +312,7 @@ def bench_rate(args: argparse.Namespace) -> List[Dict[str, Any]]:
                 "emulator_fwd_pps": a2b["forwarded_frames"] / counts["seconds"],
                 "csum_completed": a2b.get("csum_completed", 0),
                 "cpu_us_per_frame": 1e6 * a2b.get("cpu_s", 0) / max(1, a2b["rx_frames"]),
+                "wakeups_per_frame": a2b.get("wakeups", 0) / max(1, a2b["rx_frames"]),
                 "emulator_drop_pct": 100 * (a2b["kernel_drops"] + a2b["tx_errors"]) / max(1, a2b["rx_frames"]),
                 # Judged on the emulator alone: drops in the iperf3 receiver
                 # (a slow process on a busy machine) are not the link's.
@@ -322,7 +323,8 @@ def bench_rate(args: argparse.Namespace) -> List[Dict[str, Any]]:
             print(f"  rate {pps:>7} pps: sent {row['sent_pps']:.0f}/s, recv {row['received_pps']:.0f}/s, "
                   f"loss {row['loss_pct']:.2f}%, probe excess p50 {row['p50_ms']:.3f} p99 "
                   f"{row['p99_ms']:.3f} max {row['max_ms']:.3f} ms, kernel drops {row['kernel_drops']}, "
-                  f"receiver drops {row['receiver_drops']}, emulator CPU {row['cpu_us_per_frame']:.1f} us/frame", flush=True)
+                  f"receiver drops {row['receiver_drops']}, emulator CPU {row['cpu_us_per_frame']:.1f} us/frame, "
+                  f"{row['wakeups_per_frame']:.2f} wake-ups/frame", flush=True)
     return rows
 
 
