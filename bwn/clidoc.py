@@ -74,6 +74,9 @@ def render() -> str:
             sections.append(_block(title, "##", parser.format_help()))
             for name, sub in _subcommands(parser):
                 sections.append(_block(f"{title} {name}", "###", sub.format_help()))
+            if title == "bwn-send":
+                from bwn.hosts.cc import registry
+                sections.append(_block("bwn-send --list-algos", "###", registry.describe_all()))
     return "\n".join(sections)
 
 

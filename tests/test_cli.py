@@ -175,7 +175,13 @@ def test_every_command_and_subcommand_has_its_section():
                   "bwn-send", "bwn-recv", "bwn-link", "python -m bwn.report"):
         assert f"`{title}`\n\n```text\nusage: {title}" in text, title
     # The fixed width: no line of help is wider, whatever the terminal says.
-    assert max(len(line) for line in text.splitlines() if not line.startswith("#")) <= clidoc.WIDTH_COLUMNS
+    with clidoc._width(clidoc.WIDTH_COLUMNS):
+        widths = [max(map(len, factory().format_help().splitlines())) for _, factory in clidoc._parsers()]
+    assert max(widths) <= clidoc.WIDTH_COLUMNS
+    # bwn-send --list-algos: every algorithm with its parameters, typed, with defaults.
+    from bwn.hosts.cc import registry
+    assert f"```text\n{registry.describe_all()}\n```" in text
+    assert "gtcp      GTCP: " in text and "cwnd_g_rtt: Literal['base', 'srtt'] = 'base'" in text
 
 
 def test_clidoc_check_and_write(tmp_path: Path, monkeypatch, capsys):

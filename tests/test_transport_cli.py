@@ -259,3 +259,75 @@ def test_summary_line_says_each_figure_in_its_unit():
     assert format_summary(sparse) == (
         "flow 8 : 0 bytes in 0.500 s, goodput 0.000 Mb/s, retransmits 0, timeouts 0, no SACK, "
         "RTT p50/p95/p99/mean -/-/-/- ms (aborted)")
+
+
+@pytest.mark.parametrize("text, default, expected", [
+    ("127.0.0.1:9", None, ("127.0.0.1", 9)), ("127.0.0.1", 16983, ("127.0.0.1", 16983)),
+    ("localhost:0", None, ("127.0.0.1", 0)), ("10.0.0.2:65535", 1, ("10.0.0.2", 65535)),
+])
+def test_parse_addr_accepts(text: str, default, expected) -> None:
+    from bwn.hosts.transport_loop import parse_addr
+    assert parse_addr(text, default) == expected
+
+
+@pytest.mark.parametrize("text, default, message", [
+    (":9", None, "address ':9' has no host (use HOST:PORT, e.g. 10.0.0.2:16983)"),
+    ("", 5, "address '' has no host (use HOST:PORT, e.g. 10.0.0.2:16983)"),
+    ("10.0.0.2", None, "address '10.0.0.2' needs a port (HOST:PORT)"),
+    ("10.0.0.2:x", None, "bad port in '10.0.0.2:x'"),
+    ("10.0.0.2:65536", None, "port out of range in '10.0.0.2:65536'"),
+    ("10.0.0.2:-1", None, "port out of range in '10.0.0.2:-1'"),
+])
+def test_parse_addr_refuses_with_one_line(text: str, default, message: str) -> None:
+    from bwn.hosts.transport_loop import parse_addr
+    with pytest.raises(ValueError) as err:
+        parse_addr(text, default)
+    assert str(err.value) == message
+    with pytest.raises(ValueError, match=r"^cannot resolve 'no\.such\.host\.invalid': "):
+        parse_addr("no.such.host.invalid:9")
+
+
+def test_ready_file_and_start_gate(tmp_path: Path) -> None:
+    """--ready-file appears whole, holding the pid, and nothing is left beside it;
+    --wait-go starts on a line, refuses on end of file; the delay is waited."""
+    import io
+    import os
+    import signal
+    import time
+    from bwn.hosts.startup import NotStarted, wait_for_start, write_ready_file
+    write_ready_file(None)                                    # nothing asked: nothing written
+    path = tmp_path / "agent.ready"
+    write_ready_file(str(path))
+    assert path.read_text() == f"{os.getpid()}\n" and os.listdir(tmp_path) == ["agent.ready"]
+    before = signal.getsignal(signal.SIGINT)
+    wait_for_start(True, 0, io.StringIO("go\n"))
+    with pytest.raises(NotStarted, match="^the runner closed stdin before saying go$"):
+        wait_for_start(True, 0, io.StringIO(""))
+    t0 = time.monotonic()
+    wait_for_start(False, 0.2, io.StringIO(""))               # no go needed; the delay is kept
+    assert time.monotonic() - t0 >= 0.2
+    assert signal.getsignal(signal.SIGINT) is before          # the handler is put back
+
+
+def test_file_source_sends_the_file_or_its_first_bytes(tmp_path: Path) -> None:
+    from bwn.hosts.transport_source import FileSource
+    path = tmp_path / "data.bin"
+    path.write_bytes(bytes(range(256)) * 4)
+    whole = FileSource(str(path))
+    assert (whole.file_bytes, whole.length_bytes) == (1024, 1024)
+    assert bytes(whole.view(250, 10)) == bytes(range(250, 256)) + bytes(range(4))
+    whole.close()
+    part = FileSource(str(path), limit_bytes=1000)
+    assert (part.file_bytes, part.length_bytes) == (1024, 1000)
+    part.close()
+    assert FileSource(str(path), limit_bytes=1024).length_bytes == 1024      # the bound is inclusive
+    with pytest.raises(ValueError) as err:
+        FileSource(str(path), limit_bytes=1025)
+    assert str(err.value) == f"--bytes 1025 is more than the 1024 bytes of {path}"
+    empty = tmp_path / "empty.bin"
+    empty.write_bytes(b"")
+    nothing = FileSource(str(empty))
+    assert (nothing.length_bytes, bytes(nothing.view(0, 5))) == (0, b"")
+    nothing.close()
+    with pytest.raises(FileNotFoundError):
+        FileSource(str(tmp_path / "missing.bin"))
