@@ -160,3 +160,20 @@ def test_obp_long_flow_gets_its_max_min_share_when_cross_traffic_leaves_it() -> 
     assert res["long"].frame_mbps >= 0.8 * share, res["long"]
     cross = payload_to_frame(app, 1000) / 1e6           # what the cross flows offer
     assert all(res[f"cross{i}"].frame_mbps >= 0.95 * cross for i in (1, 2, 3))
+
+
+def test_obp_backs_off_on_losses_its_feedback_does_not_explain() -> None:
+    """Issue 10's hidden bottleneck: one OBP flow through a stamped 10 Mb/s port, then
+    a 5 Mb/s port without BWN whose drops the feedback never shows. With the sender's
+    reaction to unexplained losses (its default) it fills the 5 Mb/s port and loses
+    far less than without it (factor 1: no reaction), where the losses go on."""
+    from bwn.hosts.netsim_scenarios import hidden_bottleneck
+    reacting = hidden_bottleneck(seed=1, duration_s=25, warmup_s=5).flows[0]
+    deaf = hidden_bottleneck(seed=1, duration_s=25, warmup_s=5,
+                             params=["unexplained_loss_factor=1.0"]).flows[0]
+    assert reacting.algo == "obp" and reacting.name == "obp"
+    for flow in (reacting, deaf):
+        assert 0.9 * 5.0 <= flow.frame_mbps <= 5.0, flow            # the hidden port limits it
+    loss = {f.name + str(i): f.retransmits / f.packets_sent for i, f in enumerate((reacting, deaf))}
+    assert loss["obp0"] < 0.5 * loss["obp1"], loss
+    assert reacting.timeouts <= 5 < deaf.timeouts
