@@ -147,3 +147,41 @@ def test_receiver_summary_and_log_row_name_each_counter() -> None:
     assert set(row) <= set(RECEIVER_FIELDS)
     flow.echo = None                                                  # nothing echoed yet
     assert [rx._row(flow, 0)[k] for k in ("hop_count", "ebn_code", "narrow_kbps", "tight_kbps")] == [None] * 4
+
+
+def test_sender_summary_names_each_counter_and_the_status() -> None:
+    """bwn-send's --summary-json: each counter under its documented name
+    (docs/transport.md, "Summary"), the receiver's counts from its FIN|ACK (None
+    without one), the status, and duration and goodput from the handshake to the
+    last data acknowledged."""
+    from bwn.hosts.transport_sender import SenderState
+    s = Sender(NewReno(), PatternSource(10_000, 1000), lambda v: True, flow_id=5)
+    counters = {"packets_sent": 12, "payload_bytes_sent": 11_000, "retransmits": 2, "timeouts": 1,
+                "fast_recoveries": 3, "rescue_retransmits": 4, "forced_segments": 5, "sack_reneging": 6,
+                "acks_received": 7, "bad_packets": 8}
+    for name, value in counters.items():
+        setattr(s, name, value)
+    s.dupacks_total = 9
+    s.established_us, s.data_done_us, s.state = 1_000_000, 3_000_000, SenderState.DONE
+    s.st.delivered_bytes, s.st.cwnd, s.st.ssthresh, s.st.min_rtt_us = 10_000, 12.34567, 8.0, 41_500
+    summary = s.summary(9_000_000)
+    expected = {"flow_id": 5, "algo": "newreno", "status": "complete", "bytes": 10_000,
+                "duration_s": 2.0, "goodput_bps": 40_000.0, "mss_bytes": 1412, "sack": False, **counters,
+                "dupacks": 9, "receiver_segments": None, "duplicate_segments": None,
+                "out_of_order_segments": None, "spurious_retransmits": None, "final_cwnd": 12.346,
+                "final_ssthresh": 8.0, "min_rtt_ms": 41.5}
+    assert {k: summary[k] for k in expected} == expected
+    s.receiver_stats = (20, 1, 2, 3)
+    s.st.ssthresh = float("inf")
+    s.interrupted = True
+    summary = s.summary(9_000_000)
+    assert [summary[k] for k in ("receiver_segments", "duplicate_segments", "out_of_order_segments",
+                                 "spurious_retransmits", "final_ssthresh", "status")] == [
+        20, 1, 2, 3, None, "interrupted"]
+    s.state, s.fail_reason = SenderState.FAILED, "reset by the receiver"
+    assert s.summary(0)["status"] == "failed: reset by the receiver"
+    s.state, s.data_done_us, s.end_us = SenderState.ESTABLISHED, None, None
+    summary = s.summary(2_000_000)                        # still running: up to now
+    assert (summary["status"], summary["duration_s"], summary["goodput_bps"]) == ("incomplete", 1.0, 80_000.0)
+    s.established_us = None                               # never connected: no duration
+    assert (s.summary(0)["duration_s"], s.summary(0)["goodput_bps"]) == (None, None)
