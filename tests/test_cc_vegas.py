@@ -137,3 +137,21 @@ def test_loss_is_newreno():
     assert d.st.ssthresh == 10 and d.st.cwnd == 13
     d.cc.on_timeout(d.st)
     assert d.st.cwnd == 1
+
+
+def test_parameters_are_checked_and_typed() -> None:
+    """alpha <= beta (both >= 0), each said in the error; a flag given as text
+    (every_other_rtt: 1/true/yes/on, 0/false/no/off) becomes a boolean."""
+    from bwn.hosts.cc.filters import as_bool
+    v = Vegas(alpha=2, beta=4, gamma=0.5, every_other_rtt="off")
+    assert (v.alpha, v.beta, v.gamma, v.every_other_rtt) == (2.0, 4.0, 0.5, False)
+    assert Vegas(alpha=3, beta=3).alpha == 3.0                   # alpha = beta is allowed
+    assert Vegas(alpha=0, beta=0).beta == 0.0
+    for alpha, beta in ((4, 3), (-1, 3)):
+        with pytest.raises(ValueError) as err:
+            Vegas(alpha=alpha, beta=beta)
+        assert str(err.value) == f"need 0 <= alpha <= beta, got alpha={alpha} beta={beta}"
+    assert [as_bool(t) for t in ("1", "TRUE", " yes ", "on", "0", "False", "no", "off")] == [True] * 4 + [False] * 4
+    assert as_bool(1) is True and as_bool(0) is False
+    with pytest.raises(ValueError, match=r"^not a boolean: 'maybe'$"):
+        as_bool("maybe")
