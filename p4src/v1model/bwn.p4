@@ -422,10 +422,9 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
     /* Random loss: drop when a uniform 32-bit draw is below the threshold.
      * The draw goes into t, which every later reader writes first (slot_seen,
      * the flow's slot epoch, is still to be compared: a draw there made every
-     * packet of a lossy port count as a new flow). */
-    /* A packet the draw drops goes no further: its options word is cleared,
-     * so the reservation meter never counts it and the AF rule never drops
-     * (and counts) it a second time. */
+     * packet of a lossy port count as a new flow). A packet the draw drops
+     * goes no further: its options word is cleared, so the reservation meter
+     * never counts it and the AF rule never drops (and counts) it again. */
     action random_loss() {
         random(hdr.w.t, 256w0, 256w0xFFFFFFFF);
         if (hdr.w.t < (bit<256>)hdr.w.a) {
