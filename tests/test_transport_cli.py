@@ -283,6 +283,10 @@ def test_parse_addr_refuses_with_one_line(text: str, default, message: str) -> N
     with pytest.raises(ValueError) as err:
         parse_addr(text, default)
     assert str(err.value) == message
+
+
+def test_parse_addr_names_a_host_it_cannot_resolve() -> None:
+    from bwn.hosts.transport_loop import parse_addr
     with pytest.raises(ValueError, match=r"^cannot resolve 'no\.such\.host\.invalid': "):
         parse_addr("no.such.host.invalid:9")
 
