@@ -391,3 +391,65 @@ def test_a_bad_link_schedule_says_what_is_wrong_in_one_line(text, says):
     with pytest.raises(ScheduleError, match=re.escape(says)) as err:
         schedule_from_json(text)
     assert "\n" not in str(err.value)
+
+
+# -- checks across tables: every error exactly, and nothing more -----------------------
+
+def _two_switches() -> dict:
+    """minimal() with a second switch: h1 - s1 - s2 - h2."""
+    data = minimal()
+    data["switches"].append({"name": "s2"})
+    data["links"][1]["a"] = "s2"
+    data["links"].append({"a": "s1", "b": "s2", "schedule": {"kind": "constant", "rate_mbit": 10}})
+    return data
+
+
+@pytest.mark.parametrize("mutate, expected", [
+    (lambda d: d["links"][0].update(a="s1"), ["links[0]: both ends are 's1'",
+                                              "hosts[0]: host 'h1' is not connected by any link",
+                                              "flows[0]: no path from h1 to h2 over the links"]),
+    (lambda d: d["links"].append({"a": "h1", "b": "h2", "schedule": {"kind": "constant", "rate_mbit": 1}}),
+     ["links[3]: a link between two hosts (h1, h2) has no switch"]),
+    # a named duplicate is reported at .name; an unnamed one (a-b) at the link
+    (lambda d: d["links"][2].update(name="h1-s1"),
+     ["links[2].name: link name 'h1-s1' is already used by links[0] (set a distinct name = ...)"]),
+    (lambda d: d["links"].append({"a": "s1", "b": "s2", "schedule": {"kind": "constant", "rate_mbit": 1}}),
+     ["links[3]: link name 's1-s2' is already used by links[2] (set a distinct name = ...)"]),
+    (lambda d: (d["links"][0].update(b_port=3), d["links"][2].update(a_port=3)),
+     ["links[2].a_port: port 3 of s1 is already used by links[0]"]),
+    (lambda d: d["links"][2].update(queue_packets=20, af_threshold_packets=21),
+     ["links[2].af_threshold_packets: 21 is more than the queue's 20 packets (queue_packets)"]),
+    (lambda d: d["switches"][1].update(device_id=0),
+     ["switches[1].device_id: device id 0 is already used by switches[0]"]),
+    (lambda d: (d["switches"][0].update(grpc_port=50001), d["switches"][1].update(thrift_port=50001)),
+     ["switches[1].thrift_port: TCP port 50001 is already used by switches[0].grpc_port"]),
+    (lambda d: d["flows"].append({"src": "h1", "dst": "h2", "name": "flow0"}),
+     ["flows[1].name: flow name 'flow0' is already used by flows[0]"]),
+    (lambda d: d["flows"][0].update(dst="h1"), ["flows[0]: src and dst are both 'h1'"]),
+    (lambda d: d["flows"][0].update(start_s=10, duration_s=20.5),
+     ["flows[0].duration_s: the flow would end at 30.5 s, after the experiment (30 s)"]),
+    (lambda d: d.update(reservations=[{"src": "h2", "dst": "h2", "rate_mbit": 1}]),
+     ["reservations[0]: src and dst are both 'h2'"]),
+    # IC must fit the window at the sine's peak, b * (1 + 1/alpha): 6e11 b/s here
+    (lambda d: d["links"][2].update(schedule={"kind": "sine", "b_mbit": 3e5, "alpha": 1, "w_rad_s": 1}),
+     ["links[2].schedule: link capacity 6e+11 b/s is too large for a 16384 us window (at most "
+      "5.24e+11 b/s): the dataplane holds IC - BR - BI in int32 bytes per window; use a shorter window"]),
+])
+def test_cross_table_errors_are_exact_and_alone(mutate, expected):
+    data = _two_switches()
+    mutate(data)
+    errors = errors_of(data)
+    assert errors == expected
+
+
+def test_what_the_cross_table_checks_accept_at_their_bounds():
+    data = _two_switches()
+    data["links"][2].update(queue_packets=20, af_threshold_packets=20,      # AF threshold = the queue
+                            schedule={"kind": "sine", "b_mbit": 3e5, "alpha": 2, "w_rad_s": 1})  # peak 4.5e11
+    data["flows"][0].update(start_s=10, duration_s=20)                      # ends with the experiment
+    data["switches"][0].update(grpc_port=50001, thrift_port=9090)
+    c = cfg.validate(data)
+    assert (c.switches[0].grpc_port, c.switches[0].thrift_port) == (50001, 9090)
+    assert [s.device_id for s in c.switches] == [0, 1]
+    assert c.link("s1-s2").af_threshold_packets == 20
+    assert c.flows[0].duration_s == 20

@@ -440,3 +440,38 @@ def test_a_link_shaped_port_stamps_the_capacity_but_leaves_the_queue_unlimited(t
     assert err.value.args[0].startswith("link 'bottleneck' is served at its rate by its bwn-link "
                                         "(shaper = \"link\")")
     assert ctl.pinned_bps == {}
+
+
+def test_each_switch_is_opened_with_the_program_its_address_and_device_id(tmp_path, monkeypatch):
+    opened: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(sc.fy, "Switch", lambda *args: opened.append(args) or FakeSwitch(args[0]))
+    other = sc.SwitchPlan(name="s2", grpc_addr="127.0.0.1:50101", thrift_port=9191, device_id=7,
+                          routes=[], ports=[])
+    out = tmp_path / "run" / "controller"                   # made, parents included
+    ctl = sc.BwnController([smoke_plan(), other], tmp_path / "p4info.txtpb", tmp_path / "bwn.json", out,
+                           WINDOW, clock=Clock())
+    assert [(name, addr) for name, addr, _ in opened] == [("s1", "127.0.0.1:50100"), ("s2", "127.0.0.1:50101")]
+    for (_, _, options), device_id in zip(opened, (1, 7)):
+        assert (options.p4info, options.p4blob, options.device_id) == (
+            tmp_path / "p4info.txtpb", tmp_path / "bwn.json", device_id)
+        assert options.ready_handler == ctl._on_ready          # state is pushed on every connect
+    ctl._cap_file.flush()
+    ctl._tel_file.flush()
+    assert (out / "capacity.csv").read_text().splitlines() == ["t_s,link,switch,port,rate_bps,queue_pps"]
+    assert (out / "telemetry.csv").read_text().splitlines() == [
+        "t_s,switch,port,capacity_kbps,rate_kbps,avail_kbps,queue_pkts,flows,ebn_code,window_start_us"]
+    # a second controller may use the same folder (a run started again)
+    sc.BwnController([other], tmp_path / "p4info.txtpb", tmp_path / "bwn.json", out, WINDOW, clock=Clock())
+
+
+def test_port_status_gives_each_ports_latest_telemetry_and_its_age(tmp_path):
+    clock = Clock()
+    ctl = controller(tmp_path, [smoke_plan(loss=0.25)], clock)
+    asyncio.run(ctl._on_ready(ctl.switches[0]))
+    seen = ent.PortTelemetry.from_stamp(stamp(2, 3, 2, 5, 900, 1_000_000, 0, 0x40, 5000, 120))
+    end_s = ctl.switch_clocks["s1"].observe(seen.window_start_us, WINDOW.window_us, ctl.now_s())
+    ctl.latest_telemetry[("s1", 2)] = (seen, end_s)
+    clock.t += 2.5                                   # 2.5 s after the digest arrived
+    first, second = asyncio.run(ctl.port_status())
+    assert first == sc.PortStatus("s1", 1, "h1-s1", "unlimited", None, 0.0, None, None)
+    assert second == sc.PortStatus("s1", 2, "bottleneck", "schedule", 5e6, 0.25, pytest.approx(2.5), seen)

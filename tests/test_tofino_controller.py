@@ -169,8 +169,17 @@ def test_bf_pipeline_config_is_stratums_protobuf_from_the_compiler_conf(tmp_path
 
 
 def test_bf_pipeline_config_wire_bytes_follow_stratums_field_numbers(tmp_path):
+    """Stratum's bf.proto, byte for byte: what stratum_bfrt decodes. (This also checks
+    `_bf_pipeline_config_class`, which runs at import, where mutmut cannot reach it.)"""
     raw = tf.BfPipelineConfig(p4_name="x", bfruntime_info=b"y").SerializeToString()
     assert raw == b"\x0a\x01x\x12\x01y"          # field 1 (string), field 2 (bytes)
+    msg = tf.BfPipelineConfig(p4_name="x", bfruntime_info=b"y")
+    msg.profiles.add(profile_name="p", context=b"c", binary=b"b", pipe_scope=[0, 1])
+    msg.profiles.add(profile_name="q")
+    profile = b"\x0a\x01p" + b"\x12\x01c" + b"\x1a\x01b" + b"\x22\x02\x00\x01"   # 1..4, scope packed
+    assert msg.SerializeToString() == (b"\x0a\x01x\x12\x01y" + b"\x1a\x0d" + profile
+                                       + b"\x1a\x03\x0a\x01q")                       # field 3, repeated
+    assert tf.BfPipelineConfig.DESCRIPTOR.full_name == "stratum.hal.barefoot.BfPipelineConfig"
 
 
 def test_bf_pipeline_config_says_what_is_missing(tmp_path):
