@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -601,3 +602,60 @@ def test_summary_rows_of_a_two_flow_run_field_by_field(run_dir: Path):
     f1, _, total = report.summarize(runs["westwood"])
     assert (f1["capacity_bps"], f1["utilization"], total["capacity_bps"], total["utilization"]) == (
         None, None, None, None)
+
+
+def _markdown_blocks(text: str) -> dict[str, Any]:
+    """summary.md as a CommonMark renderer with GFM tables reads it: its headings
+    (level, text), its tables' header cells, and each section's bullet items and
+    paragraphs (those outside lists)."""
+    from markdown_it import MarkdownIt
+    tokens = MarkdownIt("commonmark").enable("table").parse(text)
+    out: dict[str, Any] = {"headings": [], "tables": [], "items": {}, "paragraphs": {}}
+    section, header_cells, in_head, list_depth = "", [], False, 0
+    for i, tok in enumerate(tokens):
+        if tok.type == "heading_open":
+            section = tokens[i + 1].content
+            out["headings"].append((int(tok.tag[1]), section))
+        elif tok.type == "thead_open":
+            header_cells, in_head = [], True
+        elif tok.type == "thead_close":
+            out["tables"].append(header_cells)
+            in_head = False
+        elif tok.type == "inline" and in_head:
+            header_cells.append(tok.content)
+        elif tok.type == "bullet_list_open":
+            list_depth += 1
+        elif tok.type == "bullet_list_close":
+            list_depth -= 1
+        elif tok.type == "list_item_open":
+            out["items"].setdefault(section, []).append(tokens[i + 2].content)
+        elif tok.type == "paragraph_open" and not list_depth:
+            out["paragraphs"].setdefault(section, []).append(tokens[i + 1].content)
+    return out
+
+
+def test_summary_md_renders_as_its_sections_table_and_definitions(tmp_path: Path):
+    """What a reader's Markdown renderer shows: the sections in order, the table's
+    columns with their units (Mb/s, not MB/s), each run's verdict as one bullet, and a
+    definition for each figure that needs one."""
+    runs = [report.SchemeRun(scheme="obp", flows=[], validity=(True, "valid")),
+            report.SchemeRun(scheme="ebn", flows=[], validity=(False, "INVALID: cpu: BROKEN"))]
+    path = tmp_path / "summary.md"
+    report.write_markdown(path, runs, [], [tmp_path / "throughput.png"])
+    page = _markdown_blocks(path.read_text())
+    headings, tables, items = page["headings"], page["tables"], page["items"]
+    assert headings == [(1, "Experiment results"), (2, "Fidelity"), (2, "Definitions"), (2, "Plots")]
+    assert tables == [["scheme", "flow", "algo", "goodput (Mb/s)", "capacity (Mb/s)", "utilization",
+                       "retransmissions", "RTT mean (ms)", "RTT p95 (ms)", "Jain",
+                       "estimate error vs fair share", "estimate error vs own rate"]]
+    assert items["Experiment results"] == ["obp: no capacity log", "ebn: no capacity log"]
+    assert items["Fidelity"] == ["obp: valid", "ebn: INVALID: cpu: BROKEN"]
+    terms = [item.split("**")[1] for item in items["Definitions"]]
+    assert terms == ["utilization", "jain", "estimate error"]
+    estimate = items["Definitions"][2]
+    assert "**payload** bit/s" in estimate and "**max-min fair share**" in estimate and "**own rate**" in estimate
+    assert page["paragraphs"] == {
+        "Experiment results": ["Bottleneck (capacity used for utilization):"],
+        "Fidelity": ["Each run's invariants (docs/fidelity.md); an INVALID run's figures describe the "
+                     "emulator falling behind, not the scheme."],
+        "Plots": ["![throughput](throughput.png)"]}
