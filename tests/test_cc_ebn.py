@@ -128,3 +128,46 @@ def test_newreno_underneath():
     cc.on_ack(st, AckInfo(now_us=0, ack_seq=MSS, acked_bytes=MSS, rtt_sample_us=None,
                           ack_send_time_us=None, feedback=None, dupacks=0))
     assert st.cwnd == pytest.approx(10.1)
+
+
+def test_an_increase_never_lowers_ssthresh():
+    cc, st = fresh(cwnd=10.0)                          # ssthresh still infinite (slow start)
+    cc.on_feedback(st, ack(92))
+    cc.on_feedback(st, ack(96))                         # x 2 * 2^0.5
+    assert st.cwnd == pytest.approx(10.0 * 2.0 * 2 ** 0.5) and st.ssthresh == float("inf")
+
+
+def test_the_unset_code_255_is_no_feedback():
+    cc, st = fresh()
+    cc.on_feedback(st, ack(100))
+    cc.on_feedback(st, ack(255))                        # a path whose switches stamp no share
+    assert st.extra["ebn_code"] == 100 and st.estimate_bps == pytest.approx(kbps(100) * 1000)
+    cc.on_feedback(st, ack(92))                         # compared with the last *set* code
+    assert st.cwnd == pytest.approx(10.0)
+
+
+def test_each_scaling_is_logged_with_its_code_and_ratio():
+    """The sender's log columns (flowlog: ebn_code, ebn_ratio, ebn_scalings) that the
+    report and the Mininet smoke test read to see that EBN scaled cwnd."""
+    cc, st = fresh(cwnd=20.0, ssthresh=50.0)
+    assert st.estimate_bps is None
+    cc.on_feedback(st, ack(100))
+    assert st.extra == {"ebn_code": 100}                # a first code scales nothing
+    cc.on_feedback(st, ack(92))
+    assert st.extra == {"ebn_code": 92, "ebn_ratio": pytest.approx(0.5), "ebn_scalings": 1}
+    cc.on_feedback(st, ack(92))
+    assert st.extra["ebn_scalings"] == 1
+    cc.on_feedback(st, ack(100))
+    assert st.extra == {"ebn_code": 100, "ebn_ratio": pytest.approx(2.0), "ebn_scalings": 2}
+    assert cc.scalings == 2
+
+
+@pytest.mark.parametrize("kw, says", [
+    (dict(beta1=0), "beta1 and beta2 must be > 0"), (dict(beta2=0), "beta1 and beta2 must be > 0"),
+    (dict(beta1=-1, beta2=-1), "beta1 and beta2 must be > 0"),
+    (dict(variant="square"), "ebn variant must be one of ('literal', 'relative'), got 'square'"),
+])
+def test_bad_parameters_say_which(kw, says):
+    with pytest.raises(ValueError) as err:
+        TcpEbn(**kw)
+    assert str(err.value) == says
