@@ -155,3 +155,62 @@ def test_parameters_are_checked_and_typed() -> None:
     assert as_bool(1) is True and as_bool(0) is False
     with pytest.raises(ValueError, match=r"^not a boolean: 'maybe'$"):
         as_bool("maybe")
+
+
+def round_with_samples(d, samples, rtt_us):
+    """One RTT whose ACKs carry `samples` RTT samples in all (the boundary ACK's
+    included), each `rtt_us`: Vegas needs more than two (cntRTT > 2, tcp_vegas.c)."""
+    d.send(20)
+    given = 0
+    while d.una < d.boundary_nxt:
+        d.ack_one(rtt_us if given < samples - 1 else None)
+        given += 1
+    d.boundary_nxt = d.nxt
+    d.ack_one(rtt_us)
+
+
+@pytest.mark.parametrize("samples, cwnd_after", [(2, 20.05), (3, 19.0)])
+def test_vegas_needs_three_rtt_samples_in_a_round(samples, cwnd_after):
+    d = Driver(cwnd=20.0, ssthresh=10.0)
+    round_with_samples(d, samples, 200_000)              # Diff = 10 > beta when Vegas decides
+    assert d.st.cwnd == pytest.approx(cwnd_after)
+
+
+def test_a_zero_rtt_sample_is_not_a_sample():
+    d = Driver(cwnd=20.0, ssthresh=10.0)
+    for _ in range(3):                                    # a coarse clock's 0 us: ignored
+        d.cc.on_feedback(d.st, AckInfo(now_us=d.now, ack_seq=d.una, acked_bytes=0, rtt_sample_us=0,
+                                       ack_send_time_us=None, feedback=None, dupacks=0))
+    round_with_samples(d, 3, 200_000)
+    assert d.cc.base_rtt.get(d.st) == BASE and d.st.cwnd == 19.0
+
+
+def test_diff_on_alpha_or_beta_holds_the_window():
+    """tcp_vegas.c: decrease when diff > beta, increase when diff < alpha; equal holds."""
+    d = Driver(cwnd=8.0, ssthresh=4.0, alpha=4, beta=4)
+    d.one_rtt(200_000)                                    # Diff = 8 * (1 - 1/2) = 4 exactly
+    assert d.cc.diff == 4.0 and d.st.cwnd == 8.0
+
+
+def test_a_round_logs_actual_expected_diff_and_base_rtt():
+    """The sender's log columns: Actual = cwnd / RTT (estimate_bps), Expected = cwnd / BaseRTT."""
+    d = Driver(cwnd=20.0, ssthresh=10.0)
+    d.one_rtt(125_000)                                    # Diff = 4 > beta: cwnd 20 -> 19
+    assert d.st.estimate_bps == pytest.approx(20 * MSS * 8 * 1e6 / 125_000)     # 1.28 Mb/s
+    assert d.st.extra == {"expected_bps": pytest.approx(20 * MSS * 8 * 1e6 / BASE), "diff": pytest.approx(4.0),
+                          "base_rtt_us": BASE}
+
+
+def test_slow_start_adds_the_acked_segments_at_most_one_per_ack():
+    d = Driver(cwnd=4.0, ssthresh=float("inf"))
+    d.send(4)
+    before = d.st.cwnd
+    d.una += MSS // 2                                     # half a segment
+    a = AckInfo(now_us=d.now, ack_seq=d.una, acked_bytes=MSS // 2, rtt_sample_us=None,
+                ack_send_time_us=None, feedback=None, dupacks=0)
+    d.cc.on_ack(d.st, a)
+    assert d.st.cwnd == pytest.approx(before + 0.5)
+    d.una += 2 * MSS                                      # a stretch ACK of two segments
+    d.cc.on_ack(d.st, AckInfo(now_us=d.now, ack_seq=d.una, acked_bytes=2 * MSS, rtt_sample_us=None,
+                              ack_send_time_us=None, feedback=None, dupacks=0))
+    assert d.st.cwnd == pytest.approx(before + 1.5)
