@@ -171,3 +171,69 @@ def test_absurd_feedback_keeps_tr_between_the_floor_and_the_narrow_link():
     cc.on_feedback(st, ack(30_000_000, Feedback(hop_count=1, ebn_code=None, narrow_kbps=1,
                                                 tight_kbps=-(2**31))))
     assert st.pacing_rate_bps == pytest.approx(4 * 8000 / 0.1)    # the floor, not 1 kb/s
+
+
+def _recovery(cc, st):
+    """Slow start to 10, then a loss: 3 dupacks, fast retransmit, 2 more dupacks, a
+    partial ACK, the ACK that ends recovery (the transport's calls, in its order)."""
+    for i in range(8):
+        a = ack(i, None)
+        cc.on_feedback(st, a)
+        cc.on_ack(st, a)
+    st.bytes_in_flight = 10 * MSS
+    for i in range(3):
+        cc.on_dupack(st, ack(10 + i, None, acked=0))
+    cc.on_enter_recovery(st)
+    st.in_recovery = True
+    for i in range(2):
+        cc.on_dupack(st, ack(20 + i, None, acked=0))
+    trace = [st.cwnd]
+    cc.on_partial_ack(st, ack(30, None, acked=3 * MSS))
+    trace.append(st.cwnd)
+    st.in_recovery = False
+    st.bytes_in_flight = 4 * MSS
+    cc.on_exit_recovery(st, ack(40, None, acked=7 * MSS))
+    return trace + [st.cwnd, st.ssthresh]
+
+
+def test_without_feedback_loss_recovery_is_newrenos_step_by_step():
+    """"A flow that never sees feedback stays plain NewReno" (obp.py): every recovery
+    callback of window mode is NewReno's (RFC 6582 steps 3-6)."""
+    from bwn.hosts.cc.base import CongestionControl
+    cc, st = fresh()
+    reno, st_reno = CongestionControl(), CcState(mss_bytes=MSS)
+    reno.on_init(st_reno)
+    assert _recovery(cc, st) == _recovery(reno, st_reno) == [10.0, 8.0, 5.0, 5.0]
+
+
+def test_in_rate_mode_recovery_leaves_cwnd_to_the_rate():
+    cc, st = fresh(cwnd=125, unexplained_loss_factor=1.0)
+    cc.on_feedback(st, ack(0, fb(100, 50)))
+    cwnd = st.cwnd
+    cc.on_enter_recovery(st)
+    st.in_recovery = True
+    cc.on_dupack(st, ack(1, None, acked=0))
+    cc.on_partial_ack(st, ack(2, None, acked=5 * MSS))
+    st.in_recovery = False
+    cc.on_exit_recovery(st, ack(3, None, acked=MSS))
+    assert st.cwnd == cwnd and st.ssthresh == float("inf")
+
+
+def test_falling_back_keeps_the_rate_as_a_window_of_at_least_two():
+    cc, st = fresh(cwnd=2)
+    cc.on_feedback(st, ack(0, fb(100, -1000)))           # at the floor: 4 frames per RTT
+    st.srtt_us = 10_000                                  # the RTT shrank: 0.4 frames per RTT
+    for t in (100_000, 110_000, 120_000):
+        cc.on_feedback(st, ack(t, None, rtt_us=10_000))
+    assert cc.mode == "window" and st.extra["mode"] == "window"
+    assert st.cwnd == 2.0 and st.ssthresh == 2.0
+
+
+def test_unexplained_losses_are_counted_and_logged_and_ab_zero_is_room():
+    cc, st = fresh(cwnd=125)                             # EP = 10 Mb/s
+    cc.on_feedback(st, ack(0, fb(100, 0)))               # AB = 0: no room left, none missing
+    cc.on_enter_recovery(st)
+    assert st.extra["unexplained_losses"] == 1 and st.extra["ep_bps"] == pytest.approx(5e6)
+    cc.on_feedback(st, ack(1_000, fb(100, 0)))
+    cc.on_enter_recovery(st)
+    assert st.extra["unexplained_losses"] == 2 == cc.unexplained_losses
