@@ -157,3 +157,68 @@ def test_acks_for_nothing_are_ignored():
     assert st.estimate_bps is None
     cc.on_feedback(st, ack(60_000, 1000))
     assert st.estimate_bps == pytest.approx(800_000)
+
+
+@pytest.mark.parametrize("text, value", [(t, True) for t in ("1", "true", "Yes", " ON ")]
+                         + [(t, False) for t in ("0", "FALSE", "no", "off")])
+def test_flags_from_the_command_line(text, value):
+    from bwn.hosts.cc.filters import as_bool
+    assert as_bool(text) is value
+
+
+def test_a_flag_that_is_not_a_boolean_says_so():
+    from bwn.hosts.cc.filters import as_bool
+    with pytest.raises(ValueError) as err:
+        as_bool("maybe")
+    assert str(err.value) == "not a boolean: 'maybe'"
+
+
+def test_duplicates_counted_before_reduce_the_cumulative_ack_to_at_least_one_mss():
+    from bwn.hosts.cc.filters import AckedCounter
+    counter = AckedCounter()
+    assert [counter.count(ack(0, 0, dupacks=n), MSS) for n in (1, 2)] == [MSS, MSS]
+    assert counter.count(ack(0, 3 * MSS), MSS) == MSS        # 2 of the 3 were counted already
+    assert counter.accounted == 0
+    for n in (1, 2, 3):
+        counter.count(ack(0, 0, dupacks=n), MSS)
+    assert counter.count(ack(0, 3 * MSS), MSS) == MSS        # all 3 counted: one MSS, not 0
+    assert counter.accounted == 0
+    counter.count(ack(0, 0, dupacks=1), MSS)
+    assert counter.count(ack(0, MSS), MSS) == MSS and counter.accounted == MSS   # one MSS: as is
+
+
+def test_timeout_without_an_estimate_is_newrenos():
+    cc, st = fresh()
+    st.cwnd, st.bytes_in_flight = 20.0, 10 * MSS
+    cc.on_timeout(st)
+    assert (st.ssthresh, st.cwnd) == (5.0, 1.0)
+    st.bytes_in_flight = 3 * MSS
+    cc.on_timeout(st)
+    assert st.ssthresh == 2.0
+
+
+def test_the_estimate_window_is_at_least_two_segments():
+    cc, st = _with_estimate(100_000, 50_000)             # 100 kb/s * 50 ms = 0.6 segments
+    st.cwnd, st.bytes_in_flight = 10.0, 10 * MSS
+    cc.on_timeout(st)
+    assert st.ssthresh == 2.0
+
+
+def test_with_sack_recovery_starts_at_the_estimate_window_without_inflation():
+    cc, st = _with_estimate(4_000_000, 50_000)           # 25 segments
+    st.sack = True
+    st.cwnd, st.ssthresh, st.bytes_in_flight = 40.0, 30.0, 40 * MSS
+    cc.on_enter_recovery(st)
+    assert (st.ssthresh, st.cwnd) == (pytest.approx(25), pytest.approx(25))
+
+
+def test_a_recovery_target_serves_one_recovery_only():
+    cc, st = _with_estimate(4_000_000, 50_000)
+    st.cwnd, st.ssthresh, st.bytes_in_flight = 40.0, 30.0, 40 * MSS
+    cc.on_enter_recovery(st)                             # target 25
+    st.bytes_in_flight = 10 * MSS
+    cc.on_exit_recovery(st, ack(10**7, 5000))
+    assert st.cwnd == pytest.approx(11)                  # min(25, flight 10 + 1)
+    st.ssthresh, st.bytes_in_flight = 8.0, 30 * MSS
+    cc.on_exit_recovery(st, ack(10**7 + 1, 5000))        # no recovery entered since: ssthresh
+    assert st.cwnd == pytest.approx(8)
