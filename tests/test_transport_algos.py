@@ -3,6 +3,8 @@ BWN switch stamping DATA packets): the stream must arrive intact, and
 ``bwn-send --algo NAME`` must be able to build it from the registry."""
 from __future__ import annotations
 
+import typing
+
 import pytest
 
 from bwn.hosts.cc import registry
@@ -33,3 +35,32 @@ def test_algorithm_runs_on_the_transport(name: str, seed: int) -> None:
     assert s.state is SenderState.DONE, s.summary(sim.now_us)
     assert bytes(sim.sink_of(s).data) == pattern_bytes(0, nbytes)
     assert s.summary(sim.now_us)["goodput_bps"] > 0.2e6
+
+
+@pytest.mark.parametrize("text, tp, value", [
+    ("None", typing.Optional[float], None), ("NULL", typing.Optional[float], None),
+    ("2.5", typing.Optional[float], 2.5), ("7", typing.Union[int, float], 7),
+    ("2.5", typing.Union[int, float], 2.5),                # int refuses, float takes it
+    ("0x10", int, 16), ("12", int, 12), ("3.0", int, 3), ("-4", int, -4),
+    ("Off", bool, False), ("YES", bool, True), ("b", typing.Literal["a", "b"], "b"),
+    ("anything", str, "anything"),
+])
+def test_param_values_convert_to_the_parameters_type(text, tp, value):
+    got = registry._convert(text, tp, "k")
+    assert got == value and type(got) is type(value)
+
+
+@pytest.mark.parametrize("text, tp, message", [
+    ("x", typing.Optional[float], "--param k needs a number, got 'x'"),
+    ("nan", float, "--param k must not be NaN"),
+    ("3.5", int, "--param k needs an integer, got '3.5'"),
+    ("nan", int, "--param k needs an integer, got 'nan'"),
+    ("none", int, "--param k needs an integer, got 'none'"),            # None only where allowed
+    ("maybe", typing.Union[int, bool], "--param k needs an integer, got 'maybe'"),   # the first reason
+    ("c", typing.Literal["a", "b"], "--param k must be one of a, b, got 'c'"),
+    ("2", bool, "--param k needs a boolean (true/false), got '2'"),
+])
+def test_a_param_value_of_the_wrong_type_says_what_it_needs(text, tp, message):
+    with pytest.raises(registry.RegistryError) as err:
+        registry._convert(text, tp, "k")
+    assert str(err.value) == message
