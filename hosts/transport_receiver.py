@@ -466,7 +466,12 @@ class Receiver:
         st = self.stats
         st.ooo_dropped_budget = self.budget.dropped
         out = st.as_dict()
-        out["open_flows"] = self._open_count
+        # Established flows hold state until forgotten; a flow that completed is kept
+        # time_wait_us to answer a retransmitted FIN, and is not open any more.
+        time_wait = sum(1 for f in self.flows.values()
+                        if f.established and f.complete and f.closed_us is not None)
+        out["open_flows"] = self._open_count - time_wait
+        out["time_wait_flows"] = time_wait
         out["half_open_flows"] = len(self._half_open)
         out["ooo_bytes_held"] = self.budget.used
         return out

@@ -200,3 +200,24 @@ def test_rst_for_an_unknown_flow_is_not_answered(addr: object) -> None:
     rx = Receiver(lambda v, a: out.append(bytes(v)) or True, lambda a, f: MemorySink())
     rx.on_datagram(data(5, 0, b"", F_RST), addr, 0)
     assert out == [] and rx.stats.unknown_rst == 1
+
+
+def test_a_completed_flow_in_time_wait_is_not_counted_open() -> None:
+    sim, s = real_flow(time_wait_us=1_000_000)
+    sim.run(until_us=60_000_000)
+    done_intact(sim, s)
+    st = sim.receiver.stats_dict()
+    assert (st["open_flows"], st["time_wait_flows"], st["flows_completed"]) == (0, 1, 1)
+    assert sim.receiver.open_count == 1                     # its state is still held...
+    sim.receiver.on_timer(sim.now_us + 2_000_000)
+    st = sim.receiver.stats_dict()
+    assert (st["open_flows"], st["time_wait_flows"]) == (0, 0) and sim.receiver.open_count == 0
+
+
+def test_a_flow_still_open_at_shutdown_stays_counted_open() -> None:
+    rx = Receiver(lambda v, a: True, lambda a, f: MemorySink())
+    rx.on_datagram(syn(1), ("h", 1), 0)
+    rx.on_datagram(data(1, 0, b"z" * 100), ("h", 1), 0)
+    assert [f.flow_id for f in rx.close_all(1_000)] == [1]
+    st = rx.stats_dict()
+    assert (st["open_flows"], st["time_wait_flows"]) == (1, 0)
