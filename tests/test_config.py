@@ -453,3 +453,25 @@ def test_what_the_cross_table_checks_accept_at_their_bounds():
     assert [s.device_id for s in c.switches] == [0, 1]
     assert c.link("s1-s2").af_threshold_packets == 20
     assert c.flows[0].duration_s == 20
+
+
+@pytest.mark.parametrize("mutate, expected", [
+    # the kinds of pydantic error the format step maps, each as the user reads it
+    (lambda d: d["links"][0].update(queue_packets=2.5), "links[0].queue_packets: expected an integer, got float 2.5"),
+    (lambda d: d["links"][0].update(queue_packets="abc"),
+     "links[0].queue_packets: expected an integer, got string 'abc'"),
+    (lambda d: d.update(bogus=1), "bogus: unknown key (expected one of: experiment, dataplane, telemetry, capture, "
+                                  "switches, hosts, links, reservations, flows)"),
+    (lambda d: d["experiment"].update(colour=1),
+     "experiment.colour: unknown key (expected one of: name, duration_s, schemes, seed, receive_window_bytes, "
+     "sack, linkem_rt_priority)"),
+    (lambda d: d["links"][0]["schedule"].update(b_mbit=1),
+     "links[0].schedule.b_mbit: unknown key for kind 'constant' (expected one of: update_interval_s, "
+     "update_threshold, kind, rate_mbit)"),
+    (lambda d: d["links"][0].update(shaper="bogus"), "links[0].shaper: expected 'switch' or 'link', got string 'bogus'"),
+    (lambda d: d["experiment"].update(duration_s=-1), "experiment.duration_s: must be greater than 0, got -1"),
+])
+def test_each_kind_of_format_error_reads_as_one_line(mutate, expected):
+    data = copy.deepcopy(minimal())
+    mutate(data)
+    assert errors_of(data) == [expected]
