@@ -39,6 +39,8 @@ Score = (killed + timeout) / (all - equivalent - not checked).
 
 --retest       forget the test/function map (new tests are seen) and run the
                survivors and the "no tests" mutants again: use it after adding tests.
+--only-survivors  the same, without first checking the mutants not checked yet
+               (a partly run module: count what new tests kill, leave the rest).
 --fresh        delete the module's work folder and start over.
 --report-only  print the scores from the results so far, run nothing.
 --survivors    also print each surviving mutant's diff.
@@ -239,14 +241,14 @@ def _mutmut(stage: Path, args: list[str]) -> int:
     return subprocess.call(cmd, cwd=stage, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
-def run_module(module: str, jobs: int, retest: bool, fresh: bool) -> int:
+def run_module(module: str, jobs: int, retest: bool, fresh: bool, only_survivors: bool = False) -> int:
     if fresh and (WORK / module).exists():
         shutil.rmtree(WORK / module)
     stage = _stage(module)
-    rc = _mutmut(stage, ["run", "--max-children", str(jobs)])
+    rc = 0 if only_survivors else _mutmut(stage, ["run", "--max-children", str(jobs)])
     if rc != 0:
         return rc
-    if retest:
+    if retest or only_survivors:
         # New tests: mutmut must learn again which tests call which function.
         (stage / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
         again = score(module, stage, _equivalents()).survivors
@@ -293,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2, help="mutants tested at once (default 2)")
     ap.add_argument("--retest", action="store_true",
                     help="re-map tests to functions and re-run survivors (after adding tests)")
+    ap.add_argument("--only-survivors", action="store_true",
+                    help="like --retest, but leave the mutants not checked yet for later")
     ap.add_argument("--fresh", action="store_true", help="discard the module's results and start over")
     ap.add_argument("--report-only", action="store_true", help="print the scores so far; run nothing")
     ap.add_argument("--survivors", action="store_true", help="print each survivor's diff")
@@ -311,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.report_only:
         for module in modules:
             print(f"== {module}: {', '.join(MODULES[module])}", flush=True)
-            rc = run_module(module, args.jobs, args.retest, args.fresh)
+            rc = run_module(module, args.jobs, args.retest, args.fresh, args.only_survivors)
             if rc != 0:
                 print(f"mutants: mutmut failed on {module} (exit {rc}); its output is above", file=sys.stderr)
                 failed.append(module)
