@@ -275,8 +275,10 @@ def validate(data: Mapping[str, Any], base_dir: str | Path | None = None,
     return config
 
 
-_LINK_SCHEDULE = TypeAdapter(Annotated[Union[sc.ConstantTable, sc.StepsTable, sc.SineTable],
-                                        Field(discriminator="kind")])
+_LINK_SCHEDULE_TYPE = Annotated[Union[sc.ConstantTable, sc.StepsTable, sc.SineTable],
+                                Field(discriminator="kind")]
+_LINK_SCHEDULE = TypeAdapter(_LINK_SCHEDULE_TYPE)
+_LINK_SCHEDULE_KINDS = "constant, steps, sine"
 
 
 def schedule_from_json(text: str) -> Schedule:
@@ -286,14 +288,16 @@ def schedule_from_json(text: str) -> Schedule:
     try:
         table = _LINK_SCHEDULE.validate_json(text)
     except ValidationError as exc:
-        lines = sc.messages(exc)
+        lines = sc.messages(exc, root=_LINK_SCHEDULE_TYPE)   # keys of the table given
         for error in exc.errors(include_url=False):
             if error["type"] == "union_tag_invalid":   # an unknown kind, or a trace
                 given = error.get("input")
                 kind = given.get("kind") if isinstance(given, dict) else given
-                lines = [f"kind: expected one of: constant, steps, sine (a trace is a file of "
+                lines = [f"kind: expected one of: {_LINK_SCHEDULE_KINDS} (a trace is a file of "
                          f"delivery opportunities, not a rate bwn-link serves), got "
                          f"{sc.describe(kind)}"]
+            elif error["type"] == "union_tag_not_found":
+                lines = [f"kind: missing (required; one of: {_LINK_SCHEDULE_KINDS})"]
         raise ScheduleError("; ".join(lines)) from None
     return rate_schedule_of(table)
 

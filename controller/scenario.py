@@ -432,9 +432,10 @@ class ScenarioFile(_Table):
 # ---------------------------------------------------------------------------------------
 # Error messages: pydantic's error records -> "location: what is wrong (what is allowed)"
 
-def messages(error: ValidationError) -> list[str]:
-    """One ``location: message`` line per problem, in the file's order."""
-    return [_line(e) for e in error.errors(include_url=False)]
+def messages(error: ValidationError, root: Any = None) -> list[str]:
+    """One ``location: message`` line per problem, in the file's order; locations are
+    read from ``root``, the type validated (default: a whole scenario file)."""
+    return [_line(e, ScenarioFile if root is None else root) for e in error.errors(include_url=False)]
 
 
 def describe(value: Any) -> str:
@@ -449,8 +450,8 @@ def describe(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"
 
 
-def _line(error: Any) -> str:
-    path, parent, kind, node = _walk(error["loc"])
+def _line(error: Any, root: Any) -> str:
+    path, parent, kind, node = _walk(error["loc"], root)
     kind_text = f" for kind {kind!r}" if kind else ""
     value = error.get("input")
     ctx = error.get("ctx") or {}
@@ -503,14 +504,14 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _walk(loc: tuple[Any, ...]) -> tuple[str, Optional[type[BaseModel]], Optional[str], Any]:
-    """(TOML path of ``loc``, the table model holding its last key, the schedule kind
-    when that model is a schedule's, the declared type at ``loc``).
+def _walk(loc: tuple[Any, ...], root: Any) -> tuple[str, Optional[type[BaseModel]], Optional[str], Any]:
+    """(TOML path of ``loc`` in ``root``, the table model holding its last key, the
+    schedule kind when that model is a schedule's, the declared type at ``loc``).
 
     pydantic's locations name the member of a tagged union by its tag
     (``links.0.schedule.sine.rate_mbit``); a TOML path does not."""
     path = ""
-    node: Any = ScenarioFile
+    node: Any = root
     parent: Optional[type[BaseModel]] = None
     kind: Optional[str] = None
     for item in loc:

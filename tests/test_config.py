@@ -382,7 +382,7 @@ def test_a_link_schedule_from_json_is_the_scenarios_schedule(text, schedule):
 @pytest.mark.parametrize("text, says", [
     ('{"kind": "trace", "file": "x.trace"}', "a trace is a file of delivery opportunities"),
     ('{"kind": "square", "rate_mbit": 1}', "expected one of: constant, steps, sine"),
-    ('{"kind": "sine", "alpha": 3}', "sine.b_mbit: missing"),
+    ('{"kind": "sine", "alpha": 3}', "b_mbit: missing (required); w_rad_s: missing (required)"),
     ('{"kind": "steps", "steps": [{"t_s": 4, "rate_mbit": 5}]}', "the first step must be at t_s = 0"),
     ('{"kind": "constant"', "Invalid JSON"),
     ('[1]', "expected a table"),
@@ -475,3 +475,19 @@ def test_each_kind_of_format_error_reads_as_one_line(mutate, expected):
     data = copy.deepcopy(minimal())
     mutate(data)
     assert errors_of(data) == [expected]
+
+
+@pytest.mark.parametrize("text, says", [
+    # bwn-link --rate-schedule: keys are the table's own, and a trace is not offered
+    ('{"rate_mbit": 1}', "kind: missing (required; one of: constant, steps, sine)"),
+    ('{"kind": "constant", "rate_mbit": -1, "x": 1}',
+     "rate_mbit: must be greater than 0, got -1; x: unknown key for kind 'constant' (expected one of: "
+     "update_interval_s, update_threshold, kind, rate_mbit)"),
+    ('{"kind": "steps", "steps": [{"t_s": 0}]}', "steps[0].rate_mbit: missing (required)"),
+    ('{"kind": 3}', "kind: expected one of: constant, steps, sine (a trace is a file of delivery "
+                    "opportunities, not a rate bwn-link serves), got int 3"),
+])
+def test_a_link_schedules_errors_name_the_keys_of_the_table_given(text, says):
+    with pytest.raises(ScheduleError) as err:
+        schedule_from_json(text)
+    assert str(err.value) == says

@@ -47,7 +47,7 @@ def test_help_explains_options():
         (["--rate-schedule", "sine"], "not a rate schedule: "),
         (["--rate-schedule", '{"kind": "trace", "path": "x"}'],
          "not a rate schedule: kind: expected one of: constant, steps, sine (a trace is a file"),
-        (["--rate-schedule", '{"kind": "sine", "b_mbit": 1}'], "sine.w_rad_s: missing (required)"),
+        (["--rate-schedule", '{"kind": "sine", "b_mbit": 1}'], "not a rate schedule: w_rad_s: missing (required)"),
         (["--rate-schedule", '{"kind": "sine", "b_mbit": -1, "w_rad_s": 1}'], "not a rate schedule: "),
         (["--rate-schedule", '{"kind": "steps", "steps": [{"t_s": 1, "rate_mbit": 2}]}'],
          "the first step must be at t_s = 0"),

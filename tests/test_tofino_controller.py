@@ -217,3 +217,30 @@ def test_tm_plan_rejects_bad_values_with_what_to_change(kw, msg):
     args = dict(dev_port=136, rate_bps=10e6, queue_packets=60, af_queue_packets=0) | kw
     with pytest.raises(dm.ConfigError, match=msg):
         tf.tm_port_plan(**args)
+
+
+def test_tm_plan_at_its_bounds():
+    full = tf.tm_port_plan(7, 1.0, queue_packets=1, af_queue_packets=1)   # AF at the whole queue: off
+    assert (full.dev_port, full.shaping_kbps, full.yellow_limit_eighths) == (7, 1, 8)
+    assert full.shaping_burst_bytes == 2 * 1514 and full.queue_limit_cells == 19
+    odd = tf.tm_port_plan(7, 10e6, queue_packets=9, af_queue_packets=4, frame_bytes=100, burst_frames=3)
+    assert odd.shaping_burst_bytes == 300 and odd.queue_limit_cells == 18      # 100 B = 2 cells
+    assert odd.yellow_limit_eighths == 3 and odd.af_threshold_cells == 6       # 18 * 3 // 8, whole cells
+    assert odd.as_dict()["af_threshold_cells"] == 6
+
+
+def test_pi_config_refuses_what_is_not_three_parts():
+    blob = tf.pack_pi_config("bwn", b"", b"{}")                 # an empty part is allowed
+    assert tf.unpack_pi_config(blob) == ("bwn", b"", b"{}")
+    with pytest.raises(ValueError) as err:
+        tf.unpack_pi_config(blob[:-2] + b"")                    # the context's length says 2
+    assert str(err.value) == "PI Tofino device config: part of 2 bytes at 11 runs past the end"
+    with pytest.raises(ValueError) as err:
+        tf.unpack_pi_config(blob[:9])                           # the third length is cut
+    assert str(err.value) == "truncated PI Tofino device config (a length is missing)"
+    with pytest.raises(ValueError) as err:
+        tf.unpack_pi_config(struct.pack("<i", -1) + b"xxxx" * 3)
+    assert str(err.value) == "PI Tofino device config: part of -1 bytes at 0 runs past the end"
+    with pytest.raises(ValueError) as err:
+        tf.unpack_pi_config(blob + b"abc")
+    assert str(err.value) == "PI Tofino device config: 3 bytes after the three parts"
