@@ -475,3 +475,19 @@ def test_port_status_gives_each_ports_latest_telemetry_and_its_age(tmp_path):
     first, second = asyncio.run(ctl.port_status())
     assert first == sc.PortStatus("s1", 1, "h1-s1", "unlimited", None, 0.0, None, None)
     assert second == sc.PortStatus("s1", 2, "bottleneck", "schedule", 5e6, 0.25, pytest.approx(2.5), seen)
+
+
+def test_switch_clock_unwraps_the_32_bit_window_start_to_the_nearest_time():
+    """Digests carry the window's start as 32 bits of us (wrapping every 71.6 min); the
+    controller takes the unwrapped value nearest the newest seen, in either direction."""
+    clock = sc.SwitchClock()
+    wrap = sc.SwitchClock.WRAP_US
+    assert clock.observe(wrap - 16_384, 16_384, 100.0) == wrap / 1e6            # ends at the wrap
+    assert clock.observe(0, 16_384, 100.02) == pytest.approx((wrap + 16_384) / 1e6)   # after it
+    assert clock.observe(wrap - 32_768, 16_384, 100.03) == pytest.approx((wrap - 16_384) / 1e6)  # late
+    ahead = int(0.4 * wrap)                                 # 0.4 of a wrap ahead is ahead, not behind
+    assert clock.observe(ahead, 16_384, 2000.0) == pytest.approx((wrap + ahead + 16_384) / 1e6)
+    # the offset is the smallest arrival - end seen: the digest that came soonest
+    assert clock.offset_s == pytest.approx(100.0 - wrap / 1e6)
+    assert clock.age_s((wrap + 16_384) / 1e6, 100.5) == pytest.approx(0.5 - 16_384 / 1e6)
+    assert clock.age_s(wrap / 1e6, 99.0) == 0.0              # never negative
