@@ -169,3 +169,30 @@ def _ebn_code_reference(capacity_kbps: float, flows: int) -> int:
 def test_expected_ebn_code_is_the_rounded_log_share(flows):
     for kbps in (1, 2, 3, 5, 7, 10, 100, 150, 1_000, 9_999, 10_000, 123_457, 10**6, 2 * 10**9):
         assert dm.expected_ebn_code(kbps, flows) == _ebn_code_reference(kbps, flows), (kbps, flows)
+
+
+def test_window_conversion_wraps_as_the_switchs_int32():
+    """floor(bytes * 8000 / W) in 32-bit two's complement: what the P4 program's register
+    holds when a count is out of int32's range (forged or absurd capacities)."""
+    w = 16_384
+
+    def int32(x: int) -> int:
+        return x - 2**32 if x >= 2**31 else x + 2**32 if x < -2**31 else x
+
+    for kbps in (2**31 - 1, 2**31, 2**31 + 7, 2**32 + 5, -2**31, -2**31 - 1):
+        b = -(-kbps * w // 8000)                          # the fewest bytes that reach kbps
+        assert b * 8000 // w == kbps
+        assert dm.window_bytes_to_kbps(b, w) == int32(kbps), kbps
+
+
+def test_reservation_meter_at_its_bounds():
+    smallest = dm.MeterRates.for_reservation(1.0, burst_bytes=1600)   # 1 b/s, one full frame
+    assert (smallest.cir_bytes_per_s, smallest.cburst_bytes) == (1, 1600)
+    assert smallest.pir_bytes_per_s == 1 and smallest.pburst_bytes == 1600
+    assert dm.MeterRates.for_reservation(4e6).cir_bytes_per_s == 500_000
+    with pytest.raises(dm.ConfigError) as err:
+        dm.MeterRates.for_reservation(0.0)
+    assert str(err.value) == "reservation rate must be positive, got 0.0 b/s"
+    with pytest.raises(dm.ConfigError) as err:
+        dm.MeterRates.for_reservation(1e6, burst_bytes=1599)
+    assert str(err.value) == "meter burst must hold at least one full frame (1600 B), got 1599"
