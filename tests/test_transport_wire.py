@@ -9,11 +9,12 @@ import pytest
 
 from bwn.hosts.cc.newreno import NewReno
 from bwn.hosts.transport_receiver import MemorySink, Receiver
-from bwn.hosts.transport_sender import Sender
+from bwn.hosts.transport_sender import Sender, SenderConfig
 from bwn.hosts.transport_source import PatternSource
 from bwn.hosts.transport_vectors import header_vectors, invalid_vectors
 from bwn.hosts.transport_wire import (
     F_ACK,
+    F_RST,
     F_SYN,
     HEADERS_LEN,
     OptionError,
@@ -185,3 +186,58 @@ def test_sender_summary_names_each_counter_and_the_status() -> None:
     assert (summary["status"], summary["duration_s"], summary["goodput_bps"]) == ("incomplete", 1.0, 80_000.0)
     s.established_us = None                               # never connected: no duration
     assert (s.summary(0)["duration_s"], s.summary(0)["goodput_bps"]) == (None, None)
+
+
+def _established_sender(out: list, size: int = 3000) -> "Sender":
+    s = Sender(NewReno(), PatternSource(size, 1000), lambda v: out.append(bytes(v)) or True, flow_id=5,
+               config=SenderConfig(mss_bytes=1000))
+    s.start(0)
+    buf = bytearray(HEADERS_LEN + 4)
+    n = pack_ack_headers(buf, F_SYN | F_ACK, 5, 0, 65536, 0, 0, None, encode_options(sack_permitted=True))
+    s.on_datagram(bytes(buf[:n]), 1000)
+    assert s.state.value == "established"
+    return s
+
+
+def test_abort_tells_the_receiver_with_a_rst_once() -> None:
+    """A second Ctrl-C: a RST at the next sequence number, the flow failed with the reason."""
+    out: list = []
+    s = _established_sender(out)
+    sent = len(out)
+    s.abort(5000, "interrupted twice")
+    rst = TransportHeader.unpack(out[-1])
+    assert len(out) == sent + 1 and rst.flags == F_RST
+    assert (rst.flow_id, rst.seq) == (5, s.snd_nxt)
+    assert (s.state.value, s.fail_reason, s.end_us, s.next_deadline_us()) == (
+        "failed", "interrupted twice", 5000, None)
+    s.abort(6000, "again")                                   # finished: nothing more
+    assert len(out) == sent + 1 and s.fail_reason == "interrupted twice" and s.end_us == 5000
+
+
+def test_an_interrupt_before_the_handshake_fails_the_flow() -> None:
+    s = Sender(NewReno(), PatternSource(3000, 1000), lambda v: True, flow_id=5)
+    s.start(0)
+    s.finish_now(700)
+    assert (s.state.value, s.fail_reason, s.end_us) == (
+        "failed", "interrupted before the connection was established", 700)
+    assert s.interrupted
+
+
+def test_an_interrupt_ends_the_stream_at_the_bytes_sent() -> None:
+    out: list = []
+    s = _established_sender(out, size=100_000)
+    s.pump(2000)
+    sent_bytes = s.snd_max
+    assert 0 < sent_bytes < 100_000
+    s.finish_now(3000)
+    assert s.interrupted and s.stream_end == sent_bytes and s.state.value == "established"
+
+
+def test_port_unreachable_ends_the_flow_only_when_everything_was_acknowledged() -> None:
+    out: list = []
+    s = _established_sender(out)
+    s.on_unreachable(2000)                                   # data outstanding: the timers decide
+    assert s.state.value == "established"
+    s.stream_end, s.snd_una = 3000, 3000                     # every byte acknowledged, FIN unanswered
+    s.on_unreachable(9000)
+    assert (s.state.value, s.end_us, s.data_done_us) == ("done", 9000, 9000)
