@@ -14,6 +14,7 @@ from bwn.hosts.transport_source import PatternSource
 from bwn.hosts.transport_vectors import header_vectors, invalid_vectors
 from bwn.hosts.transport_wire import (
     F_ACK,
+    F_DATA,
     F_RST,
     F_SYN,
     HEADERS_LEN,
@@ -241,3 +242,30 @@ def test_port_unreachable_ends_the_flow_only_when_everything_was_acknowledged() 
     s.stream_end, s.snd_una = 3000, 3000                     # every byte acknowledged, FIN unanswered
     s.on_unreachable(9000)
     assert (s.state.value, s.end_us, s.data_done_us) == ("done", 9000, 9000)
+
+
+def test_unpack_refuses_a_header_its_datagram_cannot_hold() -> None:
+    """Hostile input: each length the header claims is checked against the bytes there
+    (BWN header first, so the transport header starts at byte 24)."""
+    buf = bytearray(HEADERS_LEN + 8)
+    n = pack_data_headers(buf, F_DATA, 7, 1000, 5, encode_options(sack_permitted=True))   # 1 option word
+    pkt = bytes(buf[:n]) + b"payload!"
+    h = TransportHeader.unpack(pkt)
+    assert (h.version, h.hdr_words, h.flow_id, h.seq) == (1, 10, 7, 1000)
+    assert h.options_raw == pkt[HEADERS_LEN:HEADERS_LEN + 4]        # the option word, not the payload
+    with pytest.raises(ValueError) as err:
+        TransportHeader.unpack(pkt[:BWN_HEADER_LEN + 35])
+    assert str(err.value) == f"transport header needs 36 bytes at offset {BWN_HEADER_LEN}, got 35"
+    short = bytearray(pkt)
+    short[BWN_HEADER_LEN + 2] = 8                                    # fewer words than the fixed header
+    with pytest.raises(ValueError) as err:
+        TransportHeader.unpack(bytes(short))
+    assert str(err.value) == f"hdr_words 8 does not fit a {len(pkt) - BWN_HEADER_LEN}-byte transport header (at least 9)"
+    long = bytearray(pkt[:HEADERS_LEN + 4])
+    long[BWN_HEADER_LEN + 2] = 11                                    # one word more than the datagram has
+    with pytest.raises(ValueError) as err:
+        TransportHeader.unpack(bytes(long))
+    assert str(err.value) == "hdr_words 11 does not fit a 40-byte transport header (at least 9)"
+    other = bytearray(pkt)
+    other[BWN_HEADER_LEN] = 2                                        # a later version is reported as such
+    assert TransportHeader.unpack(bytes(other)).version == 2
