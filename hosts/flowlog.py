@@ -76,8 +76,8 @@ class TimeSeriesLog:
                 value = row.get(name)
                 if value is None:
                     out.append("")
-                elif isinstance(value, dict):
-                    out.append(json.dumps(value, separators=(",", ":")) if value else "")
+                elif isinstance(value, dict):       # as standard JSON: no NaN or Infinity tokens
+                    out.append(json.dumps(_json_value(value), separators=(",", ":")) if value else "")
                 elif isinstance(value, float):
                     out.append(_fmt_float(value))
                 else:
@@ -93,7 +93,7 @@ class TimeSeriesLog:
 
 def _fmt_float(value: float) -> str:
     if math.isinf(value):
-        return "inf"
+        return "inf" if value > 0 else "-inf"
     return f"{value:.6g}"
 
 

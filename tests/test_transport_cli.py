@@ -335,3 +335,34 @@ def test_file_source_sends_the_file_or_its_first_bytes(tmp_path: Path) -> None:
     nothing.close()
     with pytest.raises(FileNotFoundError):
         FileSource(str(tmp_path / "missing.bin"))
+
+
+def test_a_log_row_in_each_format_keeps_infinities_and_nan_readable(tmp_path) -> None:
+    """ssthresh starts infinite and an estimate may be NaN: CSV writes them as text,
+    JSON lines (which has no inf or NaN) as "inf"/"-inf" strings and null, nested too."""
+    row = {"time_s": 0.5, "flow_id": 3, "cwnd": 12.3456789, "ssthresh": float("inf"),
+           "estimate_bps": float("nan"), "pacing_rate_bps": float("-inf"), "in_recovery": False,
+           "extra": {"ab_bps": float("-inf"), "ep_bps": float("nan"), "mode": "rate"}}
+    for ext in ("csv", "ndjson"):
+        path = str(tmp_path / f"log.{ext}")
+        log = TimeSeriesLog(path, ["time_s", "flow_id", "cwnd", "ssthresh", "estimate_bps",
+                                   "pacing_rate_bps", "in_recovery", "extra", "rtt_sample_us"])
+        log.offer(3, 0, row)
+        log.close()
+        assert log.rows_written == 1
+        text = open(path).read().splitlines()
+        if ext == "csv":
+            assert text[1] == ('0.5,3,12.3457,inf,nan,-inf,False,'
+                               '"{""ab_bps"":""-inf"",""ep_bps"":null,""mode"":""rate""}",')
+        else:
+            assert json.loads(text[0]) == {
+                "time_s": 0.5, "flow_id": 3, "cwnd": 12.3456789, "ssthresh": "inf", "estimate_bps": None,
+                "pacing_rate_bps": "-inf", "in_recovery": False, "rtt_sample_us": None,
+                "extra": {"ab_bps": "-inf", "ep_bps": None, "mode": "rate"}}
+
+
+def test_a_log_needs_a_csv_or_jsonl_name(tmp_path) -> None:
+    with pytest.raises(ValueError) as err:
+        TimeSeriesLog(str(tmp_path / "log.txt"), SENDER_FIELDS)
+    assert str(err.value) == f"log file {str(tmp_path / 'log.txt')!r} must end in .csv or .jsonl"
+    assert TimeSeriesLog(str(tmp_path / "LOG.CSV"), SENDER_FIELDS).format == "csv"
