@@ -204,3 +204,60 @@ def test_updates_keep_changes_above_the_threshold_only():
     # A duration shorter than one interval still applies the rate at 0.
     assert sch.ConstantSchedule(5e6).updates(0.05, 0.1) == [(0.0, 5e6)]
     assert [t for t, _ in Ramp().updates(0.3, 0.1, 0.0)] == [0.0, 0.2]
+
+
+def test_sine_mean_with_a_phase_and_its_edge_cases():
+    """mean_rate_bps gives the report its capacity integral: with a phase, over an
+    empty interval, on a sine that does not move (w = 0), and backwards (refused)."""
+    s = sch.SineSchedule(b_bps=1e6, alpha=3, w_rad_s=0.5, phi_rad=0.7)
+    assert s.mean_rate_bps(1.0, 7.5) == pytest.approx(sch.Schedule.mean_rate_bps(s, 1.0, 7.5), rel=1e-6)
+    assert s.mean_rate_bps(2.0, 2.0) == pytest.approx(s.rate_bps(2.0))
+    still = sch.SineSchedule(b_bps=1e6, alpha=3, w_rad_s=0, phi_rad=0.5)
+    assert still.mean_rate_bps(0, 10) == pytest.approx(1e6 * (1 + math.sin(0.5) / 3))
+    with pytest.raises(sch.ScheduleError) as err:
+        s.mean_rate_bps(3, 2)
+    assert str(err.value) == "mean_rate_bps: t1_s 2 is before t0_s 3"
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(w_rad_s=-0.1), "w must be a non-negative number of rad/s, got -0.1"),
+    (dict(w_rad_s=float("nan")), "w must be a non-negative number of rad/s, got nan"),
+    (dict(w_rad_s="1"), "w must be a non-negative number of rad/s, got '1'"),
+    (dict(phi_rad=float("inf")), "phi must be a finite number of radians, got inf"),
+    (dict(phi_rad="0"), "phi must be a finite number of radians, got '0'"),
+    (dict(b_bps=0.0), "b must be a positive number of bit/s, got 0.0"),
+    (dict(b_bps=True), "b must be a positive number of bit/s, got True"),
+])
+def test_sine_parameters_say_what_is_wrong(kw, message):
+    args = dict(b_bps=1e6, alpha=3, w_rad_s=0.5, phi_rad=0.0) | kw
+    with pytest.raises(sch.ScheduleError) as err:
+        sch.SineSchedule(**args)
+    assert str(err.value) == message
+
+
+def test_rates_at_their_bounds():
+    assert sch.ConstantSchedule(0.5).rate_bps(0) == 0.5                 # any positive rate
+    assert sch.bmv2_queue_rate_pps(0, 1) == 0.0                          # a stopped link: 0 pps
+    with pytest.raises(sch.ScheduleError) as err:
+        sch.bmv2_queue_rate_pps(-1, 1000)
+    assert str(err.value) == "rate must not be negative, got -1 bit/s"
+    with pytest.raises(sch.ScheduleError) as err:
+        sch.bmv2_queue_rate_pps(1e6, 0)
+    assert str(err.value) == "mean frame size must be positive, got 0 bytes"
+
+
+def test_step_mean_over_several_steps():
+    s = sch.StepSchedule([(0, 10e6), (2, 4e6), (5, 1e6)])
+    assert s.mean_rate_bps(0, 6) == pytest.approx((2 * 10e6 + 3 * 4e6 + 1e6) / 6)
+    assert s.mean_rate_bps(0, 2) == pytest.approx(10e6)                 # ends on a step: no 4 Mb/s
+    assert s.mean_rate_bps(2, 5) == pytest.approx(4e6)
+
+
+@pytest.mark.parametrize("schedule", [
+    sch.ConstantSchedule(110_200.0), sch.StepSchedule([(0, 10e6), (2.5, 4e6)]),
+    sch.SineSchedule(b_bps=110_200.0, alpha=3, w_rad_s=0.5, phi_rad=0.25)])
+def test_a_schedule_goes_to_bwn_link_and_back_unchanged(schedule):
+    """The experiment hands a link's schedule to bwn-link --rate-schedule as JSON."""
+    import json
+    from bwn.controller.config import schedule_from_json
+    assert schedule_from_json(json.dumps(sch.table_of(schedule))) == schedule
