@@ -283,3 +283,39 @@ def test_recv_main_in_process(tmp_path: Path, capsys) -> None:
     assert "bwn-recv: receiver: " in lines.out
     rows = (tmp_path / "recv.csv").read_text().splitlines()
     assert rows[0].startswith("time_s,flow_id") and len(rows) > 100
+
+
+def test_recv_options_reach_the_receiver(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Each bwn-recv option is handed to the receiver in its unit (ms and s to us), and
+    a receiver that sees garbage says so on stderr, at most once per interval."""
+    from bwn.hosts import recv as recv_mod
+    made = {}
+
+    class Recording(recv_mod.Receiver):
+        def __init__(self, emit, sinks, **kw):
+            made.update(kw, sinks=sinks)
+            super().__init__(emit, sinks, **kw)
+
+    def loop(receiver, sock, wake, should_stop):            # no traffic: garbage, then stop
+        receiver.stats.malformed_short += 3
+        assert should_stop(recv_mod.WARN_INTERVAL_US) is False
+        receiver.stats.unknown_flow += 2
+        should_stop(recv_mod.WARN_INTERVAL_US + 1)            # within the interval: quiet
+        should_stop(2 * recv_mod.WARN_INTERVAL_US)
+        made["sock_port"] = sock.getsockname()[1]
+
+    monkeypatch.setattr(recv_mod, "Receiver", Recording)
+    monkeypatch.setattr(recv_mod, "run_receiver", loop)
+    rc = recv_mod.main(["--listen", "127.0.0.1:0", "--window-bytes", "48k", "--delayed-ack",
+                        "--delack-ms", "200", "--max-flows", "7", "--max-half-open", "9",
+                        "--max-ooo-bytes", "1M", "--idle-timeout", "2.5",
+                        "--log", str(tmp_path / "r.jsonl")])
+    assert rc == 0
+    assert {k: made[k] for k in ("window_bytes", "delayed_ack", "delack_us", "max_flows", "max_half_open",
+                                 "max_ooo_bytes", "idle_timeout_us")} == {
+        "window_bytes": 48_000, "delayed_ack": True, "delack_us": 200_000, "max_flows": 7,
+        "max_half_open": 9, "max_ooo_bytes": 1_000_000, "idle_timeout_us": 2_500_000}
+    assert made["log"] is not None and made["on_flow_end"] is not None and made["sock_port"] > 0
+    assert made["sinks"].pattern is None                     # no --out: nothing written
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert [w.split(" datagrams")[0] for w in warnings] == ["bwn-recv: warning: 3", "bwn-recv: warning: 2"]
