@@ -366,3 +366,29 @@ def test_a_log_needs_a_csv_or_jsonl_name(tmp_path) -> None:
         TimeSeriesLog(str(tmp_path / "log.txt"), SENDER_FIELDS)
     assert str(err.value) == f"log file {str(tmp_path / 'log.txt')!r} must end in .csv or .jsonl"
     assert TimeSeriesLog(str(tmp_path / "LOG.CSV"), SENDER_FIELDS).format == "csv"
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--dst", "127.0.0.1:9", "--bytes", "1"], "--algo NAME is required"),
+    (["--algo", "newreno", "--bytes", "1"], "--dst ADDR:PORT is required"),
+    (["--algo", "newreno", "--dst", "127.0.0.1:9", "--bytes", "5", "--duration", "1"],
+     "give either --bytes or --duration, not both"),
+    (["--algo", "newreno", "--dst", "127.0.0.1:9"],
+     "say how much to send: --bytes N, --duration SECONDS or --input FILE"),
+    (["--algo", "newreno", "--dst", "127.0.0.1:9", "--input", "/nonexistent/x"],
+     "cannot read --input file '/nonexistent/x'"),
+    (["--algo", "newreno", "--dst", "127.0.0.1:9", "--input", "/"], "--input '/' is not a regular file"),
+    (["--algo", "newreno", "--dst", "127.0.0.1:9", "--bytes", "1", "--log", "x.txt"],
+     "log file 'x.txt' must end in .csv or .jsonl"),
+])
+def test_send_usage_errors_are_these_lines(argv: list, line: str, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):
+        send.main(argv)
+    assert capsys.readouterr().err == f"bwn-send: error: {line} (see --help)\n"
+
+
+def test_recv_delack_above_200_ms_is_refused(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):
+        recv.main(["--listen", "127.0.0.1:1", "--delack-ms", "200.001"])
+    assert capsys.readouterr().err == ("bwn-recv: error: --delack-ms must be at most 200 (RFC 1122 / RFC 5681) "
+                                       "(see --help)\n")
