@@ -64,3 +64,27 @@ def test_a_param_value_of_the_wrong_type_says_what_it_needs(text, tp, message):
     with pytest.raises(registry.RegistryError) as err:
         registry._convert(text, tp, "k")
     assert str(err.value) == message
+
+
+@pytest.mark.parametrize("name, kw, message", [
+    ("sarbe", dict(beta=1.0), "beta must be in [0, 1), got 1.0"),
+    ("sarbe", dict(beta=-0.1), "beta must be in [0, 1), got -0.1"),
+    ("sarbe", dict(n=-1), "n must be >= 0, got -1"),
+    ("westwood", dict(beta=1.0), "beta must be in [0, 1), got 1.0"),
+    ("westwood", dict(variant="westwood++"), "westwood variant must be one of ('westwood', 'westwood+'), got 'westwood++'"),
+    ("dft", dict(alpha=1.0), "alpha must be in [0, 1), got 1.0"),
+    ("dft", dict(t0_us=0), "t0_us must be > 0, got 0"),
+    ("dft", dict(variant="rx"), "dft variant must be one of ('sent', 'ack'), got 'rx'"),
+])
+def test_each_estimators_parameters_outside_their_range_say_so(name, kw, message):
+    with pytest.raises(ValueError) as err:
+        registry.load(name)(**kw)
+    assert str(err.value) == message
+
+
+@pytest.mark.parametrize("name, kw", [
+    ("sarbe", dict(beta=0.0, n=0)), ("westwood", dict(beta=0.0)), ("dft", dict(alpha=0.0, t0_us=1)),
+])
+def test_each_estimators_parameters_at_the_ends_of_their_range_are_taken(name, kw):
+    cc = registry.load(name)(**kw)
+    assert all(getattr(cc, k) == v for k, v in kw.items())
