@@ -117,3 +117,24 @@ def test_ssthresh_only_after_loss_events():
 def test_variants_checked():
     with pytest.raises(ValueError):
         Dft(variant="both")
+
+
+def test_the_log_carries_the_raw_rate_and_the_minimum_rtt():
+    cc, st = fresh()
+    for rtt in (45_000, 40_000, 42_000):
+        cc.on_feedback(st, ack(0, MSS, rtt_us=rtt))
+    cc.on_packet_sent(st, sent(0))
+    cc.on_packet_sent(st, sent(1_000))
+    assert st.extra == {"raw_bps": pytest.approx(8e6), "rtt_min_us": 40_000}
+
+
+def test_a_duplicate_ack_counts_one_segment_in_the_ack_variant():
+    """variant "ack": the samples are the ACKs; a duplicate ACK stands for one MSS
+    that reached the receiver (TCP Westwood's rule, AckedCounter)."""
+    cc, st = fresh(variant="ack")
+    cc.on_feedback(st, ack(0, MSS))                        # starts the clock
+    cc.on_feedback(st, ack(1_000, 0))                      # a duplicate ACK, 1 ms later
+    assert st.estimate_bps == pytest.approx(8e6)
+    cc.on_feedback(st, AckInfo(now_us=2_000, ack_seq=0, acked_bytes=0, rtt_sample_us=None,
+                               ack_send_time_us=None, feedback=None, dupacks=0))   # nothing new: no sample
+    assert st.extra["raw_bps"] == pytest.approx(8e6)
