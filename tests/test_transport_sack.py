@@ -329,3 +329,26 @@ def test_reordered_segments_count_late_first_transmissions_not_losses() -> None:
     seg(7), seg(6)                  # and another late one
     assert flow.reordered_segments == 2 and flow.duplicate_segments == 1
     assert flow.summary(1.0)["reordered_segments"] == 2
+
+
+def test_sacked_bytes_at_the_edges_of_each_range() -> None:
+    sb = Scoreboard(MSS)
+    sb.update([(1000, 2000), (3000, 4000)], 0, 10_000)
+    assert [sb.is_sacked(s) for s in (999, 1000, 1999, 2000, 2500, 2999, 3000, 3999, 4000)] == [
+        False, True, True, False, False, False, True, True, False]
+    assert (sb.sacked_range_at(3500), sb.sacked_range_at(2500)) == ((3000, 4000), None)
+    assert (sb.hole_start(500, 0), sb.hole_start(2500, 0), sb.hole_start(5000, 0)) == (0, 2000, 4000)
+    assert sb.hole_start(500, 200) == 200                      # a hole starts at snd_una at the lowest
+    sb.clear()
+    assert (sb.ranges, sb.sacked_bytes, bool(sb)) == ([], 0, False)
+
+
+def test_highest_unsacked_is_nextseg_rule_4() -> None:
+    """RFC 6675 NextSeg (4): the highest byte below snd_max that is not SACKed."""
+    sb = Scoreboard(MSS)
+    assert sb.highest_unsacked(5000, 5000) is None             # nothing outstanding
+    assert sb.highest_unsacked(0, 5000) == 4999
+    sb.update([(3000, 5000)], 0, 5000)                         # the tail is SACKed
+    assert sb.highest_unsacked(0, 5000) == 2999
+    assert sb.highest_unsacked(2999, 5000) == 2999             # snd_una itself may be the one
+    assert sb.highest_unsacked(3000, 5000) is None             # all outstanding bytes SACKed
