@@ -221,3 +221,30 @@ def test_a_flow_still_open_at_shutdown_stays_counted_open() -> None:
     assert [f.flow_id for f in rx.close_all(1_000)] == [1]
     st = rx.stats_dict()
     assert (st["open_flows"], st["time_wait_flows"]) == (1, 0)
+
+
+def test_a_flows_end_is_counted_logged_closed_and_reported(tmp_path) -> None:
+    """When a flow completes: its duplicate and spurious counts join the receiver's, its
+    last log row is written whatever the interval, its sink is closed and the
+    application hears of it once."""
+    from bwn.hosts.flowlog import RECEIVER_FIELDS, TimeSeriesLog
+    log = TimeSeriesLog(str(tmp_path / "r.csv"), RECEIVER_FIELDS, interval_us=10**9)
+    ended: List[object] = []
+    sinks: List[MemorySink] = []
+
+    def sink_for(addr: object, flow_id: int) -> MemorySink:
+        sinks.append(MemorySink())
+        return sinks[-1]
+
+    rx = Receiver(lambda v, a: True, sink_for, log=log, on_flow_end=ended.append)
+    rx.on_datagram(syn(4), ("h", 1), 0)
+    rx.on_datagram(data(4, 0, b"a" * 100), ("h", 1), 10)
+    rx.on_datagram(data(4, 0, b"a" * 100), ("h", 1), 20)       # the same segment again
+    rx.on_datagram(data(4, 100, b"", F_FIN), ("h", 1), 30)
+    assert [f.flow_id for f in ended] == [4] and ended[0].closed_us == 30
+    st = rx.stats_dict()
+    assert st["duplicate_segments"] == 1 and st["flows_completed"] == 1
+    assert sinks[0].closed and bytes(sinks[0].data) == b"a" * 100
+    log.close()
+    rows = (tmp_path / "r.csv").read_text().splitlines()
+    assert len(rows) == 3 and rows[-1].split(",")[:5] == ["2e-05", "4", "h:1", "100", "0"]   # 20 us after its first packet
