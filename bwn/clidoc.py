@@ -33,11 +33,13 @@ files they read are in [config.md](config.md).
 def _parsers() -> list[tuple[str, Callable[[], argparse.ArgumentParser]]]:
     """(title, parser factory) of each command, in the page's order."""
     from bwn import cli, report
+    from bwn.controller import scenario
     from bwn.hosts import recv, send
     from bwn.linkem import cli as linkem_cli
     return [("bwn", cli.build_parser), ("bwn-send", send.build_parser),
             ("bwn-recv", recv.build_parser), ("bwn-link", linkem_cli.build_parser),
-            ("python -m bwn.report", report.build_parser)]
+            ("python -m bwn.report", report.build_parser),
+            ("python -m bwn.controller.scenario", scenario.build_parser)]
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser]]:

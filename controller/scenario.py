@@ -20,6 +20,7 @@ tables, paths through the topology, trace files) is checked afterwards by
 """
 from __future__ import annotations
 
+import argparse
 import ipaddress
 import json
 import re
@@ -624,13 +625,16 @@ def json_schema_text() -> str:
     return json.dumps(json_schema(), indent=2, sort_keys=False) + "\n"
 
 
-def main(argv: Optional[list[str]] = None) -> int:
-    import argparse
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m bwn.controller.scenario",
         description="Print the JSON Schema of bwn scenario files (docs/scenario.schema.json).")
     parser.add_argument("--out", help="write it to this file instead of stdout")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
     text = json_schema_text()
     if args.out:
         with open(args.out, "w") as fh:
