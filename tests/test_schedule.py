@@ -261,3 +261,22 @@ def test_a_schedule_goes_to_bwn_link_and_back_unchanged(schedule):
     import json
     from bwn.controller.config import schedule_from_json
     assert schedule_from_json(json.dumps(sch.table_of(schedule))) == schedule
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(timestamps_ms=()), "x.trace: trace holds no delivery opportunity"),
+    (dict(timestamps_ms=(0, 0)), "x.trace: the last timestamp must be positive (the trace's period), got 0"),
+    (dict(window_ms=0), "x.trace: averaging window must be a positive number of milliseconds, got 0"),
+    (dict(window_ms=True), "x.trace: averaging window must be a positive number of milliseconds, got True"),
+    (dict(window_ms=2.5), "x.trace: averaging window must be a positive number of milliseconds, got 2.5"),
+])
+def test_a_trace_schedule_says_what_is_wrong(kw, message):
+    args = dict(timestamps_ms=(1, 2), window_ms=100, source="x.trace") | kw
+    with pytest.raises(sch.ScheduleError) as err:
+        sch.TraceSchedule(**args)
+    assert str(err.value) == message
+
+
+def test_a_one_millisecond_window_is_a_window():
+    s = sch.TraceSchedule((1,), window_ms=1)                # one opportunity per ms: 12 Mb/s
+    assert s.rate_bps(5.0) == pytest.approx(12e6)
