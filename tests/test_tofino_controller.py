@@ -244,3 +244,38 @@ def test_pi_config_refuses_what_is_not_three_parts():
     with pytest.raises(ValueError) as err:
         tf.unpack_pi_config(blob + b"abc")
     assert str(err.value) == "PI Tofino device config: 3 bytes after the three parts"
+
+
+def test_the_tick_arithmetic_is_exact():
+    assert tf.window_duration_s(65_536) == 65_536 * 1024 / 1e9            # 67.108864 ms, to the bit
+    assert tf.capacity_bytes_per_window(2e12, 65_536) == 16_777_216_000    # no rounding on the way
+    with pytest.raises(dm.ConfigError, match="window_us"):
+        tf.window_duration_s(1000)                                         # not a power of two
+
+
+def test_avail_kbps_wraps_as_the_switchs_int32():
+    """A count no real window holds wraps as the 32-bit register does, not as Python's ints."""
+    def int32(x: int) -> int:
+        return (x + 2**31) % 2**32 - 2**31
+
+    huge = 2**40                                                  # bytes in a window of 2^14 ticks
+    exact = (huge >> 1) - (huge >> 6) - (huge >> 7)              # the program's three shifts, k = 14
+    assert exact >= 2**31
+    assert tf.tofino_avail_kbps(huge, 2**14) == int32(exact)
+    assert tf.tofino_avail_kbps(-huge, 2**14) == int32((-huge >> 1) - (-huge >> 6) - (-huge >> 7))
+
+
+@pytest.mark.parametrize("dev_port, message", [
+    (512, "Tofino device port must be 0..511, got 512"),
+    (-1, "Tofino device port must be 0..511, got -1"),
+    (511, "device port 511 is not a port of a Tofino pipe: device ports are pipe * 128 + 0..71 "
+          "(pipe 3, local 127)"),
+    (200, "device port 200 is not a port of a Tofino pipe: device ports are pipe * 128 + 0..71 "
+          "(pipe 1, local 72)"),
+])
+def test_a_device_port_outside_the_pipes_is_named_with_its_pipe(dev_port, message):
+    with pytest.raises(dm.ConfigError) as err:
+        tf.check_dev_port(dev_port)
+    assert str(err.value) == message
+    for good in (0, 71, 128, 455):
+        tf.check_dev_port(good)
