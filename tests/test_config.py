@@ -491,3 +491,26 @@ def test_a_link_schedules_errors_name_the_keys_of_the_table_given(text, says):
     with pytest.raises(ScheduleError) as err:
         schedule_from_json(text)
     assert str(err.value) == says
+
+
+def test_two_links_served_by_bwn_link_are_named_together():
+    data = shaped()
+    data["links"][0].update(shaper="link")
+    data["flows"][0]["scheme"] = "obp"                            # a flow run with OBP whatever is under test
+    (message,) = errors_of(data)
+    assert message.startswith('links: links h1-s1, s1-h2 (shaper = "link"): the switch\'s egress queue '
+                              'stays empty there, and obp reads it')
+
+
+def test_a_scenario_without_a_name_is_named_after_its_file(tmp_path):
+    data = minimal()
+    del data["experiment"]["name"]
+    assert cfg.validate(data, source=tmp_path / "my-exp.toml").name == "my-exp"
+    assert cfg.validate(data).name == "experiment"
+
+
+def test_a_scenario_file_that_cannot_be_read_says_so(tmp_path):
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.load_config(tmp_path / "missing.toml")
+    assert err.value.errors == ["cannot read the file: No such file or directory"]
+    assert err.value.source == str(tmp_path / "missing.toml")
