@@ -486,6 +486,7 @@ def test_each_kind_of_format_error_reads_as_one_line(mutate, expected):
     ('{"kind": "steps", "steps": [{"t_s": 0}]}', "steps[0].rate_mbit: missing (required)"),
     ('{"kind": 3}', "kind: expected one of: constant, steps, sine (a trace is a file of delivery "
                     "opportunities, not a rate bwn-link serves), got int 3"),
+    ('[1]', "expected a table, got an array"),                         # the whole value: no key to name
 ])
 def test_a_link_schedules_errors_name_the_keys_of_the_table_given(text, says):
     with pytest.raises(ScheduleError) as err:
