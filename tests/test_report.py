@@ -659,3 +659,35 @@ def test_summary_md_renders_as_its_sections_table_and_definitions(tmp_path: Path
         "Fidelity": ["Each run's invariants (docs/fidelity.md); an INVALID run's figures describe the "
                      "emulator falling behind, not the scheme."],
         "Plots": ["![throughput](throughput.png)"]}
+
+
+def test_one_log_of_two_flows_is_split_by_flow_id(tmp_path: Path):
+    """bwn-send writes one log for all the flows it sends: the report splits the rows
+    by flow id, pairs each with its summary, names them STEM#ID, takes a flow's
+    algorithm from its log when the summary has none, and its start from the summary."""
+    flows = tmp_path / "obp" / "flows"
+    flows.mkdir(parents=True)
+    log = TimeSeriesLog(str(flows / "h1-h2.csv"), SENDER_FIELDS, interval_us=0)
+    for t_s in (0.0, 0.5, 1.0):
+        for fid, algo in ((5, "obp"), (6, "newreno")):
+            log.offer(fid, int(t_s * 1e6), {"time_s": t_s, "flow_id": fid, "algo": algo, "cwnd": fid + t_s})
+    log.close()
+    (flows / "h1-h2.summary.json").write_text(json.dumps([
+        {"flow_id": 5, "algo": "obp", "status": "complete", "bytes": 1000, "goodput_bps": 8000.0},
+        {"flow_id": 6, "status": "complete", "bytes": 500, "goodput_bps": 4000.0, "start_s": 0.25}]))
+    run = report.load_scheme_run(tmp_path / "obp")
+    by_name = {f.name: f for f in run.flows}
+    assert sorted(by_name) == ["h1-h2#5", "h1-h2#6"]
+    five, six = by_name["h1-h2#5"], by_name["h1-h2#6"]
+    assert [s["cwnd"] for s in five.samples] == [5.0, 5.5, 6.0] and [s["cwnd"] for s in six.samples] == [6.0, 6.5, 7.0]
+    assert (five.algo, six.algo) == ("obp", "newreno")
+    assert (five.summary["goodput_bps"], six.summary["goodput_bps"]) == (8000.0, 4000.0)
+    assert (five.start_s, six.start_s) == (0.0, 0.25)
+
+
+def test_a_log_row_without_its_time_is_refused(tmp_path: Path):
+    path = tmp_path / "x.csv"
+    write_csv(path, ["flow_id", "cwnd"], [[1, 2.0]])
+    with pytest.raises(report.ReportError) as err:
+        report.read_flow_log(path)
+    assert str(err.value) == f"{path}: a row has no 'time_s' column"
