@@ -278,7 +278,7 @@ def validate(data: Mapping[str, Any], base_dir: str | Path | None = None,
 _LINK_SCHEDULE_TYPE = Annotated[Union[sc.ConstantTable, sc.StepsTable, sc.SineTable],
                                 Field(discriminator="kind")]
 _LINK_SCHEDULE = TypeAdapter(_LINK_SCHEDULE_TYPE)
-_LINK_SCHEDULE_KINDS = "constant, steps, sine"
+_LINK_SCHEDULE_KINDS = ", ".join(k for k in sc.SCHEDULE_KINDS if k != "trace")   # bwn-link's
 
 
 def schedule_from_json(text: str) -> Schedule:

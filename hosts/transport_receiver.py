@@ -235,6 +235,11 @@ class ReceiverFlow:
     def ack_seq(self) -> int:
         return self.rcv_nxt + 1 if self.complete else self.rcv_nxt
 
+    @property
+    def in_time_wait(self) -> bool:
+        """Completed and closed: kept ``time_wait_us`` only to answer a retransmitted FIN."""
+        return self.complete and self.closed_us is not None
+
     def on_segment(self, seq: int, payload: memoryview, fin: bool, retx: bool = False) -> bool:
         """Take one segment; True if it must be acknowledged at once.
 
@@ -466,10 +471,8 @@ class Receiver:
         st = self.stats
         st.ooo_dropped_budget = self.budget.dropped
         out = st.as_dict()
-        # Established flows hold state until forgotten; a flow that completed is kept
-        # time_wait_us to answer a retransmitted FIN, and is not open any more.
-        time_wait = sum(1 for f in self.flows.values()
-                        if f.established and f.complete and f.closed_us is not None)
+        # Established flows hold state until forgotten; one in TIME_WAIT is not open.
+        time_wait = sum(1 for f in self.flows.values() if f.established and f.in_time_wait)
         out["open_flows"] = self._open_count - time_wait
         out["time_wait_flows"] = time_wait
         out["half_open_flows"] = len(self._half_open)
@@ -698,7 +701,8 @@ class Receiver:
         for key, flow in list(self.flows.items()):
             if not flow.established:
                 continue
-            if flow.complete and flow.closed_us is not None:
+            if flow.in_time_wait:
+                assert flow.closed_us is not None
                 if now_us - flow.closed_us >= self.time_wait_us:
                     self._forget(key)
             elif now_us - flow.last_us >= self.idle_timeout_us:
