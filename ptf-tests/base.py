@@ -121,7 +121,14 @@ class BwnTest(BaseTest):
         (sw or self.sw1).insert([ent.port_capacity(port, capacity_bps, self.window_cfg)])
 
     def settle(self, windows: int = 2) -> None:
-        """Let stale measurement windows from earlier tests expire."""
+        """Let stale measurement windows from earlier tests expire.
+
+        Two flow windows are the least that clears EBN's flow count: the switch
+        rolls its windows only when a packet arrives, and a first packet in the
+        flow window right after the port's last one hands that window's count
+        on as `last` (N = max(current, last)). After one window of quiet that
+        can still happen (the earlier test's last packet need not have been at
+        its window's start); after two it cannot."""
         time.sleep(windows * self.window_cfg.flow_window_us / 1e6)
 
     def read_drops(self, reason: int) -> int:

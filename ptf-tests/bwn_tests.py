@@ -331,7 +331,7 @@ class DroppedPacketsLeaveNoFlowTest(BwnTest):
         self.add_hosts((1, 3))
         self.add_hosts((2,), {2: ent.PortOptions(loss=1.0)})
         self.set_capacity(2, 10e6)
-        self.settle(1)
+        self.settle()
         first, second = (bytes(bwn_packet(1, 2, sport=45001 + 17 * f)) for f in range(2))
         self.send_paced(1, [first] * 10, 200.0)
         self.assertEqual(self.collect(2, 0.1), [], "a loss of 100 % let a packet through")
