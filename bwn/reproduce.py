@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -36,6 +37,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -93,6 +95,20 @@ def is_done(path: Path, duration_s: Optional[float] = None) -> bool:
     if duration_s is not None and abs(float(meta.get("duration_s") or 0.0) - duration_s) > 0.5:
         return False
     return bool(meta.get("ok")) and (meta.get("fidelity") or {}).get("valid") is True
+
+
+def made_with(path: Path, cfg: Any, base_dir: Path) -> bool:
+    """The run in ``path`` was made with the scenario ``cfg`` (its scenario.toml
+    validates to the same configuration; defaults a later version added compare
+    equal to their absence). A run of an edited case must be made again, not kept."""
+    from bwn.controller.config import ConfigError, validate
+    try:
+        stored = validate(tomllib.loads((path / "scenario.toml").read_text()),
+                          base_dir=base_dir,
+                          source=str(path / "scenario.toml"))
+    except (OSError, tomllib.TOMLDecodeError, ConfigError):
+        return False
+    return dataclasses.replace(stored, source=None) == dataclasses.replace(cfg, source=None)
 
 
 def supersede(out: Path, path: Path) -> Path:
@@ -169,7 +185,8 @@ def execute(grid: gr.Grid, out: Path, plan: Sequence[tuple[gr.Case, int, str]], 
     for i, (case, seed, scheme) in enumerate(plan, start=1):
         path = run_dir(out, case, seed, scheme)
         tag = f"[{i}/{len(plan)}] {grid.paper} {case.id} seed{seed} {scheme}"
-        if is_done(path, planned_duration_s(case, quick)):
+        data, cfg = config_for(grid, case, seed, scheme, quick)
+        if is_done(path, planned_duration_s(case, quick)) and made_with(path, cfg, gr.template_path(case.template).parent):
             progress(f"{tag}: done before, skipped")
             continue
         carry = None if path.exists() else _carried_for(carried, case, seed, scheme, quick)
@@ -178,8 +195,8 @@ def execute(grid: gr.Grid, out: Path, plan: Sequence[tuple[gr.Case, int, str]], 
             continue
         if path.exists():
             moved = supersede(out, path)
-            progress(f"{tag}: earlier attempt incomplete, INVALID or of another duration, moved to {moved}")
-        data, cfg = config_for(grid, case, seed, scheme, quick)
+            progress(f"{tag}: earlier attempt incomplete, INVALID, of another duration or made with "
+                     f"another scenario, moved to {moved}")
         path.mkdir(parents=True, exist_ok=True)
         (path / "scenario.toml").write_text(tomli_w.dumps(data))
         duration_s = cfg.duration_s

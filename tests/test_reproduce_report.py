@@ -499,3 +499,46 @@ def test_an_invocation_for_some_cases_keeps_the_rest_of_the_grid(tmp_path):
     text = (tmp_path / "dft.md").read_text()
     assert f"Runs: {len(plan)} planned, {len(plan)} valid" in text and "this invocation: cases friendly" in text
     assert "| cluster20 | 20 flows" in text
+
+
+def test_execute_runs_again_what_an_edited_case_made(tmp_path, monkeypatch):
+    """A complete, valid run is kept only while its case renders to the scenario
+    it was made with: after a case's parameters change (or the stored scenario is
+    not the case's), its runs are made again and the old ones superseded."""
+    import dataclasses
+    from bwn import experiment
+    calls: list[tuple[str, int]] = []
+
+    def fake_run_scheme(cfg, scheme, out_dir, duration_s, progress=print):
+        calls.append((scheme, cfg.seed))
+        meta = {"ok": True, "seed": cfg.seed, "duration_s": duration_s, "fidelity": {"valid": True}}
+        (out_dir / "run.json").write_text(json.dumps(meta))
+        return meta
+
+    monkeypatch.setattr(experiment, "run_scheme", fake_run_scheme)
+    monkeypatch.setattr(reproduce, "LOCK_YIELD_S", 0.0)
+    grid = gr.load_grid("gtcp")
+    case = grid.case("basic")
+    plan = [(case, 1, "newreno")]
+    out = tmp_path / "gtcp"
+    reproduce.execute(grid, out, plan, quick=False, progress=lambda m: None)
+    run = out / "basic" / "seed1" / "newreno"
+    _, cfg = reproduce.config_for(grid, case, 1, "newreno", False)
+    base = gr.template_path(case.template).parent
+    assert reproduce.made_with(run, cfg, base)
+    reproduce.execute(grid, out, plan, quick=False, progress=lambda m: None)
+    assert calls == [("newreno", 1)]                                   # kept: same scenario
+    edited = dataclasses.replace(case, params={**case.params, "af_packets": 20})
+    _, edited_cfg = reproduce.config_for(grid, edited, 1, "newreno", False)
+    assert not reproduce.made_with(run, edited_cfg, base)
+    messages: list[str] = []
+    reproduce.execute(grid, out, [(edited, 1, "newreno")], quick=False, progress=messages.append)
+    assert calls == [("newreno", 1)] * 2
+    assert any("another scenario" in m for m in messages)
+    assert len(list((out / "superseded").iterdir())) == 1
+    assert reproduce.made_with(run, edited_cfg, base)
+    # A missing or unreadable scenario is not the case's either.
+    (run / "scenario.toml").write_text("not [toml")
+    assert not reproduce.made_with(run, edited_cfg, base)
+    (run / "scenario.toml").unlink()
+    assert not reproduce.made_with(run, edited_cfg, base)
