@@ -46,7 +46,7 @@ def test_decrease_multiplies_by_beta1_times_ratio():
     ratio = kbps(92) / kbps(100)
     assert ratio == pytest.approx(0.5)
     assert st.cwnd == pytest.approx(20.0 * 1.0 * ratio)
-    assert st.ssthresh == pytest.approx(10.0)           # ssthresh follows a decrease
+    assert st.ssthresh == 50.0                          # the rule scales cwnd only
     cc.on_feedback(st, ack(89))                         # three steps down
     assert st.cwnd == pytest.approx(10.0 * kbps(89) / kbps(92))
 
@@ -78,7 +78,6 @@ def test_bounds_max_cwnd_and_one_segment():
     assert st.cwnd == 150.0
     cc.on_feedback(st, ack(0))                          # 2^-7.25: far below one segment
     assert st.cwnd == 1.0
-    assert st.ssthresh == 2.0
 
 
 def test_no_scaling_during_fast_recovery_but_lastebn_tracks():
@@ -116,11 +115,27 @@ def test_relative_variant():
     assert st.cwnd == pytest.approx(10.0 * (1 + 2.0 * (r - 1)) * 0.5)
 
 
-def test_ssthresh_follows_can_be_disabled():
-    cc, st = fresh(cwnd=20.0, ssthresh=50.0, ssthresh_follows="false")
+def test_ssthresh_follows_a_decrease_when_asked():
+    cc, st = fresh(cwnd=20.0, ssthresh=50.0, ssthresh_follows="true")
     cc.on_feedback(st, ack(100))
     cc.on_feedback(st, ack(92))
-    assert st.cwnd == pytest.approx(10.0) and st.ssthresh == 50.0
+    assert st.cwnd == pytest.approx(10.0) and st.ssthresh == pytest.approx(10.0)
+    cc.on_feedback(st, ack(100))                        # an increase leaves it alone
+    assert st.ssthresh == pytest.approx(10.0)
+    cc.on_feedback(st, ack(0))                          # cwnd to one segment, ssthresh at least 2
+    assert st.cwnd == 1.0 and st.ssthresh == 2.0
+
+
+def test_a_decrease_in_slow_start_keeps_slow_start():
+    """The literal rule: cwnd halves, ssthresh stays infinite, and the next ACK
+    still grows cwnd by a whole segment (slow start)."""
+    cc, st = fresh(cwnd=8.0)
+    cc.on_feedback(st, ack(100))
+    cc.on_feedback(st, ack(92))
+    assert st.cwnd == pytest.approx(4.0) and st.ssthresh == float("inf")
+    cc.on_ack(st, AckInfo(now_us=0, ack_seq=MSS, acked_bytes=MSS, rtt_sample_us=None,
+                          ack_send_time_us=None, feedback=None, dupacks=0))
+    assert st.cwnd == pytest.approx(5.0)
 
 
 def test_newreno_underneath():

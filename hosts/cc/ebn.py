@@ -32,12 +32,17 @@ Decisions (NOTES.md lists the first as the paper's open question):
   not scaled; the change is not replayed after recovery (recovery has already cut
   the window once). Outside recovery -- including the slow start after a timeout --
   the rule applies.
-* **ssthresh follows decreases** (``ssthresh_follows=True``): after a decrease,
-  ``ssthresh = min(ssthresh, cwnd)`` (at least 2) so that slow start does not
-  undo the decrease at once ("if the bandwidth shows a downward trend, it will try
-  to behave very much like TCP": TCP lowers ssthresh when it lowers cwnd). An
-  increase never touches ssthresh. The paper does not mention ssthresh; with
-  ``ssthresh_follows=False`` only cwnd is scaled.
+* **Only cwnd is scaled** (``ssthresh_follows=False``), as the rule reads: the
+  paper never mentions ssthresh, and in NS-2's TCP (which TCP-EBN derives from)
+  setting cwnd leaves ssthresh where it is, so after a decrease during slow
+  start the window keeps doubling. ``ssthresh_follows=True`` is a named option:
+  after a decrease ``ssthresh = min(ssthresh, cwnd)`` (at least 2), so slow
+  start does not undo it. It was the default until 2026-11-26 and it changes
+  results: in the reproduction's slow-start case at a 1000 ms delay, the
+  decrease that comes when the background flow appears (N 1 -> 2) set ssthresh
+  to 2 segments and left the flow in congestion avoidance at a 2 s RTT
+  (utilization 0.29 against 0.39 with cwnd only, NewReno 0.38: one seed,
+  docs/results/ebn.md has the grid).
 * **Bounds**: cwnd stays within ``[1, max_cwnd]`` segments (``CcState.clamp``).
 """
 from typing import Literal, Optional
@@ -60,7 +65,7 @@ class TcpEbn(CongestionControl):
         beta1: float = 1.0,
         beta2: float = 2.0,
         variant: Literal["literal", "relative"] = "literal",
-        ssthresh_follows: bool = True,
+        ssthresh_follows: bool = False,
     ) -> None:
         if variant not in VARIANTS:
             raise ValueError(f"ebn variant must be one of {VARIANTS}, got {variant!r}")
