@@ -54,6 +54,8 @@ class RunRecord:
     finished_utc: str = ""
     #: read back from the committed PAPER-runs.csv: the run folder is not on this machine
     carried: bool = False
+    #: the scenario's fingerprint (reproduce.scenario_fingerprint); "" when unknown
+    scenario: str = ""
 
     @property
     def usable(self) -> bool:

@@ -28,6 +28,7 @@ import argparse
 import csv
 import dataclasses
 import datetime as dt
+import hashlib
 import json
 import os
 import platform
@@ -111,6 +112,20 @@ def made_with(path: Path, cfg: Any, base_dir: Path) -> bool:
     return dataclasses.replace(stored, source=None) == dataclasses.replace(cfg, source=None)
 
 
+def _fingerprint(cfg: Any) -> str:
+    return scenario_fingerprint(cfg) if dataclasses.is_dataclass(cfg) else ""
+
+
+def scenario_fingerprint(cfg: Any) -> str:
+    """A short hash of the validated scenario (its source left out), kept in
+    PAPER-runs.csv so that a later session carries a run only while its case still
+    renders to the same scenario. Conservative: a field a later version adds
+    changes every fingerprint, and those runs are made again."""
+    canonical = json.dumps(dataclasses.asdict(dataclasses.replace(cfg, source=None)),
+                           sort_keys=True, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
 def supersede(out: Path, path: Path) -> Path:
     """Move an incomplete or invalid run out of the way (kept as evidence)."""
     stamp = dt.datetime.now().strftime("%Y%m%dT%H%M%S")
@@ -122,7 +137,7 @@ def supersede(out: Path, path: Path) -> Path:
 
 
 #: Columns of PAPER-runs.csv that let a later session carry a run (besides the metrics).
-CARRY_COLUMNS = ("duration_s", "made_by", "finished_utc")
+CARRY_COLUMNS = ("duration_s", "made_by", "finished_utc", "scenario")
 RunKey = tuple[str, int, str]
 
 
@@ -144,7 +159,8 @@ def carried_records(out_root: Path, paper: str, names: Sequence[str]) -> dict[Ru
                 record = cl.RunRecord(row["case"], int(row["seed"]), row["scheme"], out_root / row["path"],
                                       True, row["valid"] == "1", row.get("fidelity") or "", metrics,
                                       duration_s=float(row["duration_s"]), made_by=row.get("made_by") or "",
-                                      finished_utc=row.get("finished_utc") or "", carried=True)
+                                      finished_utc=row.get("finished_utc") or "", carried=True,
+                                      scenario=row.get("scenario") or "")
             except (KeyError, ValueError):
                 continue          # a row this version cannot read is not carried: the run is made again
             found[(record.case, record.seed, record.scheme)] = record
@@ -152,9 +168,14 @@ def carried_records(out_root: Path, paper: str, names: Sequence[str]) -> dict[Ru
 
 
 def _carried_for(carried: Optional[dict[RunKey, cl.RunRecord]], case: gr.Case, seed: int, scheme: str,
-                 quick: bool) -> Optional[cl.RunRecord]:
+                 quick: bool, fingerprint: str) -> Optional[cl.RunRecord]:
+    """The table's record of this run, if it is of the planned duration and (when
+    the row has a fingerprint: rows written before 2026-11-26 have none) of the
+    case's current scenario."""
     record = (carried or {}).get((case.id, seed, scheme))
     if record is None or record.duration_s is None:
+        return None
+    if record.scenario and record.scenario != fingerprint:
         return None
     return record if abs(record.duration_s - planned_duration_s(case, quick)) <= 0.5 else None
 
@@ -169,6 +190,20 @@ def config_for(grid: gr.Grid, case: gr.Case, seed: int, scheme: str, quick: bool
     cfg = validate(data, base_dir=gr.template_path(case.template).parent,
                    source=f"{grid.paper}:{case.id}:seed{seed}:{scheme}")
     return data, cfg
+
+
+def done_where(out: Path, case: gr.Case, seed: int, scheme: str, quick: bool, cfg: Any,
+               carried: Optional[dict[RunKey, cl.RunRecord]]) -> str:
+    """Where a run that needs no making again was made ("" when it must be made):
+    a complete, valid folder here of the planned duration and the case's scenario,
+    or else a valid row of the committed table that vouches for the same."""
+    path = run_dir(out, case, seed, scheme)
+    if is_done(path, planned_duration_s(case, quick)) and made_with(path, cfg, gr.template_path(case.template).parent):
+        return "before"
+    carry = None if path.exists() else _carried_for(carried, case, seed, scheme, quick, _fingerprint(cfg))
+    if carry is not None and carry.usable:
+        return f"in an earlier session ({out.name}-runs.csv)"
+    return ""
 
 
 def execute(grid: gr.Grid, out: Path, plan: Sequence[tuple[gr.Case, int, str]], quick: bool,
@@ -186,12 +221,9 @@ def execute(grid: gr.Grid, out: Path, plan: Sequence[tuple[gr.Case, int, str]], 
         path = run_dir(out, case, seed, scheme)
         tag = f"[{i}/{len(plan)}] {grid.paper} {case.id} seed{seed} {scheme}"
         data, cfg = config_for(grid, case, seed, scheme, quick)
-        if is_done(path, planned_duration_s(case, quick)) and made_with(path, cfg, gr.template_path(case.template).parent):
-            progress(f"{tag}: done before, skipped")
-            continue
-        carry = None if path.exists() else _carried_for(carried, case, seed, scheme, quick)
-        if carry is not None and carry.usable:
-            progress(f"{tag}: done in an earlier session ({grid.paper}-runs.csv), skipped")
+        done = done_where(out, case, seed, scheme, quick, cfg, carried)
+        if done:
+            progress(f"{tag}: done {done}, skipped")
             continue
         if path.exists():
             moved = supersede(out, path)
@@ -241,11 +273,17 @@ def collect(grid: gr.Grid, out: Path, plan: Sequence[tuple[gr.Case, int, str]], 
     records = []
     for case, seed, scheme in plan:
         path = run_dir(out, case, seed, scheme)
-        carry = None if (path / "run.json").exists() else _carried_for(carried, case, seed, scheme, quick)
+        _, cfg = config_for(grid, case, seed, scheme, quick)
+        fingerprint = _fingerprint(cfg)
+        carry = None if (path / "run.json").exists() else _carried_for(carried, case, seed, scheme, quick, fingerprint)
         if carry is not None:
             records.append(carry)
             continue
         record = cl.load_record(case.id, seed, scheme, path, names)
+        if record.complete and not made_with(path, cfg, gr.template_path(case.template).parent):
+            record.complete = False
+            record.fidelity = "made with another scenario than its case's (bwn reproduce makes it again)"
+        record.scenario = fingerprint
         entry = (timing or {}).get("runs", {}).get(str(path.relative_to(out))) or {}
         if entry.get("command"):
             record.made_by = f"`{entry['command']}` at {entry.get('commit', 'unknown')}"
@@ -325,7 +363,8 @@ def write_outputs(grid: gr.Grid, out_root: Path, cases: list[gr.Case], records: 
         for r in records:
             w.writerow([grid.paper, r.case, labels.get(r.case, ""), r.seed, r.scheme, int(r.complete),
                         "" if r.valid is None else int(r.valid), r.fidelity, str(r.path.relative_to(out_root)),
-                        "" if r.duration_s is None else f"{r.duration_s:g}", r.made_by, r.finished_utc]
+                        "" if r.duration_s is None else f"{r.duration_s:g}", r.made_by, r.finished_utc,
+                        r.scenario]
                        + ["" if r.metrics.get(n) is None else f"{r.metrics[n]:.6g}" for n in names])
     with (out_root / f"{grid.paper}-claims.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
@@ -768,8 +807,8 @@ def main(args: argparse.Namespace) -> int:
         for grid, cases, plan in plans:
             carried = {} if args.no_carry else carried_records(out_root, grid.paper, metric_names(grid))
             todo = [p for p in plan
-                    if not is_done(run_dir(out_root / grid.paper, *p), planned_duration_s(p[0], args.quick))
-                    and not getattr(_carried_for(carried, *p, args.quick), "usable", False)]
+                    if not done_where(out_root / grid.paper, *p, args.quick,
+                                      config_for(grid, *p, args.quick)[1], carried)]
             print(f"{grid.paper}: {len(cases)} cases, {len(plan)} runs ({len(plan) - len(todo)} done), "
                   f"about {estimate_s(todo, args.quick) / 60:.0f} min left "
                   f"({OVERHEAD_S:.0f} s per run beyond its duration)")

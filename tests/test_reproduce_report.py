@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
+import tomli_w
 
 from bwn import claims as cl
 from bwn import grid as gr
@@ -542,3 +543,36 @@ def test_execute_runs_again_what_an_edited_case_made(tmp_path, monkeypatch):
     assert not reproduce.made_with(run, edited_cfg, base)
     (run / "scenario.toml").unlink()
     assert not reproduce.made_with(run, edited_cfg, base)
+
+
+def test_a_carried_run_counts_only_for_the_scenario_it_was_made_with(tmp_path):
+    """PAPER-runs.csv keeps each run's scenario fingerprint: on a new machine a row
+    vouches for a run only while its case renders to the same scenario; a folder
+    made with another scenario is reported incomplete, never averaged."""
+    import dataclasses
+    grid = gr.load_grid("gtcp")
+    case = grid.case("basic")
+    edited = dataclasses.replace(case, params={**case.params, "af_packets": 20})
+    _, cfg = reproduce.config_for(grid, case, 1, "newreno", False)
+    _, edited_cfg = reproduce.config_for(grid, edited, 1, "newreno", False)
+    assert reproduce.scenario_fingerprint(cfg) == reproduce.scenario_fingerprint(
+        reproduce.config_for(grid, case, 1, "newreno", False)[1])
+    assert reproduce.scenario_fingerprint(cfg) != reproduce.scenario_fingerprint(edited_cfg)
+    assert reproduce.scenario_fingerprint(cfg) != reproduce.scenario_fingerprint(
+        reproduce.config_for(grid, case, 2, "newreno", False)[1])             # the seed is part of it
+    out = tmp_path / "gtcp"
+    record = cl.RunRecord("basic", 1, "newreno", out / "basic" / "seed1" / "newreno", True, True, "valid",
+                          {}, duration_s=case.duration_s, scenario=reproduce.scenario_fingerprint(cfg))
+    reproduce.write_outputs(grid, tmp_path, [case], [record], reproduce.judge_all(grid, [case], [record]), {})
+    carried = reproduce.carried_records(tmp_path, "gtcp", reproduce.metric_names(grid))
+    assert carried[("basic", 1, "newreno")].scenario == record.scenario
+    assert reproduce.done_where(out, case, 1, "newreno", False, cfg, carried) == "in an earlier session (gtcp-runs.csv)"
+    assert reproduce.done_where(out, edited, 1, "newreno", False, edited_cfg, carried) == ""
+    # The report: a folder made with the edited case is not the case's run.
+    path = reproduce.run_dir(out, case, 1, "newreno")
+    path.mkdir(parents=True)
+    (path / "run.json").write_text(json.dumps({"ok": True, "duration_s": case.duration_s,
+                                               "fidelity": {"valid": True}}))
+    (path / "scenario.toml").write_text(tomli_w.dumps(reproduce.config_for(grid, edited, 1, "newreno", False)[0]))
+    [shown] = reproduce.collect(grid, out, [(case, 1, "newreno")], quick=False, carried=carried)
+    assert not shown.carried and not shown.usable and "another scenario" in shown.fidelity
