@@ -392,3 +392,64 @@ def test_recv_delack_above_200_ms_is_refused(capsys: pytest.CaptureFixture) -> N
         recv.main(["--listen", "127.0.0.1:1", "--delack-ms", "200.001"])
     assert capsys.readouterr().err == ("bwn-recv: error: --delack-ms must be at most 200 (RFC 1122 / RFC 5681) "
                                        "(see --help)\n")
+
+
+def test_rtt_stats_are_each_figure_of_the_samples_in_ms() -> None:
+    """The RTT columns of a sender's summary: every figure of the samples (any
+    order), in ms rounded to the microsecond, and None (0 samples) without any."""
+    s = rtt_stats_ms([30_000, 10_000, 20_000, 40_000, 1_000_250])       # unsorted on purpose
+    assert s == {"rtt_p50_ms": 30.0, "rtt_p95_ms": pytest.approx(808.2), "rtt_p99_ms": pytest.approx(961.84),
+                 "rtt_mean_ms": 220.05, "rtt_min_ms": 10.0, "rtt_max_ms": 1000.25, "rtt_samples": 5}
+    assert rtt_stats_ms([1234]) == {"rtt_p50_ms": 1.234, "rtt_p95_ms": 1.234, "rtt_p99_ms": 1.234,
+                                    "rtt_mean_ms": 1.234, "rtt_min_ms": 1.234, "rtt_max_ms": 1.234,
+                                    "rtt_samples": 1}
+    assert rtt_stats_ms([1, 2]) ["rtt_mean_ms"] == 0.002                 # 1.5 us rounds to 2 us
+    assert rtt_stats_ms([]) == {"rtt_p50_ms": None, "rtt_p95_ms": None, "rtt_p99_ms": None,
+                                "rtt_mean_ms": None, "rtt_min_ms": None, "rtt_max_ms": None, "rtt_samples": 0}
+    assert rtt_stats_ms(iter([5_000, 7_000]))["rtt_samples"] == 2          # any iterable, read once
+
+
+def test_percentile_interpolates_between_ranks() -> None:
+    values = [10.0, 20.0, 30.0, 40.0]
+    assert percentile(values, 0) == 10.0 and percentile(values, 100) == 40.0
+    assert percentile(values, 50) == pytest.approx(25.0)
+    assert percentile(values, 90) == pytest.approx(37.0)
+    assert percentile([], 50) is None and percentile([7], 99) == 7.0
+
+
+def test_log_format_follows_the_file_name() -> None:
+    from bwn.hosts.flowlog import log_format_for
+    assert [log_format_for(p) for p in ("a.csv", "A.CSV", "b.jsonl", "B.JSONL", "c.ndjson")] == [
+        "csv", "csv", "jsonl", "jsonl", "jsonl"]
+    with pytest.raises(ValueError, match=r"must end in \.csv or \.jsonl"):
+        log_format_for("d.json")
+
+
+def test_a_log_keeps_one_row_per_interval_per_flow(tmp_path) -> None:
+    """Each flow (key) has its own interval: a row exactly one interval after the
+    last is kept, one a microsecond sooner is not, unless forced; an interval of
+    0 keeps every row; rows_written counts what reached the file."""
+    path = tmp_path / "log.jsonl"
+    log = TimeSeriesLog(str(path), ["time_s", "flow_id"], interval_us=1_000)
+    for key, t in ((1, 0), (2, 0), (1, 999), (1, 1_000), (2, 500), (2, 999)):
+        log.offer(key, t, {"time_s": t / 1e6, "flow_id": key})
+    log.offer(2, 1_500, {"time_s": 0.0015, "flow_id": 2}, force=True)     # forced: not yet due
+    log.close()
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [(r["flow_id"], r["time_s"]) for r in rows] == [(1, 0.0), (2, 0.0), (1, 0.001), (2, 0.0015)]
+    assert log.rows_written == 4
+    every = TimeSeriesLog(str(tmp_path / "all.csv"), ["time_s"], interval_us=0)
+    for _ in range(3):
+        every.offer(1, 5, {"time_s": 5e-6})
+    every.close()
+    assert every.rows_written == 3
+    assert TimeSeriesLog(str(tmp_path / "neg.csv"), ["time_s"], interval_us=-5).interval_us == 0
+
+
+def test_a_csv_log_writes_an_empty_extra_as_an_empty_cell(tmp_path) -> None:
+    path = tmp_path / "log.csv"
+    log = TimeSeriesLog(str(path), ["time_s", "extra", "cwnd"], interval_us=0)
+    log.offer(1, 0, {"time_s": 0.5, "extra": {}, "cwnd": None})
+    log.offer(1, 1, {"time_s": 1.0, "extra": {"k": 2}, "cwnd": 3})
+    log.close()
+    assert path.read_text().splitlines() == ["time_s,extra,cwnd", "0.5,,", '1,"{""k"":2}",3']
