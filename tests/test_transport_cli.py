@@ -453,3 +453,35 @@ def test_a_csv_log_writes_an_empty_extra_as_an_empty_cell(tmp_path) -> None:
     log.offer(1, 1, {"time_s": 1.0, "extra": {"k": 2}, "cwnd": 3})
     log.close()
     assert path.read_text().splitlines() == ["time_s,extra,cwnd", "0.5,,", '1,"{""k"":2}",3']
+
+
+def test_recv_defaults_are_the_documented_ones() -> None:
+    """What `bwn-recv --help` and docs/transport.md promise when an option is left out."""
+    args = recv.build_parser().parse_args([])
+    assert args.listen == "0.0.0.0:16983"                       # BWN's UDP port
+    assert (args.delack_ms, args.window_bytes, args.log_interval_ms) == (40.0, 4 * 2**20, 10.0)
+    assert (args.linger, args.idle_timeout) == (1.0, 120.0)
+    assert (args.max_flows, args.max_half_open, args.max_ooo_bytes) == (1000, 4096, 64 * 2**20)
+    assert not (args.once or args.quiet or args.delayed_ack)
+
+
+@pytest.mark.parametrize("option, good, bad, says", [
+    ("--window-bytes", ["1", "4294967295", "4Mi"], ["0", "4294967296"], "must be 1..4294967295 bytes"),
+    ("--max-flows", ["1", "7"], ["0", "-1"], "must be >= 1"),
+    ("--max-half-open", ["1"], ["0", "1.5"], ""),
+    ("--idle-timeout", ["0.001", "0.5", "1e9"], ["0", "-1", "nan", "inf", "x"], ""),
+    ("--log-interval-ms", ["0", "2.5"], ["-1", "x"], ""),
+])
+def test_recv_option_bounds(option: str, good: list, bad: list, says: str,
+                            capsys: pytest.CaptureFixture) -> None:
+    """Each bound is where the help says: the edge value is taken, one past it is
+    refused with exit 2 and a line naming the option."""
+    parser = recv.build_parser()
+    for text in good:
+        parser.parse_args([option, text])
+    for text in bad:
+        with pytest.raises(SystemExit) as exc:
+            parser.parse_args([option, text])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert option in err and repr(text) in err and says in err, err
