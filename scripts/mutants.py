@@ -41,6 +41,8 @@ Score = (killed + timeout) / (all - equivalent - not checked).
                survivors and the "no tests" mutants again: use it after adding tests.
 --only-survivors  the same, without first checking the mutants not checked yet
                (a partly run module: count what new tests kill, leave the rest).
+--match GLOB   with --retest or --only-survivors: only the survivors whose mutant name
+               matches (the tests just written for one module, say).
 --fresh        delete the module's work folder and start over.
 --report-only  print the scores from the results so far, run nothing.
 --survivors    also print each surviving mutant's diff.
@@ -50,6 +52,7 @@ Not run by CI: a full run takes hours on two shared cores.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import shutil
 import signal
@@ -241,7 +244,8 @@ def _mutmut(stage: Path, args: list[str]) -> int:
     return subprocess.call(cmd, cwd=stage, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
-def run_module(module: str, jobs: int, retest: bool, fresh: bool, only_survivors: bool = False) -> int:
+def run_module(module: str, jobs: int, retest: bool, fresh: bool, only_survivors: bool = False,
+               match: str = "*") -> int:
     if fresh and (WORK / module).exists():
         shutil.rmtree(WORK / module)
     stage = _stage(module)
@@ -251,7 +255,7 @@ def run_module(module: str, jobs: int, retest: bool, fresh: bool, only_survivors
     if retest or only_survivors:
         # New tests: mutmut must learn again which tests call which function.
         (stage / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
-        again = score(module, stage, _equivalents()).survivors
+        again = [n for n in score(module, stage, _equivalents()).survivors if fnmatch.fnmatchcase(n, match)]
         if again:
             rc = _mutmut(stage, ["run", "--max-children", str(jobs), *again])
     return rc
@@ -297,6 +301,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="re-map tests to functions and re-run survivors (after adding tests)")
     ap.add_argument("--only-survivors", action="store_true",
                     help="like --retest, but leave the mutants not checked yet for later")
+    ap.add_argument("--match", default="*", metavar="GLOB",
+                    help="with --retest/--only-survivors: re-test only the survivors whose name matches "
+                         "(e.g. 'bwn.hosts.flowlog.*'; default: all)")
     ap.add_argument("--fresh", action="store_true", help="discard the module's results and start over")
     ap.add_argument("--report-only", action="store_true", help="print the scores so far; run nothing")
     ap.add_argument("--survivors", action="store_true", help="print each survivor's diff")
@@ -315,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.report_only:
         for module in modules:
             print(f"== {module}: {', '.join(MODULES[module])}", flush=True)
-            rc = run_module(module, args.jobs, args.retest, args.fresh, args.only_survivors)
+            rc = run_module(module, args.jobs, args.retest, args.fresh, args.only_survivors, args.match)
             if rc != 0:
                 print(f"mutants: mutmut failed on {module} (exit {rc}); its output is above", file=sys.stderr)
                 failed.append(module)
