@@ -252,6 +252,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    # Ctrl-C (SIGINT) stops any command and tears its network down, whatever this
+    # process inherited: a shell without job control starts background commands
+    # with SIGINT ignored, and Python keeps it so (`bwn run ... &` then `kill -INT`).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     return args.func(args)
 
 

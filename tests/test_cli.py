@@ -200,3 +200,15 @@ def test_clidoc_check_and_write(tmp_path: Path, monkeypatch, capsys):
     assert capsys.readouterr() == ("", "")                   # up to date: nothing written or said
     import os
     assert os.environ["COLUMNS"] == "40"                      # the width is put back
+
+
+def test_a_command_takes_back_sigint_a_shell_left_ignored():
+    """`bwn run ... &` from a script starts with SIGINT ignored; bwn takes it back,
+    so `kill -INT` (Ctrl-C) stops it and its teardown runs."""
+    import subprocess
+    import sys
+    code = ("import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+            "from bwn import cli; rc = cli.main(['reproduce', 'ebn', '--plan']); "
+            "print(rc, signal.getsignal(signal.SIGINT) is signal.default_int_handler)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip().splitlines()[-1] == "0 True", out.stderr
