@@ -109,7 +109,13 @@ def made_with(path: Path, cfg: Any, base_dir: Path) -> bool:
                           source=str(path / "scenario.toml"))
     except (OSError, tomllib.TOMLDecodeError, ConfigError):
         return False
-    return dataclasses.replace(stored, source=None) == dataclasses.replace(cfg, source=None)
+    return _as_run(stored) == _as_run(cfg)
+
+
+def _as_run(cfg: Any) -> Any:
+    """What makes one run of ``cfg``: not its source, nor the case's list of schemes
+    (a run runs one; adding a scheme to a case does not change the others' runs)."""
+    return dataclasses.replace(cfg, source=None, schemes=())
 
 
 def _fingerprint(cfg: Any) -> str:
@@ -117,12 +123,11 @@ def _fingerprint(cfg: Any) -> str:
 
 
 def scenario_fingerprint(cfg: Any) -> str:
-    """A short hash of the validated scenario (its source left out), kept in
+    """A short hash of the validated scenario (as ``_as_run`` sees it), kept in
     PAPER-runs.csv so that a later session carries a run only while its case still
     renders to the same scenario. Conservative: a field a later version adds
     changes every fingerprint, and those runs are made again."""
-    canonical = json.dumps(dataclasses.asdict(dataclasses.replace(cfg, source=None)),
-                           sort_keys=True, default=str)
+    canonical = json.dumps(dataclasses.asdict(_as_run(cfg)), sort_keys=True, default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 

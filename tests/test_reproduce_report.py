@@ -529,6 +529,11 @@ def test_execute_runs_again_what_an_edited_case_made(tmp_path, monkeypatch):
     assert reproduce.made_with(run, cfg, base)
     reproduce.execute(grid, out, plan, quick=False, progress=lambda m: None)
     assert calls == [("newreno", 1)]                                   # kept: same scenario
+    # A scheme added to the case is new runs; this one's scenario is unchanged.
+    widened = dataclasses.replace(case, schemes=(*case.schemes, "vegas"))
+    _, widened_cfg = reproduce.config_for(grid, widened, 1, "newreno", False)
+    assert reproduce.made_with(run, widened_cfg, base)
+    assert reproduce.scenario_fingerprint(widened_cfg) == reproduce.scenario_fingerprint(cfg)
     edited = dataclasses.replace(case, params={**case.params, "af_packets": 20})
     _, edited_cfg = reproduce.config_for(grid, edited, 1, "newreno", False)
     assert not reproduce.made_with(run, edited_cfg, base)
