@@ -119,6 +119,8 @@ def _as_run(cfg: Any) -> Any:
 
 
 def _fingerprint(cfg: Any) -> str:
+    """The fingerprint, or "" (compared with nothing) for a config that is not an
+    ExperimentConfig dataclass (a stand-in for config_for, as some tests use)."""
     return scenario_fingerprint(cfg) if dataclasses.is_dataclass(cfg) else ""
 
 
