@@ -98,18 +98,24 @@ def is_done(path: Path, duration_s: Optional[float] = None) -> bool:
     return bool(meta.get("ok")) and (meta.get("fidelity") or {}).get("valid") is True
 
 
-def made_with(path: Path, cfg: Any, base_dir: Path) -> bool:
-    """The run in ``path`` was made with the scenario ``cfg`` (its scenario.toml
-    validates to the same configuration; defaults a later version added compare
-    equal to their absence). A run of an edited case must be made again, not kept."""
+def stored_fingerprint(path: Path, case: gr.Case) -> str:
+    """The fingerprint of the scenario the run in ``path`` was made with (its
+    scenario.toml, validated: defaults a later version added compare equal to
+    their absence); "" when it has none that validates."""
     from bwn.controller.config import ConfigError, validate
     try:
         stored = validate(tomllib.loads((path / "scenario.toml").read_text()),
-                          base_dir=base_dir,
+                          base_dir=gr.template_path(case.template).parent,
                           source=str(path / "scenario.toml"))
     except (OSError, tomllib.TOMLDecodeError, ConfigError):
-        return False
-    return _as_run(stored) == _as_run(cfg)
+        return ""
+    return scenario_fingerprint(stored)
+
+
+def made_with(path: Path, case: gr.Case, cfg: Any) -> bool:
+    """The run in ``path`` was made with the scenario ``cfg`` of ``case``. A run of
+    an edited case must be made again, not kept."""
+    return stored_fingerprint(path, case) == _fingerprint(cfg) != ""
 
 
 def _as_run(cfg: Any) -> Any:
@@ -205,7 +211,7 @@ def done_where(out: Path, case: gr.Case, seed: int, scheme: str, quick: bool, cf
     a complete, valid folder here of the planned duration and the case's scenario,
     or else a valid row of the committed table that vouches for the same."""
     path = run_dir(out, case, seed, scheme)
-    if is_done(path, planned_duration_s(case, quick)) and made_with(path, cfg, gr.template_path(case.template).parent):
+    if is_done(path, planned_duration_s(case, quick)) and made_with(path, case, cfg):
         return "before"
     carry = None if path.exists() else _carried_for(carried, case, seed, scheme, quick, _fingerprint(cfg))
     if carry is not None and carry.usable:
@@ -287,10 +293,10 @@ def collect(grid: gr.Grid, out: Path, plan: Sequence[tuple[gr.Case, int, str]], 
             records.append(carry)
             continue
         record = cl.load_record(case.id, seed, scheme, path, names)
-        if record.complete and not made_with(path, cfg, gr.template_path(case.template).parent):
+        record.scenario = stored_fingerprint(path, case)        # what the run was made with
+        if record.complete and record.scenario != fingerprint:
             record.complete = False
             record.fidelity = "made with another scenario than its case's (bwn reproduce makes it again)"
-        record.scenario = fingerprint
         entry = (timing or {}).get("runs", {}).get(str(path.relative_to(out))) or {}
         if entry.get("command"):
             record.made_by = f"`{entry['command']}` at {entry.get('commit', 'unknown')}"

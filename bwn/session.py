@@ -260,9 +260,8 @@ def run_session(cfg: ExperimentConfig, out_dir: Path, stdin: TextIO = sys.stdin,
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _terminate)
-    # Ctrl-C at the prompt leaves, whatever this process inherited: a shell without
-    # job control starts background commands with SIGINT ignored.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # (Ctrl-C at the prompt leaves even when a shell started `bwn net` with SIGINT
+    # ignored: bwn.cli.main takes SIGINT back for every command.)
     status = 0
     try:
         with experiment_lock(say):

@@ -525,29 +525,28 @@ def test_execute_runs_again_what_an_edited_case_made(tmp_path, monkeypatch):
     reproduce.execute(grid, out, plan, quick=False, progress=lambda m: None)
     run = out / "basic" / "seed1" / "newreno"
     _, cfg = reproduce.config_for(grid, case, 1, "newreno", False)
-    base = gr.template_path(case.template).parent
-    assert reproduce.made_with(run, cfg, base)
+    assert reproduce.made_with(run, case, cfg)
     reproduce.execute(grid, out, plan, quick=False, progress=lambda m: None)
     assert calls == [("newreno", 1)]                                   # kept: same scenario
     # A scheme added to the case is new runs; this one's scenario is unchanged.
     widened = dataclasses.replace(case, schemes=(*case.schemes, "vegas"))
     _, widened_cfg = reproduce.config_for(grid, widened, 1, "newreno", False)
-    assert reproduce.made_with(run, widened_cfg, base)
+    assert reproduce.made_with(run, widened, widened_cfg)
     assert reproduce.scenario_fingerprint(widened_cfg) == reproduce.scenario_fingerprint(cfg)
     edited = dataclasses.replace(case, params={**case.params, "af_packets": 20})
     _, edited_cfg = reproduce.config_for(grid, edited, 1, "newreno", False)
-    assert not reproduce.made_with(run, edited_cfg, base)
+    assert not reproduce.made_with(run, edited, edited_cfg)
     messages: list[str] = []
     reproduce.execute(grid, out, [(edited, 1, "newreno")], quick=False, progress=messages.append)
     assert calls == [("newreno", 1)] * 2
     assert any("another scenario" in m for m in messages)
     assert len(list((out / "superseded").iterdir())) == 1
-    assert reproduce.made_with(run, edited_cfg, base)
+    assert reproduce.made_with(run, edited, edited_cfg)
     # A missing or unreadable scenario is not the case's either.
     (run / "scenario.toml").write_text("not [toml")
-    assert not reproduce.made_with(run, edited_cfg, base)
+    assert not reproduce.made_with(run, edited, edited_cfg)
     (run / "scenario.toml").unlink()
-    assert not reproduce.made_with(run, edited_cfg, base)
+    assert not reproduce.made_with(run, edited, edited_cfg)
 
 
 def test_a_carried_run_counts_only_for_the_scenario_it_was_made_with(tmp_path):
