@@ -22,7 +22,8 @@ Comparisons (``better``) are judged per case on paired seeds: the relative gain
 ``value(scheme) / value(versus) - 1`` of the two runs that share a seed (same start
 offsets and flow ids), both valid; for ``lower_is_better`` metrics the gain is
 ``1 - value(scheme) / value(versus)``. The claim holds in a case when the gain's
-interval lies above 0.
+interval lies above 0; when the whole interval lies within ± the claim's margin
+(default 1 %) the case is ``equal``: the schemes tie.
 """
 from __future__ import annotations
 
@@ -205,7 +206,7 @@ def judge(grid: Grid, claim: Claim, cases: list[Case], records: list[RunRecord])
                 ratio = own[seed] / other[seed]
                 gains.append(1.0 - ratio if claim.lower_is_better else ratio - 1.0)
             est = stats.mean_interval(gains)
-            outcome = stats.outcome_above(est, 0.0)
+            outcome = stats.outcome_gain(est, claim.margin)
             judgements.append(CaseJudgement(case, est, outcome, stats.mean_interval(list(other.values())),
                                             scheme_est, invalid, mine))
             continue

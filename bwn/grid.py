@@ -23,6 +23,11 @@ GRID_DIR = REPO / "topologies" / "reproduce"
 TEMPLATE_DIRS = (REPO / "topologies" / "templates", REPO / "topologies" / "scenarios")
 PAPERS = ("ebn", "obp", "dft", "gtcp", "sarbe")
 CLAIM_KINDS = ("better", "at_least", "at_most", "near")
+#: Practical-equivalence margin of a 'better' claim (a fraction of the other
+#: scheme's value; a claim's ``margin`` overrides it): 1 %, below any gain the
+#: five papers name or plot, so two schemes within it carried the same for the
+#: purpose of the paper's claim (docs/reproduce.md).
+DEFAULT_MARGIN = 0.01
 
 
 class GridError(ValueError):
@@ -58,6 +63,9 @@ class Claim:
     tolerance: Optional[float] = None
     cases: tuple[str, ...] = ()
     paper_value: str = ""
+    #: 'better' claims: a gain whose whole interval lies within ± margin is "equal"
+    #: (bwn/stats.py, docs/reproduce.md)
+    margin: float = DEFAULT_MARGIN
 
 
 @dataclass(frozen=True)
@@ -139,6 +147,9 @@ def load_grid(paper: str, path: Optional[Path] = None) -> Grid:
             raise GridError(f"{loc}: an {c['kind']!r} claim needs 'threshold'")
         if c["kind"] == "near" and ("target" not in c or "tolerance" not in c):
             raise GridError(f"{loc}: a 'near' claim needs 'target' and 'tolerance'")
+        margin = c.get("margin", DEFAULT_MARGIN)
+        if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin < 1:
+            raise GridError(f"{loc}: margin must be a fraction in [0, 1) (0.01 = 1 %), not {margin!r}")
         unknown = [x for x in c.get("cases", []) if x not in ids]
         if unknown:
             raise GridError(f"{loc}: unknown case(s) {unknown} (known: {ids})")
@@ -146,7 +157,7 @@ def load_grid(paper: str, path: Optional[Path] = None) -> Grid:
                             str(c["metric"]), str(c["scheme"]), c.get("versus"),
                             bool(c.get("lower_is_better", False)), _opt_float(c.get("threshold")),
                             _opt_float(c.get("target")), _opt_float(c.get("tolerance")),
-                            tuple(c.get("cases", [])), str(c.get("paper_value", ""))))
+                            tuple(c.get("cases", [])), str(c.get("paper_value", "")), float(margin)))
     return Grid(paper, str(meta.get("title", paper)), str(meta.get("citation", "")),
                 str(meta.get("scaling", "")), tuple(cases), tuple(claims),
                 float(meta.get("start_spread_s", 0.5)), meta.get("timeseries_flow"),

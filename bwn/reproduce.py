@@ -410,8 +410,10 @@ def write_outputs(grid: gr.Grid, out_root: Path, cases: list[gr.Case], records: 
               "## Verdicts", "",
               "Rules (docs/reproduce.md): per case, *yes* when the 95 % interval (Student-t over the "
               "valid seeds) lies wholly on the claim's side, *no* when wholly on the other, *unclear* "
-              "otherwise; with one seed the point estimate decides (n=1). A claim is **reproduced** "
-              "when every case is *yes*, **not reproduced** when none is and some is *no*, "
+              "otherwise; for a comparison, *equal* when the gain's whole interval lies within the "
+              "claim's margin of practical equivalence (± 1 % unless the claim says otherwise): the "
+              "schemes tie. With one seed the point estimate decides (n=1). A claim is **reproduced** "
+              "when every case is *yes*, **not reproduced** when none is and some is *no* or *equal*, "
               "**inconclusive** when every judged case is *unclear*, **partly** otherwise.", "",
               "| claim | the paper | source | ours (per case) | verdict |", "|---|---|---|---|---|"]
     for jc in judgements:
@@ -481,7 +483,7 @@ def _rule_text(c: gr.Claim) -> str:
         side = "lower" if c.lower_is_better else "higher"
         gain = "1 - ours/theirs" if c.lower_is_better else "ours/theirs - 1"
         return (f"`{c.metric}` of {c.scheme} {side} than {c.versus}'s: the paired relative gain "
-                f"({gain}, same seed) above 0.")
+                f"({gain}, same seed) above 0; *equal* within ± {c.margin * 100:g} %.")
     if c.kind == "at_least":
         return f"`{c.metric}` of {c.scheme} at least {c.threshold:g}."
     if c.kind == "at_most":

@@ -7,9 +7,15 @@
   claim's side of its threshold, ``no`` when the whole interval lies on the other
   side, ``unclear`` when it straddles. With one seed the point estimate decides
   (``yes``/``no``, flagged ``n=1``). ``none``: no valid run to judge.
+* **Practical equivalence** (comparisons only, :func:`outcome_gain`): ``equal``
+  when the whole interval of the relative gain lies within ``± margin`` (a
+  region of practical equivalence: the runs show the two schemes carry the
+  same within the margin, which is a finding, not a lack of data); checked
+  before ``yes`` and ``no``, so a gain of +0.3 % [+0.1, +0.5] with a 1 % margin
+  is ``equal``, not ``yes``.
 * **Verdict of a claim** over its cases: ``reproduced`` when every case is
   ``yes``; ``not reproduced`` when no case is ``yes`` and at least one is
-  ``no``; ``inconclusive`` when every judged case is ``unclear`` (the runs
+  ``no`` or ``equal``; ``inconclusive`` when every judged case is ``unclear`` (the runs
   neither support nor contradict the claim: more seeds would tell); ``partly``
   otherwise (some ``yes``; or all ``yes`` but some cases had no valid run);
   ``no valid run`` when nothing could be judged.
@@ -23,6 +29,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 YES, NO, UNCLEAR, NONE = "yes", "no", "unclear", "none"
+EQUAL = "equal"
 REPRODUCED, PARTLY, NOT_REPRODUCED, NO_VALID_RUN = "reproduced", "partly", "not reproduced", "no valid run"
 INCONCLUSIVE = "inconclusive"
 
@@ -77,6 +84,16 @@ def outcome_above(est: Estimate, threshold: float, strict: bool = True) -> str:
     return UNCLEAR
 
 
+def outcome_gain(est: Estimate, margin: float) -> str:
+    """Is a relative gain above 0, with ``equal`` when its whole interval lies
+    within ``± margin`` (module docstring)?"""
+    if est.mean is None:
+        return NONE
+    if margin > 0 and outcome_within(est, -margin, margin) == YES:
+        return EQUAL
+    return outcome_above(est, 0.0)
+
+
 def outcome_below(est: Estimate, threshold: float, strict: bool = True) -> str:
     """Is the quantity below ``threshold`` (``<`` if strict, else ``<=``)?"""
     flipped = Estimate(est.n, None if est.mean is None else -est.mean,
@@ -106,5 +123,5 @@ def verdict(outcomes: Sequence[str]) -> str:
     if yes == len(outcomes):
         return REPRODUCED
     if yes == 0:
-        return NOT_REPRODUCED if any(o == NO for o in judged) else INCONCLUSIVE
+        return NOT_REPRODUCED if any(o in (NO, EQUAL) for o in judged) else INCONCLUSIVE
     return PARTLY
