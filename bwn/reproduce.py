@@ -228,7 +228,7 @@ def execute(grid: gr.Grid, out: Path, plan: Sequence[tuple[gr.Case, int, str]], 
     from bwn import experiment, report
     timing_path = out / "timing.json"
     timing = json.loads(timing_path.read_text()) if timing_path.exists() else {"runs": {}}
-    commit = commit_text()
+    commit = commit_text(out.parent)                   # out is OUT/PAPER: OUT holds every page
     touched: set[Path] = set()
     for i, (case, seed, scheme) in enumerate(plan, start=1):
         path = run_dir(out, case, seed, scheme)
@@ -699,13 +699,25 @@ def machine_text() -> str:
     return f"{platform.node()}: {os.cpu_count()} CPUs {model}, Linux {platform.release()}"
 
 
-def commit_text() -> str:
+def commit_text(out: Optional[Path] = None) -> str:
+    """The checkout's commit, ``-dirty`` when a tracked file differs from it. Files
+    under ``out`` (the results this command writes, e.g. docs/results) do not count:
+    regenerating a committed page must not mark the code that made it as changed."""
+    def git(*words: str) -> str:
+        return subprocess.run(["git", "-C", str(gr.REPO), *words], capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
     try:
-        res = subprocess.run(["git", "-C", str(gr.REPO), "describe", "--always", "--dirty"],
-                             capture_output=True, text=True, timeout=10)
-        return res.stdout.strip() or "unknown"
-    except (OSError, subprocess.TimeoutExpired):
+        head = git("rev-parse", "--short", "HEAD")
+        pathspec = [":/"]
+        if out is not None:
+            try:
+                pathspec.append(f":(exclude){Path(out).resolve().relative_to(gr.REPO.resolve())}")
+            except ValueError:
+                pass                                   # results outside the checkout
+        changed = git("status", "--porcelain", "--untracked-files=no", "--", *pathspec)
+    except (OSError, subprocess.TimeoutExpired, subprocess.CalledProcessError):
         return "unknown"
+    return f"{head}-dirty" if changed else (head or "unknown")
 
 
 def command_line(args: argparse.Namespace, paper: str) -> str:
@@ -875,7 +887,7 @@ def main(args: argparse.Namespace) -> int:
             "command": command_line(args, grid.paper),
             "runs made by": runs_made_by(records),
             "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "commit": commit_text(),
+            "commit": commit_text(out_root),
             "machine": machine_text(),
             "selection": ("quick subset, 1 seed" if args.quick else f"full grid, {args.seeds} seeds")
                          + (f"; this invocation: cases {args.cases}" if args.cases else ""),

@@ -302,7 +302,7 @@ def test_execute_resumes_skipping_complete_valid_runs(tmp_path, monkeypatch):
     out = tmp_path / "gtcp"
     schemes = ["gtcp", "gtcp:cwnd_g_rtt=srtt", "newreno"]
     assert list(grid.cases[0].schemes) == schemes
-    monkeypatch.setattr(reproduce, "commit_text", lambda: "abc1234")
+    monkeypatch.setattr(reproduce, "commit_text", lambda out=None: "abc1234")
     reproduce.execute(grid, out, plan, quick=False, progress=lambda m: None, command="bwn reproduce gtcp --out r")
     assert sorted(calls) == [(x, s) for x in schemes for s in (1, 2)]
     assert (out / "basic" / "seed2" / "gtcp" / "scenario.toml").exists()
