@@ -497,7 +497,8 @@ class ScenarioNetwork:
                                   cfg.dataplane.queue_unit_bytes or self.frame_bytes
                                   or _frame_bytes(AGENT_MSS_BYTES))
         self.controller = BwnController(self.built.plans, self.p4info, self.p4blob, self.out_dir, window,
-                                        telemetry_interval_s=cfg.telemetry.interval_s)
+                                        telemetry_interval_s=cfg.telemetry.interval_s,
+                                        queue_lookahead=cfg.queue_lookahead)
         self.controller_thread = ControllerThread(self.controller)
         self.controller_thread.start()
         for em in self.built.linkem_nodes:
@@ -599,6 +600,7 @@ def _run_scheme_locked(cfg: ExperimentConfig, scheme: str, out_dir: Path, durati
     meta: dict[str, Any] = {"scheme": scheme, "duration_s": duration_s,
                             "delay_emulator": "bwn-link" if network.built.linkem_nodes else "none",
                             "linkem_rt_priority": cfg.linkem_rt_priority if network.built.linkem_nodes else None,
+                            "queue_lookahead": cfg.queue_lookahead,
                             "netem_available": netem_available(),
                             "seed": cfg.seed,
                             "flow_ids": {f.name: seeding.flow_id(cfg.seed, i) for i, f in enumerate(cfg.flows)},

@@ -118,10 +118,21 @@ def made_with(path: Path, case: gr.Case, cfg: Any) -> bool:
     return stored_fingerprint(path, case) == _fingerprint(cfg) != ""
 
 
-def _as_run(cfg: Any) -> Any:
+#: Fields added to the scenario after runs were fingerprinted, with the value that
+#: keeps the earlier behaviour: at that value a field is left out of the fingerprint,
+#: so the runs made before it existed still match (any other value is a new scenario).
+NEUTRAL_LATER_FIELDS = {"queue_lookahead": False}
+
+
+def _as_run(cfg: Any) -> dict[str, Any]:
     """What makes one run of ``cfg``: not its source, nor the case's list of schemes
-    (a run runs one; adding a scheme to a case does not change the others' runs)."""
-    return dataclasses.replace(cfg, source=None, schemes=())
+    (a run runs one; adding a scheme to a case does not change the others' runs),
+    nor a later field at its neutral value (:data:`NEUTRAL_LATER_FIELDS`)."""
+    run = dataclasses.asdict(dataclasses.replace(cfg, source=None, schemes=()))
+    for name, neutral in NEUTRAL_LATER_FIELDS.items():
+        if name in run and run[name] == neutral:
+            del run[name]
+    return run
 
 
 def _fingerprint(cfg: Any) -> str:
@@ -134,8 +145,9 @@ def scenario_fingerprint(cfg: Any) -> str:
     """A short hash of the validated scenario (as ``_as_run`` sees it), kept in
     PAPER-runs.csv so that a later session carries a run only while its case still
     renders to the same scenario. Conservative: a field a later version adds
-    changes every fingerprint, and those runs are made again."""
-    canonical = json.dumps(dataclasses.asdict(_as_run(cfg)), sort_keys=True, default=str)
+    changes every fingerprint, and those runs are made again, unless it is listed
+    with its neutral value in :data:`NEUTRAL_LATER_FIELDS`."""
+    canonical = json.dumps(_as_run(cfg), sort_keys=True, default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 

@@ -227,6 +227,11 @@ class ExperimentTable(_Table):
         "real-time (SCHED_FIFO) priority of every bwn-link, so that the emulator releases "
         "frames on time while the switches use the CPU (bwn-link --rt-priority; 0 = the "
         "normal scheduler)"))
+    queue_lookahead: StrictBool = Field(False, description=(
+        "a switch-shaped link with a time-varying schedule gets, in its BMv2 queue, the "
+        "schedule's rate when the packets enqueued now will leave (the queue's drain time "
+        "ahead), since BMv2 spaces each packet at the rate of its enqueueing; the stamped "
+        "capacity stays the rate of now (docs/config.md)"))
 
 
 class DataplaneConfig(_Table):

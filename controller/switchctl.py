@@ -9,8 +9,11 @@ restarts, the controller notices (the gRPC stream breaks), reconnects when the
 switch is back, pushes the pipeline and its state again, and carries on.
 
 Outputs (CSV, appended while running):
-* `capacity.csv`: t_s, link, switch, port, rate_bps, queue_pps: every rate the
-  controller applied, to the dataplane's capacity and to BMv2's queue;
+* `capacity.csv`: t_s, link, switch, port, rate_bps, queue_pps, schedule_pps: every
+  rate the controller applied: to the dataplane's capacity (rate_bps, the schedule's
+  rate now), to BMv2's queue (queue_pps), and the schedule's rate now in the queue's
+  packets/s (schedule_pps; it differs from queue_pps only under the queue look-ahead,
+  :meth:`BwnController._queue_target_bps`);
 * `telemetry.csv`: t_s, switch, port, capacity_kbps, rate_kbps, avail_kbps,
   queue_pkts, flows, ebn_code, window_start_us: the switches' telemetry digests
   (one per port and closed window; at most one row per port per interval).
@@ -36,9 +39,34 @@ import finsy as fy
 from bwn.bmv2 import QueueControl
 from bwn.controller import dataplane_math as dm
 from bwn.controller import entries as ent
-from bwn.controller.schedule import bmv2_queue_rate_pps
+from bwn.controller.schedule import ConstantSchedule, bmv2_queue_rate_pps
 
 LOG = logging.getLogger("bwn.controller")
+
+# The longest look-ahead of a queue's rate (BwnController._queue_target_bps): a
+# 250-packet queue at 1 Mb/s drains in ~2.2 s; beyond this a telemetry glitch, not
+# a queue, is the likelier cause.
+MAX_QUEUE_LOOKAHEAD_S = 10.0
+DRAIN_STEP_S = 0.01
+
+
+def drain_time_s(rate_pps: Callable[[float], float], t_s: float, packets: float,
+                 step_s: float = DRAIN_STEP_S, max_s: float = MAX_QUEUE_LOOKAHEAD_S) -> float:
+    """The D in which a queue served at ``rate_pps(t)`` from ``t_s`` sends ``packets``:
+    the smallest D with the integral of the rate over [t_s, t_s + D] = packets
+    (midpoint rule in ``step_s`` steps, exact within the last); at most ``max_s``.
+    With a rate that changes, D = packets / rate(t_s) is off by the change over D:
+    a look-ahead built on it served a 50-packet queue 0.80 of a sine at w = 1 rad/s
+    in benchmarks/bmv2_rate_lag.py (this integral: 1.00)."""
+    done = 0.0
+    elapsed = 0.0
+    while elapsed < max_s:
+        rate = max(rate_pps(t_s + elapsed + step_s / 2), 1e-9)
+        if done + rate * step_s >= packets:
+            return min(elapsed + (packets - done) / rate, max_s)
+        done += rate * step_s
+        elapsed += step_s
+    return max_s
 
 
 class RateSchedule(Protocol):
@@ -139,7 +167,8 @@ class BwnController:
 
     def __init__(self, plans: list[SwitchPlan], p4info: Path, p4blob: Path, out_dir: Path,
                  window: ent.WindowConfig, telemetry_interval_s: float = 0.5,
-                 schedule_interval_s: float = 0.1, clock: Callable[[], float] = time.monotonic) -> None:
+                 schedule_interval_s: float = 0.1, clock: Callable[[], float] = time.monotonic,
+                 queue_lookahead: bool = False) -> None:
         self.plans = {p.name: p for p in plans}
         self.window = window
         self.out_dir = out_dir
@@ -152,6 +181,11 @@ class BwnController:
         # the same instant); before it the schedule's first rate holds.
         self.schedule_origin_s = 0.0
         self.applied_bps: dict[tuple[str, int], float] = {}
+        # The rate each port's BMv2 queue was given (bit/s): the capacity of the moment,
+        # or with queue_lookahead ([experiment] queue_lookahead) the schedule's rate when
+        # the packets enqueued then will leave (_queue_target_bps).
+        self.applied_queue_bps: dict[tuple[str, int], float] = {}
+        self.queue_lookahead = queue_lookahead
         self.ready_count: dict[str, int] = {p.name: 0 for p in plans}
         # Links whose capacity was set by hand: it replaces their schedule.
         self.pinned_bps: dict[str, float] = {}
@@ -168,7 +202,7 @@ class BwnController:
         out_dir.mkdir(parents=True, exist_ok=True)
         self._cap_file = open(out_dir / "capacity.csv", "w", newline="")
         self._cap_csv = csv.writer(self._cap_file)
-        self._cap_csv.writerow(["t_s", "link", "switch", "port", "rate_bps", "queue_pps"])
+        self._cap_csv.writerow(["t_s", "link", "switch", "port", "rate_bps", "queue_pps", "schedule_pps"])
         self._tel_file = open(out_dir / "telemetry.csv", "w", newline="")
         self._tel_csv = csv.writer(self._tel_file)
         self._tel_csv.writerow(["t_s", "switch", "port", "capacity_kbps", "rate_kbps", "avail_kbps",
@@ -184,6 +218,34 @@ class BwnController:
             return pinned
         assert pp.schedule is not None
         return pp.schedule.rate_bps(max(0.0, t_s - self.schedule_origin_s))
+
+    def _queue_target_bps(self, plan: SwitchPlan, pp: PortPlan, t_s: float) -> float:
+        """The rate BMv2's queue of `pp` should serve the packets enqueued now.
+
+        BMv2 fixes a packet's departure time when the packet is enqueued
+        (behavioral-model's ``QueueingLogicPriRL``: ``max(now, last_sent + 1/rate)``;
+        a new rate applies only to packets enqueued after it), so a packet that
+        joins Q packets leaves about D later, spaced at the rate of its enqueueing.
+        On a schedule that keeps changing, a standing queue then serves the capacity
+        of D seconds ago: the EBN grid's 24-packet queues were served 0.91-0.93 of a
+        sine's capacity at w = 1 rad/s (docs/fidelity.md, invariant 4). With
+        ``queue_lookahead`` the queue gets the schedule's rate at t + D, D the time
+        in which the schedule serves the port's queue as its latest telemetry saw it
+        (:func:`drain_time_s`), so each packet leaves spaced at the capacity in force
+        when it leaves; kept runs of EBN's cases f and h were then served 0.96-0.99
+        of the schedule. The dataplane's capacity (what the switch stamps) stays the
+        rate of the moment. Without it, or for a pinned rate, a constant schedule, a
+        link bwn-link serves, an empty or unknown queue: the rate of the moment."""
+        rate_bps = self._target_bps(pp, t_s)
+        if (not self.queue_lookahead or pp.link in self.pinned_bps or not pp.shaped_by_switch
+                or isinstance(pp.schedule, ConstantSchedule)):
+            return rate_bps
+        seen = self.latest_telemetry.get((plan.name, pp.port))
+        if seen is None or seen[0].queue_pkts <= 0:
+            return rate_bps
+        drain_s = drain_time_s(lambda t: bmv2_queue_rate_pps(self._target_bps(pp, t), pp.frame_bytes),
+                               t_s, seen[0].queue_pkts)
+        return self._target_bps(pp, t_s + drain_s)
 
 
     # -- state push -------------------------------------------------------------------
@@ -220,19 +282,26 @@ class BwnController:
         self.ready_count[sw.name] += 1  # counts sessions whose state is fully installed
 
     async def _apply_rate(self, sw: fy.Switch, plan: SwitchPlan, pp: PortPlan, rate_bps: float,
-                          queues: QueueControl, first: bool = False) -> Optional[float]:
+                          queues: QueueControl, first: bool = False,
+                          queue_rate_bps: Optional[float] = None) -> Optional[float]:
         """Write `rate_bps` to the port's dataplane capacity and, when the switch
-        shapes the link, its BMv2 queue rate; return the queue rate (packets/s), or
-        None when the link's bwn-link applies the rate (capacity.csv: queue_pps empty)."""
+        shapes the link, `queue_rate_bps` (default: `rate_bps`) to its BMv2 queue;
+        return the queue rate (packets/s), or None when the link's bwn-link applies
+        the rate (capacity.csv: queue_pps and schedule_pps empty)."""
         entity = ent.port_capacity(pp.port, rate_bps, self.window)
         await (sw.insert([entity]) if first else sw.modify([entity]))
         pps: Optional[float] = None
+        schedule_pps: Optional[float] = None
         if pp.shaped_by_switch:
-            pps = bmv2_queue_rate_pps(rate_bps, pp.frame_bytes)
+            queue_bps = rate_bps if queue_rate_bps is None else queue_rate_bps
+            pps = bmv2_queue_rate_pps(queue_bps, pp.frame_bytes)
+            schedule_pps = bmv2_queue_rate_pps(rate_bps, pp.frame_bytes)
             queues.set_rate(pp.port, pps)
+            self.applied_queue_bps[(plan.name, pp.port)] = queue_bps
         self.applied_bps[(plan.name, pp.port)] = rate_bps
         self._cap_csv.writerow([f"{self.now_s():.3f}", pp.link, plan.name, pp.port, f"{rate_bps:.0f}",
-                                "" if pps is None else f"{pps:.2f}"])
+                                "" if pps is None else f"{pps:.2f}",
+                                "" if schedule_pps is None else f"{schedule_pps:.2f}"])
         self._cap_file.flush()
         return pps
 
@@ -253,11 +322,15 @@ class BwnController:
                         assert self._rate_lock is not None
                         async with self._rate_lock:  # not between a hand-set rate and its pin
                             rate = self._target_bps(pp, t)
+                            queue_rate = self._queue_target_bps(plan, pp, t)
                             last = self.applied_bps.get((plan.name, pp.port))
-                            if last is not None and abs(rate - last) <= 0.005 * last:
+                            last_queue = self.applied_queue_bps.get((plan.name, pp.port), last)
+                            if last is not None and abs(rate - last) <= 0.005 * last and (
+                                    last_queue is None or abs(queue_rate - last_queue) <= 0.005 * last_queue):
                                 continue
                             try:
-                                await self._apply_rate(sw, plan, pp, rate, queues[plan.name])
+                                await self._apply_rate(sw, plan, pp, rate, queues[plan.name],
+                                                       queue_rate_bps=queue_rate)
                             except Exception as exc:  # switch restarting: its ready handler will re-apply
                                 LOG.warning("%s: could not apply rate on port %d: %s", sw.name, pp.port, exc)
                                 queues[plan.name] = _reconnect_queues(plan.thrift_port, queues[plan.name])

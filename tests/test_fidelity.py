@@ -428,3 +428,27 @@ def test_for_network_checks_departures_only_where_the_switch_serves_the_rate(tmp
     monitor = fidelity.Monitor.for_network(tmp_path, built, telemetry_interval_s=0.25)
     assert [(p.port, p.intf, p.link, p.rate_limited) for p in monitor.ports] == [
         (1, "s1-eth1", "access", False), (2, "s1-eth2", "by-switch", True), (3, "s1-eth3", "by-link", False)]
+
+
+def test_port_utilization_counts_against_the_schedule_not_the_rate_written_to_the_queue(tmp_path):
+    """measurements.ports: packets sent / packets the schedule allowed. Under the
+    controller's queue look-ahead the queue is written the schedule shifted by its drain
+    time (capacity.csv queue_pps), which is not what the link owed; files from before
+    the schedule_pps column count by the written rate (then the same thing)."""
+    key = "s1:2"
+
+    def utilization(rows: list[str]) -> float:
+        (tmp_path / "capacity.csv").write_text("\n".join(rows) + "\n")
+        monitor = fidelity.Monitor(tmp_path, [], [fidelity.PortSpec("s1", 2, "s1-eth2", True, 50, "C-D")])
+        monitor.start()
+        monitor.stop()
+        origin = monitor.time_origin_s
+        monitor.tx[key] = [(origin + 1.0, 0), (origin + 11.0, 190)]       # 190 packets in 10 s
+        return monitor.result().to_json()["measurements"]["ports"][key]["utilization"]
+
+    head = "t_s,link,switch,port,rate_bps,queue_pps,schedule_pps"
+    # the schedule allowed 20 pps (200 packets); the queue was written 25 pps
+    assert utilization([head, "0.000,C-D,s1,2,176320,25.00,20.00"]) == 0.95
+    assert utilization(["t_s,link,switch,port,rate_bps,queue_pps", "0.000,C-D,s1,2,176320,20.00"]) == 0.95
+    assert utilization([head, "0.000,C-D,s1,2,176320,20.00,20.00", "6.000,C-D,s1,2,88160,10.00,10.00"]) \
+        == round(190 / (5 * 20 + 5 * 10), 4)

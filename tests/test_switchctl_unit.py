@@ -434,7 +434,8 @@ def test_a_link_shaped_port_stamps_the_capacity_but_leaves_the_queue_unlimited(t
     assert FakeQueues.log == [("depth", 9190, 1, 64), ("depth", 9190, 2, 30), ("close", 9190)]
     assert ctl.applied_bps == {("s1", 2): 5e6}
     (row,) = capacity_rows(ctl)
-    assert (row["link"], row["port"], row["rate_bps"], row["queue_pps"]) == ("bottleneck", "2", "5000000", "")
+    assert (row["link"], row["port"], row["rate_bps"], row["queue_pps"], row["schedule_pps"]) == (
+        "bottleneck", "2", "5000000", "", "")
     with pytest.raises(KeyError) as err:
         asyncio.run(ctl.set_link_rate("bottleneck", 1e6))
     assert err.value.args[0].startswith("link 'bottleneck' is served at its rate by its bwn-link "
@@ -457,7 +458,7 @@ def test_each_switch_is_opened_with_the_program_its_address_and_device_id(tmp_pa
         assert options.ready_handler == ctl._on_ready          # state is pushed on every connect
     ctl._cap_file.flush()
     ctl._tel_file.flush()
-    assert (out / "capacity.csv").read_text().splitlines() == ["t_s,link,switch,port,rate_bps,queue_pps"]
+    assert (out / "capacity.csv").read_text().splitlines() == ["t_s,link,switch,port,rate_bps,queue_pps,schedule_pps"]
     assert (out / "telemetry.csv").read_text().splitlines() == [
         "t_s,switch,port,capacity_kbps,rate_kbps,avail_kbps,queue_pkts,flows,ebn_code,window_start_us"]
     # a second controller may use the same folder (a run started again)
@@ -491,3 +492,108 @@ def test_switch_clock_unwraps_the_32_bit_window_start_to_the_nearest_time():
     assert clock.offset_s == pytest.approx(100.0 - wrap / 1e6)
     assert clock.age_s((wrap + 16_384) / 1e6, 100.5) == pytest.approx(0.5 - 16_384 / 1e6)
     assert clock.age_s(wrap / 1e6, 99.0) == 0.0              # never negative
+
+
+# -- the queue look-ahead ([experiment] queue_lookahead) ---------------------------------
+
+def _telemetry(port: int, queue_pkts: int) -> tuple[ent.PortTelemetry, float]:
+    return ent.PortTelemetry(port=port, window_start_us=0, capacity_kbps=110.0, rate_kbps=100.0,
+                             avail_kbps=0.0, queue_pkts=queue_pkts, flows=1, ebn_code=0), 0.0
+
+
+def test_the_queue_gets_the_rate_in_force_when_its_packets_will_leave(tmp_path):
+    """BMv2 spaces a packet at the rate of its enqueueing and it leaves its queue's
+    drain time D later: with the look-ahead the queue gets the schedule's rate at t + D
+    (the dataplane's capacity keeps the rate of now); a constant schedule, a pin, an
+    empty or unknown queue, a link served by bwn-link, or the look-ahead off (the
+    default): the rate of now."""
+    from bwn.controller.schedule import SineSchedule
+    sine = SineSchedule(110.2e3, 3.0, 1.0, 0.0)
+    plan = sc.SwitchPlan("s1", "127.0.0.1:50100", 9190, 1, ports=[
+        sc.PortPlan(3, "C-D", sine, queue_packets=50, frame_bytes=1102),
+        sc.PortPlan(4, "flat", ConstantSchedule(110.2e3), queue_packets=50, frame_bytes=1102),
+        sc.PortPlan(5, "shaped", sine, queue_packets=50, frame_bytes=1102, shaped_by_switch=False)])
+    sine_pp, flat_pp, shaped_pp = plan.ports
+    ctl = controller(tmp_path, [plan], Clock())
+    assert ctl.queue_lookahead is False
+    ctl.latest_telemetry[("s1", 3)] = _telemetry(3, 24)
+    t_s = 2.0
+    assert ctl._queue_target_bps(plan, sine_pp, t_s) == sine.rate_bps(t_s)           # off by default
+    ctl.queue_lookahead = True
+    del ctl.latest_telemetry[("s1", 3)]
+    assert ctl._queue_target_bps(plan, sine_pp, t_s) == sine.rate_bps(t_s)           # no telemetry yet
+    ctl.latest_telemetry[("s1", 3)] = _telemetry(3, 0)
+    assert ctl._queue_target_bps(plan, sine_pp, t_s) == sine.rate_bps(t_s)           # nothing queued
+    ctl.latest_telemetry[("s1", 3)] = _telemetry(3, 24)
+    drain_s = sc.drain_time_s(lambda t: bmv2_queue_rate_pps(sine.rate_bps(t), 1102), t_s, 24)
+    assert 1.0 < drain_s < 3.0
+    assert ctl._queue_target_bps(plan, sine_pp, t_s) == pytest.approx(sine.rate_bps(t_s + drain_s))
+    assert abs(sine.rate_bps(t_s + drain_s) - sine.rate_bps(t_s)) > 0.1 * sine.rate_bps(t_s)
+    ctl.schedule_origin_s = 0.5                                                      # schedule time
+    drain_s = sc.drain_time_s(lambda t: bmv2_queue_rate_pps(sine.rate_bps(t - 0.5), 1102), t_s, 24)
+    assert ctl._queue_target_bps(plan, sine_pp, t_s) == pytest.approx(sine.rate_bps(t_s - 0.5 + drain_s))
+    ctl.schedule_origin_s = 0.0
+    ctl.latest_telemetry[("s1", 3)] = _telemetry(3, 10**6)                           # bounded
+    assert ctl._queue_target_bps(plan, sine_pp, t_s) == pytest.approx(
+        sine.rate_bps(t_s + sc.MAX_QUEUE_LOOKAHEAD_S))
+    ctl.latest_telemetry[("s1", 3)] = _telemetry(3, 24)
+    for port in (4, 5):
+        ctl.latest_telemetry[("s1", port)] = _telemetry(port, 24)
+    assert ctl._queue_target_bps(plan, flat_pp, t_s) == 110.2e3
+    assert ctl._queue_target_bps(plan, shaped_pp, t_s) == sine.rate_bps(t_s)
+    ctl.pinned_bps["C-D"] = 50e3
+    assert ctl._queue_target_bps(plan, sine_pp, t_s) == 50e3
+
+
+def test_the_schedule_loop_writes_the_capacity_of_now_and_the_queue_rate_ahead(tmp_path):
+    """One tick of the loop on a sine port with a standing queue and the look-ahead on:
+    the dataplane gets the capacity at t, BMv2's queue the rate at t + D; capacity.csv
+    records both and the schedule's rate in the queue's packets/s; a tick where only
+    the queue's target moved writes it too."""
+    from bwn.controller.schedule import SineSchedule
+    clock = Clock()
+    sine = SineSchedule(110.2e3, 3.0, 1.0, 0.0)
+    plan = sc.SwitchPlan("s1", "127.0.0.1:50100", 9190, 1,
+                         ports=[sc.PortPlan(3, "C-D", sine, queue_packets=50, frame_bytes=1102)])
+    ctl = controller(tmp_path, [plan], clock)
+    ctl.queue_lookahead = True
+    (sw,) = ctl.switches
+    ctl.ready_count["s1"] = 1
+    ctl.schedule_interval_s = 0.01
+    ctl.latest_telemetry[("s1", 3)] = _telemetry(3, 24)
+
+    async def run_once(dt_s: float) -> None:
+        clock.t += dt_s
+        task = asyncio.create_task(ctl._schedules())
+        await asyncio.sleep(0.05)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(run_once(2.0))
+    t_s = ctl.now_s()
+    ahead_bps = ctl._queue_target_bps(plan, plan.ports[0], t_s)
+    assert abs(ahead_bps - sine.rate_bps(t_s)) > 0.05 * sine.rate_bps(t_s)
+    assert sw.ops[-1] == ("modify", [ent.port_capacity(3, sine.rate_bps(t_s), WINDOW)])
+    assert [e for e in FakeQueues.log if e[0] == "rate"][-1] == ("rate", 9190, 3, bmv2_queue_rate_pps(ahead_bps, 1102))
+    assert ctl.applied_bps[("s1", 3)] == sine.rate_bps(t_s) and ctl.applied_queue_bps[("s1", 3)] == ahead_bps
+    row = capacity_rows(ctl)[-1]
+    assert float(row["rate_bps"]) == pytest.approx(sine.rate_bps(t_s), abs=1)
+    assert float(row["queue_pps"]) == pytest.approx(bmv2_queue_rate_pps(ahead_bps, 1102), abs=0.01)
+    assert float(row["schedule_pps"]) == pytest.approx(bmv2_queue_rate_pps(sine.rate_bps(t_s), 1102), abs=0.01)
+    # The queue grew: only the queue's target moves, and it is written.
+    ctl.latest_telemetry[("s1", 3)] = _telemetry(3, 40)
+    FakeQueues.log = []
+    asyncio.run(run_once(0.0))
+    assert [e for e in FakeQueues.log if e[0] == "rate"] == [
+        ("rate", 9190, 3, bmv2_queue_rate_pps(ctl._queue_target_bps(plan, plan.ports[0], t_s), 1102))]
+
+
+def test_drain_time_is_where_the_schedule_has_served_the_queue():
+    assert sc.drain_time_s(lambda t: 10.0, 0.0, 24) == pytest.approx(2.4)
+    assert sc.drain_time_s(lambda t: 10.0, 5.0, 0) == 0.0
+    # 10 pkt/s until t = 1, then 40: 24 packets = 10 in the first second + 14 at 40/s.
+    step = lambda t: 10.0 if t < 1.0 else 40.0
+    assert sc.drain_time_s(step, 0.0, 24) == pytest.approx(1.0 + 14 / 40, abs=0.01)
+    assert sc.drain_time_s(step, 0.0, 24) != pytest.approx(24 / 10, abs=0.5)    # not q / rate(now)
+    assert sc.drain_time_s(lambda t: 1.0, 0.0, 1e6) == sc.MAX_QUEUE_LOOKAHEAD_S
+    assert sc.drain_time_s(lambda t: 0.0, 0.0, 3) == sc.MAX_QUEUE_LOOKAHEAD_S     # a stalled rate: bounded
