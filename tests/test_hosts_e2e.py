@@ -221,6 +221,7 @@ def test_send_main_in_process(tmp_path: Path, capsys) -> None:
     out = tmp_path / "out.bin"
     recv, port = start_recv("--out", str(out), "--once", "--linger", "0.2")
     rc = send_mod.main(["--dst", f"127.0.0.1:{port}", "--algo", "westwood", "--input", str(src),
+                        "--param", "variant=westwood+", "--param", "beta=0.9",
                         "--flow-id", "77", "--mss", "1000", "--log", str(tmp_path / "flow.jsonl"),
                         "--log-interval-ms", "0", "--summary-json", str(tmp_path / "send.json")])
     stdout = capsys.readouterr().out
@@ -230,6 +231,10 @@ def test_send_main_in_process(tmp_path: Path, capsys) -> None:
     assert (summary["flow_id"], summary["algo"], summary["bytes"], summary["status"]) == (
         77, "westwood", src.stat().st_size, "complete")
     assert summary["goodput_bps"] == pytest.approx(8 * summary["bytes"] / summary["duration_s"], rel=1e-3)
+    assert summary["dst"] == f"127.0.0.1:{port}"
+    assert summary["params"] == {"variant": "westwood+", "beta": 0.9}                      # as given
+    assert 0 < summary["cpu_s"] == round(summary["cpu_s"], 3)
+    assert (tmp_path / "send.json").read_text().splitlines()[1].startswith('  "')          # indent=2
     assert stdout.strip().splitlines()[-1].startswith(
         f"bwn-send: flow 77 westwood: {src.stat().st_size} bytes in ")
     rows = [json.loads(line) for line in (tmp_path / "flow.jsonl").read_text().splitlines()]
