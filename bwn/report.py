@@ -111,7 +111,6 @@ AGGREGATE_FLOW = "all"
 DEFAULT_BIN_S = 0.5
 TIGHT_UNSET_KBPS = 0x7FFFFFFF
 NARROW_UNSET_KBPS = 0xFFFFFFFF
-EBN_UNSET_CODE = 255
 # The runner's agents (bwn/experiment.py AGENT_MSS_BYTES, and 102 bytes of Ethernet,
 # IPv4, UDP, BWN and transport headers); run.json states them for each run.
 DEFAULT_MSS_BYTES = 1000
@@ -618,9 +617,7 @@ def estimate_bps(run: SchemeRun, sample: Mapping[str, Any], source: str,
         return None                                   # no BWN switch on the path
     if source == "fb_ebn_code":
         code = sample.get("fb_ebn_code")
-        if code is None or int(code) == EBN_UNSET_CODE:
-            return None
-        kbps = ebn_decode_kbps(int(code))
+        kbps = None if code is None else ebn_decode_kbps(int(code))    # None for the unset code
         return None if kbps is None else kbps * 1000 * run.payload_per_frame
     if source == "fb_tight_kbps":
         tight = sample.get("fb_tight_kbps")
