@@ -199,7 +199,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         write_ready_file(args.ready_file)
     except OSError as exc:
         sock.close()
-        print(f"{PROG}: error: cannot write --ready-file: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: cannot write --ready-file {args.ready_file}: {exc.strerror or exc}",
+              file=sys.stderr)
         return 1
 
     summaries: List[Dict[str, Any]] = []

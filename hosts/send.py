@@ -221,7 +221,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 1
     except OSError as exc:
         sock.close()
-        print(f"{PROG}: error: cannot write --ready-file: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: cannot write --ready-file {args.ready_file}: {exc.strerror or exc}",
+              file=sys.stderr)
         return 1
     sender: Sender
 

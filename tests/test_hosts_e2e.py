@@ -5,15 +5,21 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import List, Tuple
+from typing import Any, List, Optional, Tuple
 
 import pytest
 
+from bwn.hosts import recv as recv_mod
+from bwn.hosts import send as send_mod
+from bwn.hosts.startup import NotStarted
+from bwn.hosts.transport_loop import open_udp_socket
 from bwn.hosts.transport_source import pattern_bytes
+from bwn.wire import BWN_UDP_PORT
 
 PY = sys.executable
 TIMEOUT_S = 60
@@ -215,7 +221,6 @@ def _free_udp_port() -> int:
 def test_send_main_in_process(tmp_path: Path, capsys) -> None:
     """bwn-send's main: exit 0 on a complete flow, its summary on stdout and in
     --summary-json, its time series in --log, the file delivered exactly."""
-    from bwn.hosts import send as send_mod
     src = tmp_path / "in.bin"
     src.write_bytes(os.urandom(400_000 + 3))
     out = tmp_path / "out.bin"
@@ -248,7 +253,6 @@ def test_recv_main_in_process(tmp_path: Path, capsys) -> None:
     the receiver's counters on stdout, --summary-json and --stats-json written, its
     --log rows, exit 0 after the flow completed."""
     import threading
-    from bwn.hosts import recv as recv_mod
     port = _free_udp_port()
     ready = tmp_path / "recv.ready"
     sender = subprocess.Popen([PY, "-m", "bwn.hosts.send", "--dst", f"127.0.0.1:{port}", "--bytes", "300k",
@@ -293,7 +297,6 @@ def test_recv_main_in_process(tmp_path: Path, capsys) -> None:
 def test_recv_options_reach_the_receiver(tmp_path: Path, monkeypatch, capsys) -> None:
     """Each bwn-recv option is handed to the receiver in its unit (ms and s to us), and
     a receiver that sees garbage says so on stderr, at most once per interval."""
-    from bwn.hosts import recv as recv_mod
     made = {}
 
     class Recording(recv_mod.Receiver):
@@ -324,3 +327,283 @@ def test_recv_options_reach_the_receiver(tmp_path: Path, monkeypatch, capsys) ->
     assert made["sinks"].pattern is None                     # no --out: nothing written
     warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
     assert [w.split(" datagrams")[0] for w in warnings] == ["bwn-recv: warning: 3", "bwn-recv: warning: 2"]
+
+
+# -- bwn-send's main at its seams: each option reaches its part, each failure exits 1 --
+
+class Refused(OSError):
+    pass
+
+
+def test_addresses_and_log_interval_reach_socket_and_log_in_their_units(tmp_path: Path, monkeypatch, capsys):
+    opened: dict[str, Any] = {}
+    logs: list[Any] = []
+
+    def no_socket(**kw: Any) -> socket.socket:
+        opened.update(kw)
+        raise Refused("refused for the test")
+
+    class RecordingLog(send_mod.TimeSeriesLog):
+        def __init__(self, path: str, fields: Any, interval_us: int) -> None:
+            super().__init__(path, fields, interval_us)
+            logs.append(self)
+
+    monkeypatch.setattr(send_mod, "open_udp_socket", no_socket)
+    monkeypatch.setattr(send_mod, "TimeSeriesLog", RecordingLog)
+    rc = send_mod.main(["--algo", "newreno", "--dst", "127.0.0.1", "--bind", "127.0.0.2", "--bytes", "10k",
+                        "--log", str(tmp_path / "flow.csv"), "--log-interval-ms", "50"])
+    assert rc == 1
+    assert capsys.readouterr().err == ("bwn-send: error: cannot open a socket to 127.0.0.1: "
+                                       "refused for the test\n")
+    assert opened == {"bind": ("127.0.0.2", 0), "connect": ("127.0.0.1", BWN_UDP_PORT)}
+    assert [log.interval_us for log in logs] == [50_000]
+
+
+def test_without_bind_the_socket_is_not_bound(monkeypatch, capsys):
+    opened: dict[str, Any] = {}
+
+    def no_socket(**kw: Any) -> socket.socket:
+        opened.update(kw)
+        raise Refused("no")
+
+    monkeypatch.setattr(send_mod, "open_udp_socket", no_socket)
+    assert send_mod.main(["--algo", "newreno", "--dst", "127.0.0.1:5000", "--bytes", "1k"]) == 1
+    assert opened == {"bind": None, "connect": ("127.0.0.1", 5000)}
+
+
+def test_stopped_before_go_writes_ready_file_closes_everything_and_sends_nothing(tmp_path: Path, monkeypatch,
+                                                                               capsys):
+    waited: list[tuple[Any, ...]] = []
+    logs: list[Any] = []
+    sockets: list[socket.socket] = []
+
+    def stopped(wait_go: bool, delay_s: float) -> None:
+        waited.append((wait_go, delay_s))
+        raise NotStarted("stopped for the test")
+
+    class RecordingLog(send_mod.TimeSeriesLog):
+        def __init__(self, *a: Any) -> None:
+            super().__init__(*a)
+            logs.append(self)
+
+    def real_socket(**kw: Any) -> socket.socket:
+        sockets.append(open_udp_socket(**kw))
+        return sockets[-1]
+
+    monkeypatch.setattr(send_mod, "wait_for_start", stopped)
+    monkeypatch.setattr(send_mod, "TimeSeriesLog", RecordingLog)
+    monkeypatch.setattr(send_mod, "open_udp_socket", real_socket)
+    ready = tmp_path / "send.ready"
+    rc = send_mod.main(["--algo", "newreno", "--dst", "127.0.0.1:9", "--bytes", "1k", "--ready-file", str(ready), "--wait-go",
+                        "--start-delay-s", "0.25", "--log", str(tmp_path / "flow.csv")])
+    assert rc == 1
+    assert capsys.readouterr().err == "bwn-send: stopped for the test before the flow started: nothing sent\n"
+    assert ready.read_text() == f"{os.getpid()}\n"
+    assert waited == [(True, 0.25)]
+    assert logs and logs[0]._fh.closed and sockets and sockets[0].fileno() == -1
+
+
+def test_send_an_unwritable_ready_file_is_an_error_before_anything_is_sent(tmp_path: Path, capsys):
+    rc = send_mod.main(["--algo", "newreno", "--dst", "127.0.0.1:9", "--bytes", "1k", "--ready-file", str(tmp_path / "no" / "r")])
+    assert rc == 1
+    assert capsys.readouterr().err == (f"bwn-send: error: cannot write --ready-file {tmp_path / 'no' / 'r'}: "
+                                       "No such file or directory\n")
+
+
+def test_send_an_unwritable_log_is_a_usage_error(tmp_path: Path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        send_mod.main(["--algo", "newreno", "--dst", "127.0.0.1:9", "--bytes", "1k", "--log", str(tmp_path / "no" / "flow.csv")])
+    assert exc.value.code == 2
+    assert "bwn-send: error: cannot write --log file: [Errno 2] " in capsys.readouterr().err
+
+
+# -- bwn-recv's main at its seams: the flow line, --once's linger, the warnings' pacing --
+
+WARN = recv_mod.WARN_INTERVAL_US
+
+
+class FakeFlow:
+    """What on_flow_end and the exit status read of a flow: its summary at a time."""
+
+    def __init__(self, status: str, goodput_bps: Optional[float], out: Optional[str]) -> None:
+        self.status, self.goodput_bps, self.out = status, goodput_bps, out
+        self.asked_at: list[Any] = []
+
+    def summary(self, t_us: Any) -> dict[str, Any]:
+        self.asked_at.append(t_us)
+        return {"flow_id": 7, "peer": "10.0.0.1:4000", "status": self.status, "bytes": 1500,
+                "duration_s": 0.25, "goodput_bps": self.goodput_bps, "out": self.out}
+
+
+def run_main(monkeypatch, argv: list[str], loop) -> int:
+    """main with the socket loop replaced by `loop(made, should_stop, clock)`: `made` holds
+    the Receiver's arguments, `clock` sets now_us."""
+    made: dict[str, Any] = {}
+    clock = {"now": 1_000_000}
+
+    class Recording(recv_mod.Receiver):
+        def __init__(self, emit, sinks, **kw):
+            made.update(kw, sinks=sinks, receiver=self)
+            super().__init__(emit, sinks, **kw)
+
+    monkeypatch.setattr(recv_mod, "Receiver", Recording)
+    monkeypatch.setattr(recv_mod, "now_us", lambda: clock["now"])
+    monkeypatch.setattr(recv_mod, "run_receiver", lambda receiver, sock, wake, should_stop:
+                        loop(made, should_stop, clock))
+    return recv_mod.main(["--listen", "127.0.0.1:0", *argv])
+
+
+def test_once_lingers_exactly_then_stops_and_reports_the_flow(monkeypatch, capsys):
+    flow = FakeFlow("complete", 48_000.0, "/tmp/out-7.bin")
+
+    def loop(made, should_stop, clock):
+        clock["now"] = 5_000_000
+        made["on_flow_end"](flow)
+        assert flow.asked_at == [5_000_000]
+        assert should_stop(5_000_000 + 499_999) is False
+        assert should_stop(5_000_000 + 500_000) is True
+
+    assert run_main(monkeypatch, ["--once", "--linger", "0.5"], loop) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == ("bwn-recv: flow 7 from 10.0.0.1:4000 complete: 1500 bytes in 0.250 s, "
+                      "0.048 Mb/s -> /tmp/out-7.bin")
+    assert out[1].startswith("bwn-recv: receiver: ")
+
+
+def test_a_flow_without_goodput_or_file_says_neither(monkeypatch, capsys):
+    def loop(made, should_stop, clock):
+        made["on_flow_end"](FakeFlow("complete", None, None))
+
+    assert run_main(monkeypatch, [], loop) == 0
+    assert capsys.readouterr().out.splitlines()[0] == (
+        "bwn-recv: flow 7 from 10.0.0.1:4000 complete: 1500 bytes in 0.250 s")
+
+
+def test_once_without_an_ended_flow_never_stops_and_without_once_nothing_stops(monkeypatch, capsys):
+    def loop(made, should_stop, clock):
+        assert should_stop(10 * WARN) is False                     # --once, no flow yet
+    assert run_main(monkeypatch, ["--once", "--linger", "0"], loop) == 0
+
+    def loop2(made, should_stop, clock):
+        made["on_flow_end"](FakeFlow("complete", 1.0, None))
+        assert should_stop(10 * WARN) is False                     # not --once: serve on
+    assert run_main(monkeypatch, [], loop2) == 0
+
+
+def test_once_exits_1_when_its_flow_did_not_complete(monkeypatch, capsys):
+    flow = FakeFlow("failed: reset by the sender", None, None)
+
+    def loop(made, should_stop, clock):
+        made["on_flow_end"](flow)
+        clock["now"] = 9_000_000
+
+    assert run_main(monkeypatch, ["--once"], loop) == 1
+    assert flow.asked_at == [1_000_000, 9_000_000]                # at its end, then at exit
+
+
+def test_unusable_datagrams_are_reported_once_per_interval_and_only_when_new(monkeypatch, capsys):
+    said: list[str] = []
+
+    def told() -> str:
+        return "".join(line for line in capsys.readouterr().err.splitlines(True) if "warning" in line)
+
+    def loop(made, should_stop, clock):
+        stats = made["receiver"].stats
+        should_stop(WARN)                                          # nothing unusable yet: quiet
+        said.append(told())
+        stats.malformed_short += 3
+        should_stop(WARN + 1)                                      # within the interval: quiet
+        said.append(told())
+        should_stop(2 * WARN + 1)
+        said.append(told())
+        stats.unknown_flow += 2
+        should_stop(3 * WARN)                                      # 1 us short of the interval
+        said.append(told())
+        should_stop(3 * WARN + 1)
+        said.append(told())
+        should_stop(4 * WARN + 1)                                  # nothing new: quiet
+        said.append(told())
+
+    assert run_main(monkeypatch, [], loop) == 0
+    assert [s.split(" datagrams")[0] for s in said] == [
+        "", "", "bwn-recv: warning: 3", "", "bwn-recv: warning: 2", ""]
+
+
+def test_quiet_says_nothing_about_unusable_datagrams(monkeypatch, capsys):
+    def loop(made, should_stop, clock):
+        made["receiver"].stats.malformed_short += 3
+        should_stop(WARN)
+        should_stop(2 * WARN)
+
+    assert run_main(monkeypatch, ["--quiet"], loop) == 0
+    assert capsys.readouterr() == ("", "")
+
+
+def test_summary_and_stats_files_are_indented_json_and_the_log_is_closed(tmp_path: Path, monkeypatch,
+                                                                        capsys):
+    logs: list[Any] = []
+
+    class RecordingLog(recv_mod.TimeSeriesLog):
+        def __init__(self, path: str, fields: Any, interval_us: int) -> None:
+            super().__init__(path, fields, interval_us)
+            logs.append(self)
+
+    monkeypatch.setattr(recv_mod, "TimeSeriesLog", RecordingLog)
+
+    def loop(made, should_stop, clock):
+        made["on_flow_end"](FakeFlow("complete", 8.0, None))
+
+    assert run_main(monkeypatch, ["--summary-json", str(tmp_path / "s.json"), "--stats-json",
+                                  str(tmp_path / "st.json"), "--log", str(tmp_path / "r.csv"),
+                                  "--log-interval-ms", "50"], loop) == 0
+    for name in ("s.json", "st.json"):
+        text = (tmp_path / name).read_text()
+        assert json.loads(text) and text.endswith("\n") and text.splitlines()[1].startswith("  ")
+        assert not text.splitlines()[1].startswith("   ")
+    assert json.loads((tmp_path / "s.json").read_text())[0]["flow_id"] == 7
+    assert [log.interval_us for log in logs] == [50_000] and logs[0]._fh.closed
+
+
+def test_listen_address_default_port_and_failure(monkeypatch, capsys):
+    opened: dict[str, Any] = {}
+
+    def no_socket(**kw: Any) -> socket.socket:
+        opened.update(kw)
+        raise OSError("in use for the test")
+
+    monkeypatch.setattr(recv_mod, "open_udp_socket", no_socket)
+    assert recv_mod.main(["--listen", "127.0.0.1"]) == 1
+    assert opened == {"bind": ("127.0.0.1", BWN_UDP_PORT)}
+    assert capsys.readouterr().err == "bwn-recv: error: cannot listen on 127.0.0.1: in use for the test\n"
+
+
+def test_out_whose_directory_is_a_file_is_a_usage_error(tmp_path: Path, capsys):
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(SystemExit) as exc:
+        recv_mod.main(["--listen", "127.0.0.1:0", "--out", str(tmp_path / "afile" / "out.bin")])
+    assert exc.value.code == 2
+    assert (f"bwn-recv: error: cannot write --out '{tmp_path / 'afile' / 'out.bin'}': no writable "
+            f"directory '{tmp_path / 'afile'}'") in capsys.readouterr().err
+
+
+def test_recv_an_unwritable_log_is_a_usage_error(tmp_path: Path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        recv_mod.main(["--listen", "127.0.0.1:0", "--log", str(tmp_path / "no" / "r.csv")])
+    assert exc.value.code == 2
+    assert "bwn-recv: error: cannot write --log file: [Errno 2] " in capsys.readouterr().err
+
+
+def test_recv_an_unwritable_ready_file_is_an_error_and_the_socket_is_closed(tmp_path: Path, monkeypatch, capsys):
+    sockets: list[socket.socket] = []
+    real = recv_mod.open_udp_socket
+
+    def keep(**kw: Any) -> socket.socket:
+        sockets.append(real(**kw))
+        return sockets[-1]
+
+    monkeypatch.setattr(recv_mod, "open_udp_socket", keep)
+    path = tmp_path / "no" / "r"
+    assert recv_mod.main(["--listen", "127.0.0.1:0", "--ready-file", str(path)]) == 1
+    assert capsys.readouterr().err == (f"bwn-recv: error: cannot write --ready-file {path}: "
+                                       "No such file or directory\n")
+    assert sockets[0].fileno() == -1
