@@ -214,3 +214,11 @@ def test_slow_start_adds_the_acked_segments_at_most_one_per_ack():
     d.cc.on_ack(d.st, AckInfo(now_us=d.now, ack_seq=d.una, acked_bytes=2 * MSS, rtt_sample_us=None,
                               ack_send_time_us=None, feedback=None, dupacks=0))
     assert d.st.cwnd == pytest.approx(before + 1.5)
+
+
+def test_defaults_are_the_papers():
+    """Brakmo & Peterson's alpha = 1, beta = 3, gamma = 1 (NS-2's v_alpha_, v_beta_,
+    v_gamma_: the Vegas the EBN paper compared with), growth every other RTT in slow
+    start."""
+    v = Vegas()
+    assert (v.alpha, v.beta, v.gamma, v.every_other_rtt) == (1.0, 3.0, 1.0, True)

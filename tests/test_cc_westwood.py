@@ -222,3 +222,10 @@ def test_a_recovery_target_serves_one_recovery_only():
     st.ssthresh, st.bytes_in_flight = 8.0, 30 * MSS
     cc.on_exit_recovery(st, ack(10**7 + 1, 5000))        # no recovery entered since: ssthresh
     assert st.cwnd == pytest.approx(8)
+
+
+def test_defaults_are_the_papers():
+    """Mascolo et al.'s filter pole beta = 19/21 and, for Westwood+, Linux's
+    TCP_WESTWOOD_RTT_MIN of 50 ms as the shortest sampling interval."""
+    w = Westwood()
+    assert (w.variant, w.beta, w.plus_window_min_us) == ("westwood", 19.0 / 21.0, 50_000)
