@@ -607,3 +607,55 @@ def test_recv_an_unwritable_ready_file_is_an_error_and_the_socket_is_closed(tmp_
     assert capsys.readouterr().err == (f"bwn-recv: error: cannot write --ready-file {path}: "
                                        "No such file or directory\n")
     assert sockets[0].fileno() == -1
+
+
+class LineRecorder:
+    """A stdout that records its writes and flushes, to see a line flushed as it is
+    printed (a runner reads the agents' lines through a pipe while they run)."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.events.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self.events.append("<flush>")
+
+    def flushed_lines(self) -> list[str]:
+        """The lines followed by a flush before anything else is written."""
+        out, line = [], ""
+        for i, event in enumerate(self.events):
+            if event == "<flush>":
+                continue
+            line += event
+            if line.endswith("\n"):
+                if i + 1 < len(self.events) and self.events[i + 1] == "<flush>":
+                    out.append(line.rstrip("\n"))
+                line = ""
+        return out
+
+
+def test_recv_flushes_each_flow_line_and_its_counters_as_it_prints_them(monkeypatch):
+    recorder = LineRecorder()
+    monkeypatch.setattr(sys, "stdout", recorder)
+
+    def loop(made, should_stop, clock):
+        made["on_flow_end"](FakeFlow("complete", 8e6, None))
+
+    assert run_main(monkeypatch, [], loop) == 0
+    flushed = recorder.flushed_lines()
+    assert flushed[0].startswith("bwn-recv: flow 7 from 10.0.0.1:4000 complete") and len(flushed) == 2
+    assert flushed[1].startswith("bwn-recv: receiver: ")
+
+
+def test_send_flushes_its_summary_line(tmp_path: Path, monkeypatch):
+    recorder = LineRecorder()
+    out = tmp_path / "out.bin"
+    recv, port = start_recv("--out", str(out), "--once", "--linger", "0.2")
+    monkeypatch.setattr(sys, "stdout", recorder)
+    rc = send_mod.main(["--dst", f"127.0.0.1:{port}", "--algo", "newreno", "--bytes", "20k", "--flow-id", "5"])
+    assert rc == 0 and finish(recv)[0] == 0
+    (line,) = recorder.flushed_lines()
+    assert line.startswith("bwn-send: flow 5 newreno: 20000 bytes in ")
