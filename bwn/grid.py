@@ -46,6 +46,9 @@ class Case:
     quick: bool = False
     extra_flows: tuple[dict[str, Any], ...] = ()
     note: str = ""
+    #: at least this many seeds in a full grid (a claim that needs a narrower
+    #: interval than the grid's default gives); None: the grid's --seeds
+    seeds: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -126,10 +129,13 @@ def load_grid(paper: str, path: Optional[Path] = None) -> Grid:
         duration = float(c.get("duration_s", meta.get("duration_s", 60)))
         quick_duration = float(c.get("quick_duration_s", meta.get("quick_duration_s", duration)))
         extra = c.get("flows", [])
+        seeds = c.get("seeds")
+        if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1):
+            raise GridError(f"{loc}: seeds must be a whole number >= 1, not {seeds!r}")
         cases.append(Case(str(c["id"]), str(c.get("label", c["id"])), str(c["template"]),
                           dict(c.get("params", {})), tuple(c["schemes"]), duration, quick_duration,
                           bool(c.get("quick", False)), tuple(extra if isinstance(extra, list) else [extra]),
-                          str(c.get("note", ""))))
+                          str(c.get("note", "")), seeds))
     ids = [c.id for c in cases]
     if len(set(ids)) != len(ids):
         raise GridError(f"{where}: case ids are not unique: {ids}")

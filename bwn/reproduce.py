@@ -63,10 +63,11 @@ LOCK_YIELD_S = 1.5
 
 def planned_runs(grid: gr.Grid, quick: bool, seeds: int,
                  cases: Optional[Sequence[gr.Case]] = None) -> list[tuple[gr.Case, int, str]]:
-    """Every (case, seed, scheme) of `cases` (default: the grid's selection)."""
+    """Every (case, seed, scheme) of `cases` (default: the grid's selection): `seeds`
+    per case, or the case's own ``seeds`` where it asks for more; one with `quick`."""
     cases = grid.selected(quick) if cases is None else cases
-    n_seeds = 1 if quick else seeds
-    return [(case, seed, scheme) for case in cases for seed in range(1, n_seeds + 1)
+    return [(case, seed, scheme) for case in cases
+            for seed in range(1, (1 if quick else max(seeds, case.seeds or 0)) + 1)
             for scheme in case.schemes]
 
 
@@ -771,7 +772,7 @@ def runs_made_by(records: Sequence[cl.RunRecord]) -> str:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("paper", help=f"one of {', '.join(gr.PAPERS)}, or 'all'")
-    p.add_argument("--seeds", type=_positive_int, default=3, help="seeds per case and scheme (default 3)")
+    p.add_argument("--seeds", type=_positive_int, default=3, help="seeds per case and scheme (default 3; a case of the grid may ask for more)")
     p.add_argument("--quick", action="store_true",
                    help="the grid's quick subset, one seed, short durations (< 15 min per paper)")
     p.add_argument("--out", default="results", help="output folder (default: results)")
@@ -901,7 +902,9 @@ def main(args: argparse.Namespace) -> int:
             "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "commit": commit_text(out_root),
             "machine": machine_text(),
-            "selection": ("quick subset, 1 seed" if args.quick else f"full grid, {args.seeds} seeds")
+            "selection": ("quick subset, 1 seed" if args.quick else f"full grid, {args.seeds} seeds"
+                          + "".join(f" ({c.id}: {c.seeds})" for c in grid.cases
+                                    if c.seeds and c.seeds > args.seeds))
                          + (f"; this invocation: cases {args.cases}" if args.cases else ""),
             "run time": f"{run_wall_s / 60:.1f} min of runs recorded in timing.json on this machine "
                         f"(this invocation: {(time.monotonic() - started) / 60:.1f} min)"

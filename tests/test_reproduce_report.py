@@ -580,3 +580,27 @@ def test_a_carried_run_counts_only_for_the_scenario_it_was_made_with(tmp_path):
     (path / "scenario.toml").write_text(tomli_w.dumps(reproduce.config_for(grid, edited, 1, "newreno", False)[0]))
     [shown] = reproduce.collect(grid, out, [(case, 1, "newreno")], quick=False, carried=carried)
     assert not shown.carried and not shown.usable and "another scenario" in shown.fidelity
+
+
+def test_a_case_may_ask_for_more_seeds_than_the_grid_and_quick_runs_one():
+    base = gr.Case("a", "case a", "dumbbell", {}, ("x", "y"), 10, 5)
+    more = gr.Case("b", "case b", "dumbbell", {}, ("x",), 10, 5, seeds=5)
+    grid = gr.Grid("test", "Test", "A. Author, Title.", "none", (base, more), ())
+    plan = reproduce.planned_runs(grid, quick=False, seeds=3, cases=[base, more])
+    assert [(c.id, s, x) for c, s, x in plan if c.id == "b"] == [("b", s, "x") for s in range(1, 6)]
+    assert {s for c, s, _ in plan if c.id == "a"} == {1, 2, 3}
+    assert {s for c, s, _ in reproduce.planned_runs(grid, False, 7, [base, more]) if c.id == "b"} == set(range(1, 8))
+    assert {s for _, s, _ in reproduce.planned_runs(grid, True, 3, [base, more])} == {1}
+
+
+@pytest.mark.parametrize("bad", ["0", "-2", "2.5", "true", '"8"'])
+def test_a_cases_seeds_must_be_a_whole_number_of_at_least_one(tmp_path, bad):
+    path = tmp_path / "g.toml"
+    path.write_text(f'[paper]\ntitle = "t"\n\n[[cases]]\nid = "a"\ntemplate = "dumbbell"\nschemes = ["x"]\n'
+                    f'seeds = {bad}\n')
+    with pytest.raises(gr.GridError) as err:
+        gr.load_grid("t", path)
+    assert str(err.value) == (f"{path}: cases[0]: seeds must be a whole number >= 1, not "
+                              f"{gr.tomllib.loads(f'v = {bad}')['v']!r}")
+    path.write_text('[paper]\ntitle = "t"\n\n[[cases]]\nid = "a"\ntemplate = "dumbbell"\nschemes = ["x"]\nseeds = 8\n')
+    assert gr.load_grid("t", path).cases[0].seeds == 8
