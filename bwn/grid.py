@@ -14,7 +14,7 @@ import string
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from bwn import seeding
 
@@ -82,6 +82,10 @@ class Grid:
     start_spread_s: float = 0.5
     timeseries_flow: Optional[str] = None      # plot this flow's throughput over time per case
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: template name -> its text, read when the grid was loaded: a grid that runs for
+    #: hours renders every run from the templates as they were when it started (an
+    #: edit meanwhile, say a new placeholder, does not meet the old cases' parameters)
+    templates: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def case(self, case_id: str) -> Case:
         for c in self.cases:
@@ -164,10 +168,17 @@ def load_grid(paper: str, path: Optional[Path] = None) -> Grid:
                             bool(c.get("lower_is_better", False)), _opt_float(c.get("threshold")),
                             _opt_float(c.get("target")), _opt_float(c.get("tolerance")),
                             tuple(c.get("cases", [])), str(c.get("paper_value", "")), float(margin)))
+    templates = {}
+    for case in cases:
+        if case.template not in templates:
+            try:
+                templates[case.template] = template_path(case.template).read_text()
+            except OSError as exc:
+                raise GridError(f"{template_path(case.template)}: cannot read: {exc.strerror or exc}") from None
     return Grid(paper, str(meta.get("title", paper)), str(meta.get("citation", "")),
                 str(meta.get("scaling", "")), tuple(cases), tuple(claims),
                 float(meta.get("start_spread_s", 0.5)), meta.get("timeseries_flow"),
-                tuple(meta.get("notes", [])))
+                tuple(meta.get("notes", [])), templates)
 
 
 def _opt_float(value: Any) -> Optional[float]:
@@ -185,8 +196,9 @@ def template_path(name: str) -> Path:
 def render(grid: Grid, case: Case, seed: int, scheme: str, quick: bool) -> dict[str, Any]:
     """The scenario (a config dict, see docs/config.md) of one run."""
     path = template_path(case.template)
+    source = grid.templates.get(case.template)
     try:
-        text = string.Template(path.read_text()).substitute(
+        text = string.Template(source if source is not None else path.read_text()).substitute(
             {k: _toml_value(v) for k, v in case.params.items()})
     except KeyError as exc:
         raise GridError(f"{path}: case {case.id!r} gives no value for ${{{exc.args[0]}}}") from None

@@ -604,3 +604,28 @@ def test_a_cases_seeds_must_be_a_whole_number_of_at_least_one(tmp_path, bad):
                               f"{gr.tomllib.loads(f'v = {bad}')['v']!r}")
     path.write_text('[paper]\ntitle = "t"\n\n[[cases]]\nid = "a"\ntemplate = "dumbbell"\nschemes = ["x"]\nseeds = 8\n')
     assert gr.load_grid("t", path).cases[0].seeds == 8
+
+
+def test_a_grid_renders_from_its_templates_as_they_were_when_it_was_loaded(tmp_path, monkeypatch):
+    """A grid runs for hours: an edit of its template meanwhile (a new placeholder the
+    loaded cases do not give) must not break the runs still to come."""
+    templates = tmp_path / "templates"
+    templates.mkdir()
+    (templates / "t1.toml").write_text('[experiment]\nduration_s = ${d}\n')
+    monkeypatch.setattr(gr, "TEMPLATE_DIRS", (templates,))
+    path = tmp_path / "g.toml"
+    path.write_text('[paper]\ntitle = "t"\n\n[[cases]]\nid = "a"\ntemplate = "t1"\nschemes = ["x"]\n'
+                    'params = { d = 7 }\n')
+    grid = gr.load_grid("t", path)
+    (templates / "t1.toml").write_text('[experiment]\nduration_s = ${d}\nseed = ${new}\n')
+    assert gr.render(grid, grid.case("a"), 1, "x", quick=False)["experiment"]["seed"] == 1
+    with pytest.raises(gr.GridError, match=r"case 'a' gives no value for \$\{new\}"):
+        gr.render(gr.load_grid("t", path), grid.case("a"), 1, "x", quick=False)    # loaded anew: the edit
+
+
+def test_a_grid_whose_template_is_missing_is_refused_when_loaded(tmp_path, monkeypatch):
+    monkeypatch.setattr(gr, "TEMPLATE_DIRS", (tmp_path,))
+    path = tmp_path / "g.toml"
+    path.write_text('[paper]\ntitle = "t"\n\n[[cases]]\nid = "a"\ntemplate = "nowhere"\nschemes = ["x"]\n')
+    with pytest.raises(gr.GridError, match=r"^no scenario template 'nowhere' in "):
+        gr.load_grid("t", path)
