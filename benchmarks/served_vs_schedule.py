@@ -8,11 +8,13 @@ A RUN_DIR is one scheme's run (`run.json`, `capacity.csv`). For each rate-limite
 port in `run.json` (`fidelity.measurements.ports`; `--port SWITCH:PORT` picks
 one), prints the packets it sent and two ratios:
 
-* ``per written rate``: run.json's own ``utilization``, packets sent / the integral
-  of ``capacity.csv``'s ``queue_pps``, the rate the controller wrote to BMv2's
-  queue;
+* ``per written rate``: packets sent / the integral of ``capacity.csv``'s
+  ``queue_pps``, the rate the controller wrote to BMv2's queue;
 * ``per schedule``: packets sent / the integral of the schedule's rate of the
   moment (``capacity.csv``'s ``rate_bps`` / (8 * frame bytes)).
+
+run.json's own ``utilization`` is the first for runs made before capacity.csv had
+a ``schedule_pps`` column, the second since (docs/fidelity.md).
 
 The two agree unless the controller wrote the queue something other than the
 schedule's rate of the moment, as its reverted look-ahead (commit 8269d68) did:
@@ -20,10 +22,10 @@ the rate at t + D, D the queue's drain time. Then only the second says what
 the link carried against what it should have (docs/fidelity.md, invariant 4).
 
 run.json keeps the packets the port was due (``due_pkts``) but not the window
-they were counted over, so the schedule's count is ``due_pkts`` scaled by the
-ratio of the two integrals over the run's window as far as it is known (from
-the first flow's start for ``wall_s`` seconds); the window's error cancels in
-the ratio.
+they were counted over, so the other count is ``due_pkts`` scaled by the ratio
+of the two integrals over the run's window as far as it is known (from the
+first flow's start for ``wall_s`` seconds); the window's error cancels in the
+ratio.
 """
 from __future__ import annotations
 
@@ -61,10 +63,16 @@ def served(run_dir: Path, frame_bytes: int, only: Optional[str] = None) -> list[
         schedule = integral_steps(_series(capacity, switch, int(number), "rate_bps", 1 / (8 * frame_bytes)),
                                   t0, t1)
         sent, due = port.get("tx_pkts"), port.get("due_pkts")
-        due_schedule = due * schedule / written if due and written > 0 else None
+        by_schedule = any(r.get("schedule_pps") for r in capacity)      # due_pkts counts the schedule
+        if not (sent and due and written > 0 and schedule > 0):
+            per_written = per_schedule = None
+        elif by_schedule:
+            per_schedule, per_written = sent / due, sent / (due * written / schedule)
+        else:
+            per_written, per_schedule = sent / due, sent / (due * schedule / written)
         out.append({"run": str(run_dir), "port": key, "tx_pkts": sent,
-                    "per_written_rate": port.get("utilization"),
-                    "per_schedule": round(sent / due_schedule, 4) if sent and due_schedule else None})
+                    "per_written_rate": None if per_written is None else round(per_written, 4),
+                    "per_schedule": None if per_schedule is None else round(per_schedule, 4)})
     return out
 
 

@@ -47,6 +47,21 @@ def test_a_written_rate_above_the_schedule_is_not_the_links_shortfall(tmp_path):
     assert row["per_schedule"] == pytest.approx(0.95, abs=1e-4)
 
 
+def test_a_run_whose_due_counts_the_schedule_gives_the_written_ratio_the_other_way(tmp_path):
+    # since capacity.csv has schedule_pps, run.json's due_pkts is the schedule's (300)
+    run = make_run(tmp_path / "r", [10.5, 21])
+    rows = (run / "capacity.csv").read_text().splitlines()
+    rows = [rows[0] + ",schedule_pps"] + [r + ("," + ("10" if ",C,3,80000," in r else "20" if ",C,3," in r
+                                                      else "125")) for r in rows[1:]]
+    (run / "capacity.csv").write_text("\n".join(rows) + "\n")
+    meta = json.loads((run / "run.json").read_text())
+    meta["fidelity"]["measurements"]["ports"]["C:3"].update(due_pkts=300.0, utilization=0.95)
+    (run / "run.json").write_text(json.dumps(meta))
+    (row,) = svs.served(run, FRAME, "C:3")
+    assert row["per_schedule"] == pytest.approx(0.95, abs=1e-4)
+    assert row["per_written_rate"] == pytest.approx(285 / 315, abs=1e-4)
+
+
 def test_every_rate_limited_port_unless_one_is_asked(tmp_path, capsys):
     run = make_run(tmp_path / "r", [10, 20])
     rows = svs.served(run, FRAME)
