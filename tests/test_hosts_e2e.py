@@ -335,20 +335,24 @@ class Refused(OSError):
     pass
 
 
+def refusing_socket(opened: dict[str, Any], error: OSError):
+    """An open_udp_socket that records its arguments in `opened` and raises `error`."""
+    def open_socket(**kw: Any) -> socket.socket:
+        opened.update(kw)
+        raise error
+    return open_socket
+
+
 def test_addresses_and_log_interval_reach_socket_and_log_in_their_units(tmp_path: Path, monkeypatch, capsys):
     opened: dict[str, Any] = {}
     logs: list[Any] = []
-
-    def no_socket(**kw: Any) -> socket.socket:
-        opened.update(kw)
-        raise Refused("refused for the test")
 
     class RecordingLog(send_mod.TimeSeriesLog):
         def __init__(self, path: str, fields: Any, interval_us: int) -> None:
             super().__init__(path, fields, interval_us)
             logs.append(self)
 
-    monkeypatch.setattr(send_mod, "open_udp_socket", no_socket)
+    monkeypatch.setattr(send_mod, "open_udp_socket", refusing_socket(opened, Refused("refused for the test")))
     monkeypatch.setattr(send_mod, "TimeSeriesLog", RecordingLog)
     rc = send_mod.main(["--algo", "newreno", "--dst", "127.0.0.1", "--bind", "127.0.0.2", "--bytes", "10k",
                         "--log", str(tmp_path / "flow.csv"), "--log-interval-ms", "50"])
@@ -362,11 +366,7 @@ def test_addresses_and_log_interval_reach_socket_and_log_in_their_units(tmp_path
 def test_without_bind_the_socket_is_not_bound(monkeypatch, capsys):
     opened: dict[str, Any] = {}
 
-    def no_socket(**kw: Any) -> socket.socket:
-        opened.update(kw)
-        raise Refused("no")
-
-    monkeypatch.setattr(send_mod, "open_udp_socket", no_socket)
+    monkeypatch.setattr(send_mod, "open_udp_socket", refusing_socket(opened, Refused("no")))
     assert send_mod.main(["--algo", "newreno", "--dst", "127.0.0.1:5000", "--bytes", "1k"]) == 1
     assert opened == {"bind": None, "connect": ("127.0.0.1", 5000)}
 
@@ -567,11 +567,7 @@ def test_summary_and_stats_files_are_indented_json_and_the_log_is_closed(tmp_pat
 def test_listen_address_default_port_and_failure(monkeypatch, capsys):
     opened: dict[str, Any] = {}
 
-    def no_socket(**kw: Any) -> socket.socket:
-        opened.update(kw)
-        raise OSError("in use for the test")
-
-    monkeypatch.setattr(recv_mod, "open_udp_socket", no_socket)
+    monkeypatch.setattr(recv_mod, "open_udp_socket", refusing_socket(opened, OSError("in use for the test")))
     assert recv_mod.main(["--listen", "127.0.0.1"]) == 1
     assert opened == {"bind": ("127.0.0.1", BWN_UDP_PORT)}
     assert capsys.readouterr().err == "bwn-recv: error: cannot listen on 127.0.0.1: in use for the test\n"

@@ -96,6 +96,15 @@ def smoke_plan(**port_kw: Any) -> sc.SwitchPlan:
         reservations=[ent.Reservation(src="10.0.1.1", dst="10.0.2.1", rate_bps=1e6, src_port=40001)])
 
 
+async def schedule_tick(ctl: sc.BwnController, clock: "Clock", dt_s: float) -> None:
+    """Move the clock by `dt_s` and let the schedule loop run one tick or so."""
+    clock.t += dt_s
+    task = asyncio.create_task(ctl._schedules())
+    await asyncio.sleep(0.05)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
 def capacity_rows(ctl: sc.BwnController) -> list[dict[str, str]]:
     ctl._cap_file.flush()
     return list(csv.DictReader(open(ctl.out_dir / "capacity.csv")))
@@ -238,23 +247,16 @@ def test_schedule_loop_writes_only_changes(tmp_path):
     ctl.applied_bps = {("s1", 2): 5e6, ("s2", 3): 10e6 * 1.004}   # s2 within 0.5 % of its target
     ctl.schedule_interval_s = 0.01
 
-    async def run_once(dt_s: float) -> None:
-        clock.t += dt_s
-        task = asyncio.create_task(ctl._schedules())
-        await asyncio.sleep(0.05)
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-
-    asyncio.run(run_once(1.0))                # t = 1 s: 5 Mb/s is still right
+    asyncio.run(schedule_tick(ctl, clock, 1.0))                # t = 1 s: 5 Mb/s is still right
     assert s1.ops == [] and s2.ops == []
     s2.is_up = False
-    asyncio.run(run_once(4.0))                # t = 5 s: the step to 2 Mb/s
+    asyncio.run(schedule_tick(ctl, clock, 4.0))                # t = 5 s: the step to 2 Mb/s
     assert s1.ops == [("modify", [ent.port_capacity(2, 2e6, WINDOW)])]
     assert ctl.applied_bps[("s1", 2)] == 2e6
     assert s2.ops == []
     ctl.applied_bps[("s2", 3)] = 10e6 * 1.006
     s2.is_up = True
-    asyncio.run(run_once(0.0))
+    asyncio.run(schedule_tick(ctl, clock, 0.0))
     assert s2.ops == [("modify", [ent.port_capacity(3, 10e6, WINDOW)])]
     assert ("close", 9191) in FakeQueues.log
 
@@ -388,18 +390,12 @@ def test_schedule_loop_skips_down_switches_goes_on_after_a_failure(tmp_path, cap
     ctl.applied_bps = {("s2", 3): 10e6, ("s2", 4): 5e6}     # b2 unchanged, b3 due
     ctl.schedule_interval_s = 0.01
 
-    async def run_once() -> None:
-        task = asyncio.create_task(ctl._schedules())
-        await asyncio.sleep(0.05)
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-
-    asyncio.run(run_once())
+    asyncio.run(schedule_tick(ctl, clock, 0.0))
     assert s0.ops == []
     assert s2.ops == [("modify", [ent.port_capacity(4, 20e6, WINDOW)])]
     # Up but never configured: still skipped.
     s0.is_up, ctl.ready_count["s0"] = True, 0
-    asyncio.run(run_once())
+    asyncio.run(schedule_tick(ctl, clock, 0.0))
     assert s0.ops == []
     # A write that fails: logged, queues reconnected, the next port still done.
     ctl.applied_bps = {("s2", 3): 1e6, ("s2", 4): 1e6}
@@ -415,7 +411,7 @@ def test_schedule_loop_skips_down_switches_goes_on_after_a_failure(tmp_path, cap
     s2.ops.clear()
     FakeQueues.log = []
     with caplog.at_level("WARNING", logger="bwn.controller"):
-        asyncio.run(run_once())
+        asyncio.run(schedule_tick(ctl, clock, 0.0))
     assert ("modify", [ent.port_capacity(4, 20e6, WINDOW)]) in s2.ops
     assert "s2: could not apply rate on port 3: switch restarting" in caplog.messages
     assert FakeQueues.log.count(("close", 9191)) >= 2    # the old connection closed, a new one made
@@ -562,14 +558,7 @@ def test_the_schedule_loop_writes_the_capacity_of_now_and_the_queue_rate_ahead(t
     ctl.schedule_interval_s = 0.01
     ctl.latest_telemetry[("s1", 3)] = _telemetry(3, 24)
 
-    async def run_once(dt_s: float) -> None:
-        clock.t += dt_s
-        task = asyncio.create_task(ctl._schedules())
-        await asyncio.sleep(0.05)
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-
-    asyncio.run(run_once(2.0))
+    asyncio.run(schedule_tick(ctl, clock, 2.0))
     t_s = ctl.now_s()
     ahead_bps = ctl._queue_target_bps(plan, plan.ports[0], t_s)
     assert abs(ahead_bps - sine.rate_bps(t_s)) > 0.05 * sine.rate_bps(t_s)
@@ -583,7 +572,7 @@ def test_the_schedule_loop_writes_the_capacity_of_now_and_the_queue_rate_ahead(t
     # The queue grew: only the queue's target moves, and it is written.
     ctl.latest_telemetry[("s1", 3)] = _telemetry(3, 40)
     FakeQueues.log = []
-    asyncio.run(run_once(0.0))
+    asyncio.run(schedule_tick(ctl, clock, 0.0))
     assert [e for e in FakeQueues.log if e[0] == "rate"] == [
         ("rate", 9190, 3, bmv2_queue_rate_pps(ctl._queue_target_bps(plan, plan.ports[0], t_s), 1102))]
 
