@@ -485,7 +485,7 @@ def network(monkeypatch, tmp_path, fail: set = frozenset(), linkem_args=None, fr
     from bwn.topologies import nodes
     log: list = []
     cfg = scenario("smoke", lambda d: (d.update(dataplane={"window_us": 8192, "flow_window_us": 65536}),
-                                       d["experiment"].update(seed=11)))
+                                       d["experiment"].update(seed=11, queue_lookahead=True)))
     net = TeardownNet(cfg, log, set(fail))
     em = TeardownNode("em1", 99, log, set(fail))
     em.link_config = cfg.link("bottleneck")
@@ -543,7 +543,7 @@ def test_start_brings_up_net_emulators_and_controller_in_order(monkeypatch, tmp_
         ("start_linkem", "em1", ("--delay-ms", "10", "--rt-priority", "10", *seed_args, "--jitter-ms", "1"), "em1-linkem.log",
          "em1-linkem.json"),
         ("controller", (["plan"], Path("p4info"), Path("blob"), tmp_path, window),
-         (("telemetry_interval_s", cfg.telemetry.interval_s),)),
+         (("queue_lookahead", True), ("telemetry_interval_s", cfg.telemetry.interval_s))),
         ("thread.start",),
         ("wait_linkem_ready", "em1"),
     ]
