@@ -772,7 +772,8 @@ def runs_made_by(records: Sequence[cl.RunRecord]) -> str:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("paper", help=f"one of {', '.join(gr.PAPERS)}, or 'all'")
-    p.add_argument("--seeds", type=_positive_int, default=3, help="seeds per case and scheme (default 3; a case of the grid may ask for more)")
+    p.add_argument("--seeds", type=_positive_int, default=3,
+                   help="seeds per case and scheme (default 3; a case of the grid may ask for more)")
     p.add_argument("--quick", action="store_true",
                    help="the grid's quick subset, one seed, short durations (< 15 min per paper)")
     p.add_argument("--out", default="results", help="output folder (default: results)")
