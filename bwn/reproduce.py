@@ -744,6 +744,8 @@ def command_line(args: argparse.Namespace, paper: str) -> str:
         words += ["--cases", args.cases]
     if args.report_only:
         words.append("--report-only")
+    if args.no_carry:
+        words.append("--no-carry")
     words += ["--out", str(args.out)]
     return shlex.join(words)
 

@@ -365,6 +365,9 @@ def test_the_command_line_is_the_papers_own_invocation():
     assert reproduce.command_line(args, "dft") == "bwn reproduce dft --quick --seeds 2 --cases a,b --out 'my results'"
     args = parser.parse_args(["obp", "--report-only"])
     assert reproduce.command_line(args, "obp") == "bwn reproduce obp --report-only --out results"
+    # --no-carry changes which runs are made (none is carried from PAPER-runs.csv)
+    args = parser.parse_args(["ebn", "--no-carry", "--cases", "ss1000"])
+    assert reproduce.command_line(args, "ebn") == "bwn reproduce ebn --cases ss1000 --no-carry --out results"
 
 
 def test_the_header_names_every_command_and_commit_that_made_the_runs(tmp_path):
