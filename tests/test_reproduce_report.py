@@ -14,6 +14,8 @@ from bwn import claims as cl
 from bwn import grid as gr
 from bwn import reproduce, stats
 
+REPO = Path(__file__).resolve().parents[1]
+
 
 # -- intervals ------------------------------------------------------------------------
 
@@ -200,6 +202,18 @@ def test_quick_sets_stay_under_15_minutes():
         plan = reproduce.planned_runs(grid, quick=True, seeds=3)
         assert {seed for _, seed, _ in plan} == {1}
         assert reproduce.estimate_s(plan, quick=True) < 15 * 60, paper
+
+
+@pytest.mark.parametrize("paper", gr.PAPERS)
+def test_quick_sets_pick_cases_that_ran_faithfully_here(paper):
+    """A quick run is a check a user makes first: each of its cases must be one whose
+    full runs held every invariant on this kind of machine (docs/results), not one
+    known to give only INVALID runs (the parking lot at 3 x 10 Mb/s)."""
+    rows = list(csv.DictReader(open(REPO / "docs" / "results" / f"{paper}-runs.csv")))
+    valid_cases = {r["case"] for r in rows if r["valid"] == "1"}
+    grid = gr.load_grid(paper)
+    for case in grid.selected(quick=True):
+        assert case.id in valid_cases, f"{paper}: quick case {case.id!r} has no valid run in docs/results"
 
 
 def test_seed_changes_start_times_and_flow_ids_and_is_recorded():
