@@ -479,13 +479,13 @@ class TeardownNet:
             raise RuntimeError("mininet teardown broke off")
 
 
-def network(monkeypatch, tmp_path, fail: set = frozenset(), linkem_args=None, frame_bytes=None):
+def network(monkeypatch, tmp_path, fail: set = frozenset(), linkem_args=None, frame_bytes=None, seed=11):
     """A ScenarioNetwork of the smoke scenario on the fake net (its delayed links as one
     emulator node), a fake controller and thread; returns it and the event log."""
     from bwn.topologies import nodes
     log: list = []
     cfg = scenario("smoke", lambda d: (d.update(dataplane={"window_us": 8192, "flow_window_us": 65536}),
-                                       d["experiment"].update(seed=11, queue_lookahead=True)))
+                                       d["experiment"].update(seed=seed, queue_lookahead=True)))
     net = TeardownNet(cfg, log, set(fail))
     em = TeardownNode("em1", 99, log, set(fail))
     em.link_config = cfg.link("bottleneck")
@@ -600,10 +600,11 @@ def test_a_failed_start_is_torn_down(monkeypatch, tmp_path):
 
 def fake_run(monkeypatch, tmp_path, *, summaries=("main",), interrupt=False, pcap=False,
              monitor_stop_fails=False, sender_code="", controller_error=None, now_s=12.0, edit=None,
-             write_logs=True):
+             write_logs=True, linkem=True, receiver_alive=False):
     import bwn.linkem
     from bwn import capture, fidelity
     log: list = []
+    seen: dict[str, Any] = {}         # what each collaborator was given
     cfg = scenario("smoke", edit)
 
     class Net:
@@ -612,11 +613,14 @@ def fake_run(monkeypatch, tmp_path, *, summaries=("main",), interrupt=False, pca
     class Network:
         def __init__(self, cfg_, out_dir, progress, label=""):
             log.append(("network", label))
+            seen["network"] = (cfg_, out_dir, progress)
             self.log_dir = out_dir / "switch-logs"
             if write_logs:
                 self.log_dir.mkdir(parents=True)
             em0 = SimpleNamespace(name="em0", link_config=cfg_.links[0], linkem_proc=None)
-            self.built = ex.BuiltNetwork(net=Net(), plans=[], linkem_nodes=[em0], ends={"e": 1})
+            self.built = ex.BuiltNetwork(net=Net(), plans=[], linkem_nodes=[em0] if linkem else [],
+                                         ends={"e": 1})
+            seen["built"] = self.built
             self.net = self.built.net
             class Controller:
                 t0 = 1000.0
@@ -647,6 +651,7 @@ def fake_run(monkeypatch, tmp_path, *, summaries=("main",), interrupt=False, pca
         @classmethod
         def for_network(cls, out_dir, built, interval_s):
             log.append(("monitor", interval_s))
+            seen["monitor"] = (out_dir, built, interval_s)
             return cls()
 
         def start(self):
@@ -668,6 +673,7 @@ def fake_run(monkeypatch, tmp_path, *, summaries=("main",), interrupt=False, pca
 
     def start_agents(cfg_, net, scheme, out_dir, duration_s):
         log.append(("agents", scheme, duration_s))
+        seen["agents"] = (cfg_, net, scheme, out_dir, duration_s)
         if interrupt:
             raise KeyboardInterrupt
         for name in summaries:
@@ -675,12 +681,13 @@ def fake_run(monkeypatch, tmp_path, *, summaries=("main",), interrupt=False, pca
             (out_dir / "flows" / f"{name}.summary.json").write_text("{}")
         procs = [subprocess.Popen([sys.executable, "-c", sender_code + "; print('up', flush=True); time.sleep(120)"]
                                   if sender_code else ["true"], stdout=subprocess.PIPE, text=True),
-                 subprocess.Popen(["true"])]
+                 subprocess.Popen(["sleep", "60"] if receiver_alive else ["true"])]
         if sender_code:
             assert procs[0].stdout.readline() == "up\n"      # its signal handler is in place
         else:
             procs[0].wait()
-        procs[1].wait()
+        if not receiver_alive:
+            procs[1].wait()
         return [ex.Agent("main", procs[0], out_dir / "s.log")], [ex.Agent("h2", procs[1], out_dir / "r.log")]
 
     class Captures:
@@ -690,11 +697,18 @@ def fake_run(monkeypatch, tmp_path, *, summaries=("main",), interrupt=False, pca
     monkeypatch.setattr(ex, "start_agents", start_agents)
     monkeypatch.setattr(fidelity, "Monitor", Monitor)
     monkeypatch.setattr(bwn.linkem, "netem_available", lambda: False)
-    monkeypatch.setattr(capture, "start_for_run", lambda c, ends, out, d: log.append(("capture", ends)) or Captures())
-    monkeypatch.setattr(capture, "finish_for_run", lambda caps, out: log.append(("capture.finish",)) or {"captures": {"bottleneck": {"file": "x.pcap"}}})
+    monkeypatch.setattr(capture, "start_for_run", lambda c, ends, out, d: log.append(("capture", ends))
+                        or seen.setdefault("capture", (c, ends, out, d)) and Captures())
+    monkeypatch.setattr(capture, "finish_for_run", lambda caps, out: log.append(("capture.finish",))
+                        or seen.setdefault("capture.finish", (caps, out))
+                        and {"captures": {"bottleneck": {"file": "x.pcap"}}})
+    monkeypatch.setattr(fidelity, "process_cpu_s", lambda pid: seen.setdefault("cpu_of", []).append(pid) or 0.12345)
+    monkeypatch.setattr(ex, "start_link_schedules", lambda nodes: seen.setdefault("schedules_of", nodes) and ["bl"])
     lines: list[str] = []
-    out = tmp_path / "ebn"
-    call = lambda duration_s=6.0: ex._run_scheme_locked(cfg, "ebn", out, duration_s, lines.append, pcap=pcap)
+    out = tmp_path / "grid" / "ebn"   # its parent does not exist yet either
+    def call(duration_s=6.0):
+        return ex._run_scheme_locked(cfg, "ebn", out, duration_s, lines.append, pcap=pcap)
+    call.seen = seen
     return call, log, lines, out, cfg
 
 
@@ -710,7 +724,7 @@ def test_a_run_writes_run_json_and_drops_the_switch_logs(monkeypatch, tmp_path):
     assert saved["fidelity"] == {"valid": True} and saved["captures"] == {"bottleneck": {"file": "x.pcap"}}
     assert saved["flow_ids"] == {"main": ex.seeding.flow_id(cfg.seed, 0)}
     assert saved["mss_bytes"] == 1000 and saved["frame_bytes"] == DATA_FRAME
-    assert abs(saved["clock_offset_s"] - (time.time() - 12.0)) < 60
+    assert abs(saved["clock_offset_s"] - (time.time() - 12.0)) < 5
     assert not (out / "switch-logs").exists()
     # The agents are up (and the senders held) before the measurement starts.
     assert [e[0] for e in log] == ["network", "start", "capture", "agents", "monitor", "monitor.start", "schedule_origin",
@@ -771,6 +785,67 @@ def test_flow_starts_are_on_the_controllers_clock(monkeypatch, tmp_path):
         data["flows"][0]["start_s"] = 1.5
     call, _, _, _, _ = fake_run(monkeypatch, tmp_path, now_s=12.0004, edit=later)
     assert call()["flow_starts_s"] == {"main": 13.5}     # released at 12.0004, + 1.5, to the ms
+
+
+def test_a_run_hands_each_part_what_it_needs_and_records_it(monkeypatch, tmp_path):
+    """What run.json says a run was (its seed, the emulator, the look-ahead, the links
+    whose schedules bwn-link started, the receivers' CPU), and that the network, agents,
+    sampler and captures get this run's scenario, folder and duration."""
+    def seeded(data):
+        data["experiment"].update(seed=42, queue_lookahead=True)
+    call, log, lines, out, cfg = fake_run(monkeypatch, tmp_path, pcap=True, edit=seeded, receiver_alive=True)
+    meta = call(duration_s=6.0)
+    seen = call.seen
+    assert seen["network"] == (cfg, out, lines.append)
+    built = seen["built"]
+    assert seen["agents"] == (cfg, built.net, "ebn", out, 6.0)
+    assert seen["monitor"] == (out, built, cfg.telemetry.interval_s)
+    assert seen["capture"] == (cfg, built.ends, out, 6.0)
+    assert seen["capture.finish"][1] == out and seen["capture.finish"][0].points[0].link == "bottleneck"
+    assert seen["schedules_of"] is built.linkem_nodes
+    text = (out / "run.json").read_text()
+    assert text == json.dumps(meta, indent=2)
+    saved = json.loads(text)
+    assert saved["seed"] == 42 and saved["queue_lookahead"] is True
+    assert saved["flow_ids"] == {"main": ex.seeding.flow_id(42, 0)} != {"main": ex.seeding.flow_id(None, 0)}
+    assert saved["linkem_rt_priority"] == cfg.linkem_rt_priority == 10
+    assert saved["link_schedules_started"] == ["bl"]
+    # the receiver still running at the end: its CPU, in seconds to the ms
+    assert saved["receiver_cpu_s"] == {"h2": 0.123}
+    assert len(seen["cpu_of"]) == 1 and seen["cpu_of"][0] > 0
+
+
+def test_a_run_without_emulators_or_captures_says_so(monkeypatch, tmp_path):
+    call, log, _, out, _ = fake_run(monkeypatch, tmp_path, linkem=False)
+    out.mkdir(parents=True)           # a folder that exists already is used as it is
+    saved = call()
+    assert saved["delay_emulator"] == "none" and saved["linkem_rt_priority"] is None
+    assert "capture.finish" not in [e[0] for e in log] and "captures" not in saved
+    # the receiver had ended: no CPU figure is made up for it
+    assert "receiver_cpu_s" not in saved and "cpu_of" not in call.seen
+
+
+def test_run_scheme_holds_the_experiment_lock_and_passes_everything_on(monkeypatch, tmp_path):
+    import contextlib
+    from bwn import runlock
+    got: dict[str, Any] = {}
+
+    @contextlib.contextmanager
+    def lock(progress):
+        got["lock"] = progress
+        yield
+
+    def locked(*args):
+        got["run"] = args
+        return {"ok": True}
+    monkeypatch.setattr(runlock, "experiment_lock", lock)
+    monkeypatch.setattr(ex, "_run_scheme_locked", locked)
+    cfg = scenario("smoke")
+    lines: list[str] = []
+    assert ex.run_scheme(cfg, "newreno", tmp_path, 7.5, lines.append, pcap=True) == {"ok": True}
+    assert got == {"lock": lines.append, "run": (cfg, "newreno", tmp_path, 7.5, lines.append, True)}
+    ex.run_scheme(cfg, "ebn", tmp_path, 3.0, lines.append)
+    assert got["run"][-1] is False        # no capture unless asked
 
 
 def test_delete_root_interfaces_deletes_only_those_still_there(monkeypatch):
@@ -1152,3 +1227,183 @@ def test_a_run_of_obp_on_a_link_shaped_link_is_refused_before_anything_starts(mo
         ex.run_scheme(cfg, "obp", tmp_path / "run", 5.0)
     assert "obp reads it" in str(err.value)
     assert not (tmp_path / "run").exists()
+
+
+# -- more of what a run relies on, found by mutation testing (docs/testing.md) ----------------
+
+def test_routes_to_a_directly_attached_host_carry_its_mac_whichever_end_it_is():
+    """smoke: h1 is end a of its link, h2 end b of the bottleneck; s1 must address each
+    by its own MAC (a host drops frames for another MAC) and give the port its queue."""
+    by_name, net = plans(scenario("smoke"))
+    routes = {r[0]: r for r in by_name["s1"].routes}
+    assert routes["10.0.1.1/32"][2] == net.get("h1").MAC()
+    assert routes["10.0.2.1/32"][2] == net.get("h2").MAC()
+    assert port(by_name["s1"], "bottleneck").queue_packets == 50      # the scenario's, not a default
+    # a flow from the host at end b of its first link enters at end a
+    assert ex._first_switch(scenario("smoke"), "h2", "h1") == "s1"
+
+
+def test_a_stale_ready_file_does_not_count_as_an_agent_up(monkeypatch, tmp_path):
+    """An earlier run's ready files in the folder must not let the start go on before
+    this run's agents are up."""
+    def one_flow(data: dict[str, Any]) -> None:
+        data["flows"] = [{"name": "f", "src": "h1", "dst": "h2"}]
+    cfg = scenario("gtcp-reservations", one_flow)
+    monkeypatch.setattr(ex, "AGENT_READY_TIMEOUT_S", 0.3)
+    (tmp_path / "ready").mkdir()
+    for name in ("recv-h2", "send-f"):
+        (tmp_path / "ready" / name).write_text("1\n")
+    net, procs = _agent_net(cfg, {"h2": "exec sleep 60", "h1": "exec sleep 60"})
+    with pytest.raises(ex.AgentStartError) as err:
+        ex.start_agents(cfg, net, "newreno", tmp_path, duration_s=5.0)
+    # every agent still waiting is named
+    assert str(err.value).startswith("agents not ready after 0 s: h2, f (their output: ")
+    assert all(p.poll() is not None for p in procs)
+
+
+def test_background_flows_keep_their_own_algorithm_and_parameters(tmp_path):
+    """Only the flows under test run the scheme and get its parameters."""
+    def flows(data: dict[str, Any]) -> None:
+        data["flows"] = [{"name": "bg", "src": "h1", "dst": "h2", "scheme": "newreno"},
+                         {"name": "t", "src": "h1", "dst": "h2"}]
+    cfg = scenario("gtcp-reservations", flows)
+    net = FakeNet(cfg)
+    senders, receivers = ex.start_agents(cfg, net, "ebn:variant=relative", tmp_path, duration_s=5.0)
+    for agent in senders + receivers:
+        agent.proc.wait(5)
+    bg, t = net.get("h1").popened
+    assert bg[1:3] == ["--algo", "newreno"] and "--param" not in bg
+    assert t[1:3] == ["--algo", "ebn"] and t[-2:] == ["--param", "variant=relative"]
+
+
+def test_a_time_varying_rate_is_one_compact_argument():
+    sine = {"kind": "sine", "b_mbit": 0.1102, "alpha": 3.0, "w_rad_s": 1.0, "phi_rad": 0.0}
+    shaped = scenario("smoke", lambda d: (_serve_by_link(d), d["links"][1].update(schedule=sine))
+                      ).link("bottleneck")
+    assert " " not in ex.linkem_options(shaped)[3]    # one word for a shell or a log line
+
+
+def test_every_varying_link_gets_its_start_whatever_comes_before_it():
+    sine = {"kind": "sine", "b_mbit": 1.0, "w_rad_s": 1.0}
+    varying = scenario("smoke", lambda d: (_serve_by_link(d), d["links"][1].update(schedule=sine))
+                       ).link("bottleneck")
+    constant = scenario("smoke", _serve_by_link).link("bottleneck")
+    nodes = [SimpleNamespace(link_config=constant, linkem_proc=_Proc()),
+             SimpleNamespace(link_config=varying),                       # never started: no process
+             SimpleNamespace(link_config=varying, linkem_proc=_Proc())]
+    assert ex.start_link_schedules(nodes) == ["bottleneck"]
+    assert nodes[2].linkem_proc.signals == [signal.SIGUSR1] and nodes[0].linkem_proc.signals == []
+
+
+def test_release_goes_past_a_sender_without_a_pipe():
+    class Stdin:
+        def __init__(self):
+            self.data, self.closed = b"", False
+
+        def write(self, data):
+            self.data += data
+
+        def close(self):
+            self.closed = True
+    first = ex.Agent("a", SimpleNamespace(stdin=None), Path("a.log"))
+    second = ex.Agent("b", SimpleNamespace(stdin=Stdin()), Path("b.log"))
+    ex.release_senders([first, second])
+    assert second.proc.stdin.data == b"go\n" and second.proc.stdin.closed
+
+
+class _StubbornProc:
+    """A process that never ends by itself: records each signal and wait."""
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Any]] = []
+
+    def poll(self) -> int | None:
+        return None
+
+    def send_signal(self, sig: int) -> None:
+        self.events.append(("signal", sig))
+
+    def kill(self) -> None:
+        self.events.append(("kill", None))
+
+    def wait(self, timeout: float | None = None) -> int:
+        self.events.append(("wait", timeout))
+        raise subprocess.TimeoutExpired("agent", timeout)
+
+
+def test_end_sender_interrupts_twice_then_kills():
+    proc = _StubbornProc()
+    with pytest.raises(subprocess.TimeoutExpired):      # the stub survives even SIGKILL
+        ex.end_sender(proc, grace_s=0.5)
+    assert proc.events[:5] == [("signal", signal.SIGINT), ("wait", 0.5), ("signal", signal.SIGINT),
+                               ("wait", 0.5), ("signal", signal.SIGKILL)]
+
+
+def test_stop_process_waits_its_timeout_after_the_kill_too():
+    proc = _StubbornProc()
+    with pytest.raises(subprocess.TimeoutExpired):
+        ex.stop_process(proc, signal.SIGTERM, timeout_s=0.3)
+    assert proc.events == [("signal", signal.SIGTERM), ("wait", 0.3), ("kill", None), ("wait", 0.3)]
+
+
+def test_deleting_root_interfaces_keeps_ips_messages_off_the_terminal(monkeypatch):
+    options: list[Any] = []
+
+    def run(cmd, **kw):
+        options.append(kw)
+        return subprocess.CompletedProcess(cmd, 0)
+    monkeypatch.setattr(ex.subprocess, "run", run)
+    sw = SimpleNamespace(intfList=lambda: [FakeIntf("s1-eth1", None)])
+    ex._delete_root_interfaces(SimpleNamespace(switches=[sw]))
+    assert options == [{"capture_output": True}, {"capture_output": True}]
+
+
+def test_controller_runs_in_a_daemon_thread_named_controller():
+    seen: dict[str, Any] = {}
+
+    class Ctl(_FakeController):
+        async def run(self, ready: asyncio.Event) -> None:
+            import threading
+            seen["thread"] = threading.current_thread()
+            await super().run(ready)
+    thread = ex.ControllerThread(Ctl())
+    thread.start(timeout_s=10)
+    thread.stop()
+    assert seen["thread"].name == "controller" and seen["thread"].daemon   # never holds the exit up
+    never = ex.ControllerThread(_FakeController(ready=False))
+    with pytest.raises(TimeoutError, match="^the controller could not configure every switch in time$"):
+        never.start(timeout_s=0.2)
+    never.stop()
+
+
+def test_a_network_never_started_stops_quietly_and_a_started_one_runs_its_controller(monkeypatch, tmp_path):
+    sn, log, lines, _ = network(monkeypatch, tmp_path)
+    sn.stop()                                  # no controller, no thread: nothing of theirs to stop
+    assert ("thread.stop",) not in log
+    sn, log, _, _ = network(monkeypatch, tmp_path)
+    sn.start()
+    assert sn.controller_thread.controller is sn.controller
+
+
+def test_without_a_seed_bwn_link_draws_its_own(monkeypatch, tmp_path):
+    sn, log, _, cfg = network(monkeypatch, tmp_path, seed=None)
+    sn.start()
+    (start,) = [e for e in log if e[0] == "start_linkem"]
+    assert "--seed" not in start[2]
+
+
+def test_a_failed_teardown_step_is_logged_by_name_and_the_switch_ports_deleted(monkeypatch, tmp_path, caplog):
+    sn, log, _, _ = network(monkeypatch, tmp_path, fail={("stop_linkem", "em1")})
+    monkeypatch.setattr(ex, "_delete_root_interfaces", lambda net: log.append(("delete_root", net)))
+    sn.start()
+    with caplog.at_level("WARNING", logger=ex.LOG.name), pytest.raises(RuntimeError):
+        sn.stop()
+    assert ("delete_root", sn.net) in log
+    assert "teardown: stop_linkems failed: stop_linkem em1 failed" in caplog.messages
+
+
+def test_progress_lines_carry_no_label_unless_given(monkeypatch, tmp_path):
+    sn, _, _, _ = network(monkeypatch, tmp_path)
+    lines: list[str] = []
+    bare = ex.ScenarioNetwork(sn.cfg, tmp_path, lines.append)
+    bare.start()
+    assert lines == ["starting 1 BMv2 switches and 2 hosts"]
