@@ -1,0 +1,176 @@
+"""The link emulator's engine in this process (bwn.linkem.LinkEmulator): its raw
+sockets, its two workers and its stats, on two veth pairs the test creates in the
+root namespace. Frames of a local experimental EtherType (IEEE 802 0x88B5) go in
+at one pair's far end and come out at the other's; no IP address is set, so
+nothing else is routed over them.
+
+The namespace tests (tests/test_linkem_netns.py) run `bwn-link` as a process and
+check timing with real protocols; these check the engine's own contract, fast
+enough for the mutation loop (scripts/mutants.py, module linkem)."""
+from __future__ import annotations
+
+import os
+import select
+import socket
+import struct
+import subprocess
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from needs import missing, not_root
+
+from bwn.linkem import Impairment, LinkEmulator
+
+ETHERTYPE = 0x88B5
+PAYLOAD_BYTES = 100
+
+
+@pytest.fixture(autouse=True)
+def _needs_root():
+    missing(not_root(), "link emulator engine test")
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True)
+
+
+@pytest.fixture
+def pairs() -> Iterator[dict[str, str]]:
+    """Two veth pairs: the emulator bridges a0 and b0; the test talks through a1, b1."""
+    tag = f"{os.getpid() % 100000:05d}"
+    names = {k: f"bwe{tag}{k}" for k in ("a0", "a1", "b0", "b1")}
+    made: list[str] = []
+    try:
+        for end in ("a", "b"):
+            _ip("link", "add", names[f"{end}0"], "type", "veth", "peer", "name", names[f"{end}1"])
+            made.append(names[f"{end}0"])
+        for name in names.values():
+            ipv6 = Path(f"/proc/sys/net/ipv6/conf/{name}/disable_ipv6")
+            if ipv6.exists():                   # no router solicitations on the test's links
+                ipv6.write_text("1\n")
+            _ip("link", "set", name, "up")
+        yield names
+    finally:
+        for name in made:
+            subprocess.run(["ip", "link", "del", name], capture_output=True)
+
+
+def _socket(ifname: str) -> socket.socket:
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETHERTYPE))
+    sock.bind((ifname, ETHERTYPE))
+    return sock
+
+
+def _frame(seq: int, size: int = PAYLOAD_BYTES) -> bytes:
+    payload = struct.pack("!I", seq) + bytes((seq + i) & 0xFF for i in range(size - 4))
+    return b"\x02\x00\x00\x00\x00\x02" + b"\x02\x00\x00\x00\x00\x01" + struct.pack("!H", ETHERTYPE) + payload
+
+
+def _receive(sock: socket.socket, count: int, timeout_s: float = 5.0) -> list[tuple[float, bytes]]:
+    got: list[tuple[float, bytes]] = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < count and time.monotonic() < deadline:
+        if select.select([sock], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            got.append((time.monotonic(), sock.recv(65535)))
+    return got
+
+
+def test_frames_cross_each_way_after_their_delay_intact_and_in_order(pairs):
+    a_in, b_out = _socket(pairs["a1"]), _socket(pairs["b1"])
+    b_in, a_out = _socket(pairs["b1"]), _socket(pairs["a1"])
+    emu = LinkEmulator(pairs["a0"], pairs["b0"], a_to_b=Impairment(delay_us=30_000),
+                       b_to_a=Impairment(delay_us=5_000), seed=7, warn=lambda line: None)
+    with emu:
+        assert emu.running and emu.failed is None
+        sent_s = []
+        for seq in range(10):
+            sent_s.append(time.monotonic())
+            a_in.send(_frame(seq))
+        got = _receive(b_out, 10)
+        b_in.send(_frame(99, 200))
+        back = _receive(a_out, 1)
+        live = emu.stats()
+        assert live["a_to_b"]["forwarded_frames"] == 10          # counters are live while it runs
+    assert not emu.running
+    assert [frame for _, frame in got] == [_frame(seq) for seq in range(10)]
+    assert all(at - sent >= 0.030 for (at, _), sent in zip(got, sent_s))   # never early
+    assert [frame for _, frame in back] == [_frame(99, 200)]
+    stats = emu.final_stats
+    assert emu.stop() is stats                        # stopping again changes nothing
+    assert (stats["iface_a"], stats["iface_b"], stats["seed"]) == (pairs["a0"], pairs["b0"], 7)
+    assert stats["duration_s"] > 0.03 and stats["schedule_started_s"] is None
+    a_to_b, b_to_a = stats["a_to_b"], stats["b_to_a"]
+    assert (a_to_b["forwarded_frames"], a_to_b["forwarded_bytes"]) == (10, 10 * len(_frame(0)))
+    assert (b_to_a["forwarded_frames"], b_to_a["forwarded_bytes"]) == (1, len(_frame(99, 200)))
+    assert a_to_b["config"]["delay_us"] == 30_000 and b_to_a["config"]["delay_us"] == 5_000
+    assert a_to_b["lateness"]["frames"] == 10 and b_to_a["lateness"]["frames"] == 1
+    for direction in (a_to_b, b_to_a):
+        assert direction["pending_at_exit"] == 0 and direction["dropped_loss"] == 0
+        assert direction["cpu_s"] >= 0 and direction["wakeups"] >= 1 and "error" not in direction
+    assert (a_to_b["rx_frames"], b_to_a["rx_frames"]) == (10, 1)
+
+
+def test_frames_still_delayed_at_stop_are_counted_not_sent(pairs):
+    a_in, b_out = _socket(pairs["a1"]), _socket(pairs["b1"])
+    emu = LinkEmulator(pairs["a0"], pairs["b0"], a_to_b=Impairment(delay_us=10_000_000), seed=1,
+                       warn=lambda line: None).start()
+    for seq in range(3):
+        a_in.send(_frame(seq))
+    deadline = time.monotonic() + 5
+    while emu.stats()["a_to_b"]["rx_frames"] < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stats = emu.stop(timeout_s=5)
+    assert stats["a_to_b"]["pending_at_exit"] == 3 and stats["a_to_b"]["forwarded_frames"] == 0
+    assert _receive(b_out, 1, timeout_s=0.2) == []
+
+
+def test_a_lossy_direction_drops_and_counts(pairs):
+    a_in, b_out = _socket(pairs["a1"]), _socket(pairs["b1"])
+    with LinkEmulator(pairs["a0"], pairs["b0"], a_to_b=Impairment(loss=1.0), b_to_a=Impairment(),
+                      seed=3, warn=lambda line: None) as emu:
+        for seq in range(5):
+            a_in.send(_frame(seq))
+        deadline = time.monotonic() + 5
+        while emu.stats()["a_to_b"]["dropped_loss"] < 5 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert emu.final_stats["a_to_b"]["dropped_loss"] == 5 and emu.final_stats["a_to_b"]["forwarded_frames"] == 0
+    assert _receive(b_out, 1, timeout_s=0.2) == []
+
+
+def test_an_mtu_mismatch_is_warned_and_frames_too_big_for_the_far_side_are_dropped(pairs):
+    _ip("link", "set", pairs["b0"], "mtu", "1400")
+    warnings: list[str] = []
+    a_in, b_out = _socket(pairs["a1"]), _socket(pairs["b1"])
+    with LinkEmulator(pairs["a0"], pairs["b0"], seed=2, warn=warnings.append) as emu:
+        a_in.send(_frame(1, 1500))      # fits a0's MTU of 1500, not b0's 1400
+        a_in.send(_frame(2, 1000))
+        got = _receive(b_out, 1)
+    assert [frame for _, frame in got] == [_frame(2, 1000)]
+    assert emu.final_stats["a_to_b"]["dropped_oversize"] == 1
+    assert warnings[0] == (
+        f"bwn-link: warning: MTU 1500 on {pairs['a0']} but 1400 on {pairs['b0']}: frames from "
+        f"{pairs['a0']} longer than {pairs['b0']} allows are dropped and counted as oversize "
+        f"(ip link set {pairs['b0']} mtu 1500 if the far end takes it)")
+
+
+def test_a_schedule_started_before_the_workers_is_reported(pairs):
+    emu = LinkEmulator(pairs["a0"], pairs["b0"], seed=5, warn=lambda line: None)
+    emu.start_schedule(time.monotonic_ns() + 1_000_000_000)      # time 0 one second ahead
+    with emu:
+        pass
+    assert 0.9 < emu.final_stats["schedule_started_s"] < 1.1
+
+
+def test_bad_interfaces_are_refused_and_nothing_is_left_open(pairs):
+    with pytest.raises(ValueError, match="^no such network interface: 'bwe-nope'$"):
+        LinkEmulator(pairs["a0"], "bwe-nope").start()
+    with pytest.raises(ValueError, match=f"^interface '{pairs['a0']}' given twice: the two ends must differ$"):
+        LinkEmulator(pairs["a0"], pairs["a0"])
+    emu = LinkEmulator(pairs["a0"], pairs["b0"], warn=lambda line: None)
+    assert isinstance(emu.config.seed, int)              # drawn, so the run can be replayed
+    with emu:
+        with pytest.raises(RuntimeError, match="^emulator already started$"):
+            emu.start()
