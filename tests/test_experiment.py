@@ -1226,6 +1226,7 @@ def test_a_run_of_obp_on_a_link_shaped_link_is_refused_before_anything_starts(mo
     with pytest.raises(ConfigError) as err:
         ex.run_scheme(cfg, "obp", tmp_path / "run", 5.0)
     assert "obp reads it" in str(err.value)
+    assert err.value.source == str(cfg.source)      # the file to fix is named
     assert not (tmp_path / "run").exists()
 
 
