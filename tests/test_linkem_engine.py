@@ -174,3 +174,59 @@ def test_bad_interfaces_are_refused_and_nothing_is_left_open(pairs):
     with emu:
         with pytest.raises(RuntimeError, match="^emulator already started$"):
             emu.start()
+
+
+# -- bwn-link's main, in this process ----------------------------------------------------------
+
+@pytest.fixture
+def signal_handlers() -> Iterator[None]:
+    """bwn-link's main installs its own handlers; the test runner's come back after."""
+    import signal
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1)
+    saved = {s: signal.getsignal(s) for s in sigs}
+    yield
+    for s, handler in saved.items():
+        signal.signal(s, handler)
+
+
+def test_bwn_link_main_runs_for_its_duration_and_writes_its_stats(pairs, signal_handlers, tmp_path, capsys):
+    import json
+    import threading
+    from bwn.linkem import cli
+    a_in, b_out = _socket(pairs["a1"]), _socket(pairs["b1"])
+    stats_path = tmp_path / "stats.json"
+    sender = threading.Timer(0.3, lambda: a_in.send(_frame(5)))
+    sender.start()
+    code = cli.main([pairs["a0"], pairs["b0"], "--delay-ms", "2", "--seed", "9", "--duration-s", "1",
+                     "--stats-json", str(stats_path)])
+    sender.join()
+    assert code == 0
+    assert [frame for _, frame in _receive(b_out, 1, timeout_s=0.5)] == [_frame(5)]
+    stats = json.loads(stats_path.read_text())
+    assert stats_path.read_text() == json.dumps(stats, indent=2, sort_keys=True) + "\n"
+    assert not list(tmp_path.glob("stats.json.tmp*"))            # written whole, then renamed
+    assert stats["exit"] == "stopped" and stats["seed"] == 9 and 1.0 <= stats["duration_s"] < 3.0
+    assert stats["a_to_b"]["forwarded_frames"] == 1 and stats["a_to_b"]["config"]["delay_us"] == 2000
+    out, err = capsys.readouterr()
+    assert err.startswith(f"bwn-link: ready: {pairs['a0']} <-> {pairs['b0']} (seed 9, pid {os.getpid()}); "
+                          "SIGINT/SIGTERM to stop\n")
+    assert out == cli.format_stats({k: v for k, v in stats.items() if k != "exit"}) + "\n"
+
+
+def test_bwn_link_main_quiet_prints_nothing_and_sigterm_stops_it(pairs, signal_handlers, capsys):
+    import signal
+    import threading
+    from bwn.linkem import cli
+    threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()
+    started = time.monotonic()
+    assert cli.main([pairs["a0"], pairs["b0"], "--quiet"]) == 0         # no --duration-s: until signalled
+    assert time.monotonic() - started < 5
+    assert capsys.readouterr() == ("", "")
+
+
+def test_bwn_link_main_refuses_what_it_cannot_run(pairs, signal_handlers, capsys):
+    from bwn.linkem import cli
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([pairs["a0"], pairs["b0"], "--rt-priority", "100"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.endswith("bwn-link: error: --rt-priority must be between 0 and 99\n")
