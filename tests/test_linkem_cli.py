@@ -26,9 +26,7 @@ def test_help_explains_options():
         assert needle in res.stdout, needle
 
 
-@pytest.mark.parametrize(
-    "args, fragment",
-    [
+BAD_VALUES = [
         (["--loss", "1.5"], "fraction in [0, 1]"),
         (["--loss", "-0.1"], "fraction in [0, 1]"),
         (["--reorder", "nan"], "finite"),
@@ -51,8 +49,10 @@ def test_help_explains_options():
         (["--rate-schedule", '{"kind": "sine", "b_mbit": -1, "w_rad_s": 1}'], "not a rate schedule: "),
         (["--rate-schedule", '{"kind": "steps", "steps": [{"t_s": 1, "rate_mbit": 2}]}'],
          "the first step must be at t_s = 0"),
-    ],
-)
+]
+
+
+@pytest.mark.parametrize("args, fragment", BAD_VALUES)
 def test_bad_values_exit_2_with_one_line_error(args, fragment):
     res = run_cli("lo", "nonexistent0", *args)
     assert res.returncode == 2, res.stderr
@@ -126,3 +126,34 @@ def test_format_stats_has_one_line_per_direction():
                          "a_to_b": dict(counters, rx_frames=5), "b_to_a": counters})
     lines = text.splitlines()
     assert len(lines) == 4 and lines[2].startswith("a->b") and lines[3].startswith("b->a")
+
+
+@pytest.mark.parametrize("args, fragment", BAD_VALUES)
+def test_bad_values_are_refused_before_anything_opens(args, fragment, capsys):
+    """The same refusals in this process (what the mutation loop can trace): each value
+    is refused by bwn-link's own parser before any socket, signal or interface."""
+    from bwn.linkem import cli
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["lo", "nonexistent0", *args])
+    assert exit_.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("bwn-link: error: ") and fragment in last, last
+
+
+def test_format_stats_columns_and_names():
+    counters = {"rx_frames": 5, "forwarded_frames": 4, "dropped_loss": 1}
+    text = format_stats({"iface_a": "veth-long-a", "iface_b": "b", "seed": 1, "duration_s": 1.23456,
+                         "a_to_b": counters, "b_to_a": {}})
+    titles = ("received", "forwarded", "lost", "queue-drop", "limit-drop", "reordered", "duplicated",
+              "tx-errors", "kernel-drop", "pending", "csum-fixed", "gso-split", "segments", "offload-drop",
+              "oversize")
+    assert text.splitlines() == [
+        "bwn-link: stopped after 1.235 s (seed 1)",
+        f"{'direction':<14} " + " ".join(f"{t:>12}" for t in titles),     # as wide as the longest name
+        f"{'veth-long-a->b':<14} " + " ".join(f"{n:>12}" for n in (5, 4, 1) + (0,) * 12),
+        f"{'b->veth-long-a':<14} " + " ".join(f"{0:>12}" for _ in titles),
+    ]
+    short = format_stats({"iface_a": "a", "iface_b": "b", "seed": 2, "duration_s": 0.0, "a_to_b": {}, "b_to_a": {}})
+    assert short.splitlines()[1:3] == [                            # at least "direction"'s 9
+        "direction " + " ".join(f"{t:>12}" for t in titles),
+        "a->b      " + " ".join(f"{0:>12}" for _ in titles)]
