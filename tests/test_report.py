@@ -798,3 +798,114 @@ def test_a_scheme_without_an_estimate_has_no_error():
     flow = report.FlowLog("f1", [{"t_s": 1.0, "delivered_bytes": 10, "estimate_bps": 1e6}], algo="newreno")
     assert report.estimate_error(report.SchemeRun("newreno", [flow]), flow, ConstantShares(1e6)) == \
         report.EstimateError(None, None, 0)
+
+
+# -- small readers and helpers at their edges (mutation testing, docs/testing.md) -------------
+
+def test_last_value_of_a_flow_prefers_its_summary_then_its_latest_sample():
+    flow = report.FlowLog("f", samples=[{"cwnd": 1.0}, {"cwnd": 2.0}, {"cwnd": None}, {"srtt_us": 5.0}])
+    assert report._last(flow, "cwnd") == 2.0
+    assert report._last(flow, "rto_us") is None
+    flow.summary["cwnd"] = 9.0
+    assert report._last(flow, "cwnd") == 9.0
+
+
+def test_sum_of_nothing_known_is_unknown_not_zero():
+    assert report._sum([None, None]) is None
+    assert report._sum([1.0, None, 2.5]) == 3.5
+
+
+def test_cells_and_texts_keep_integers_whole_and_the_rest_exact():
+    assert report._text(None) is None and report._text("") is None
+    assert report._text(3.0) == "3" and report._text(3.5) == "3.5" and report._text("h2") == "h2"
+    assert report._text(7) == "7"
+    assert report._cell(None) == "" and report._cell(12.0) == "12" and report._cell("x") == "x"
+    assert report._cell(1e15) == "1e+15" and report._cell(999999999999999.0) == "999999999999999"
+    assert report._cell(0.1 + 0.2) == "0.3"
+
+
+def test_jain_index_of_one_flow_with_traffic_and_of_idle_flows():
+    assert report.jain_index([3.0, 3.0]) == 1.0
+    assert report.jain_index([0.0, 0.0]) is None
+    assert report.jain_index([1.0, 0.0]) == 0.5
+
+
+def test_a_log_without_flow_ids_is_one_flow_and_algo_names_stay_text(tmp_path: Path):
+    log = tmp_path / "f.csv"
+    write_csv(log, ["t_s", "algo", "delivered_bytes"], [[0.0, "1e3", 0], [1.0, "1e3", 1000]])
+    flows = report.read_flow_log(log)
+    assert list(flows) == [""]
+    assert [r["algo"] for r in flows[""]] == ["1e3", "1e3"]      # a name, never a number
+    summary = tmp_path / "f.summary.json"
+    summary.write_text(json.dumps({"flow_id": 1, "algo": "1e3", "goodput_bps": "5"}))
+    (row,) = report.read_summary(summary)
+    assert row["algo"] == "1e3" and row["goodput_bps"] == 5.0
+
+
+def test_telemetry_rows_without_their_key_are_named_by_line(tmp_path: Path):
+    path = tmp_path / "telemetry.csv"
+    write_csv(path, ["t_s", "switch", "port", "capacity_kbps"],
+              [[0.1, "s1", 3, 1000], [0.2, "s1", "", 1000]])
+    with pytest.raises(report.ReportError) as err:
+        report.read_telemetry(path)
+    assert str(err.value) == f"{path}:3: no value in column(s) port"
+    write_csv(path, ["t_s", "switch", "port"], [["", "", 3]])
+    with pytest.raises(report.ReportError) as err:
+        report.read_telemetry(path)
+    assert str(err.value) == f"{path}:2: no value in column(s) t_s, switch"
+
+
+def test_telemetry_of_a_run_is_its_bottleneck_ports_or_else_the_named_ones():
+    s = lambda key: report.TelemetrySample(0.0, key.split(":")[0], int(key.split(":")[1]),
+                                           None, None, None, None, None)
+    run = report.SchemeRun("x", [], telemetry=[s("s1:3"), s("s2:1")])
+    assert [t.key for t in report._telemetry_of(run, "s2:1")] == ["s2:1"]       # no capacity.csv
+    run.bottleneck_port = "s1:3"
+    assert [t.key for t in report._telemetry_of(run, "s2:1")] == ["s1:3"]
+    run.bottleneck_port = None
+    run.capacity = [report.CapacitySample(0.0, "b1", 1e6)]
+    assert report._telemetry_of(run, "s2:1") == []              # a capacity.csv link is not a port
+
+
+def test_throughput_needs_two_deliveries_and_never_goes_negative():
+    flow = report.FlowLog("f", samples=[{"t_s": 0.0, "delivered_bytes": 0}, {"t_s": 1.0, "delivered_bytes": 1000}])
+    xs, ys = report.throughput_series(flow, 0.5)
+    assert xs and ys == [8000.0, 8000.0]
+    assert report.throughput_series(report.FlowLog("g", samples=flow.samples[:1]), 0.5) == ([], [])
+    idle = report._Delivered(report.FlowLog("h", samples=[{"t_s": 0.0, "delivered_bytes": 500},
+                                                          {"t_s": 2.0, "delivered_bytes": 500}]))
+    assert idle.rate_bps(1.5, 1.0) == 0.0
+
+
+def test_a_capacity_step_plot_starts_at_time_zero():
+    curve = report.RateCurve([(0.5, 2e6), (3.0, 1e6)])
+    assert curve.steps(5.0) == ([0.0, 3.0, 5.0], [2e6, 1e6, 1e6])
+
+
+def test_each_link_of_a_path_shares_its_own_capacity():
+    """Two links of different capacity: a flow crossing both is held by the slower;
+    flows named `name#i` (a [[flows]] entry with count) take that entry's path; a flow
+    with no recorded path has no share."""
+    flows = [report.FlowLog(n, samples=[{"t_s": 0.0}, {"t_s": 10.0}]) for n in ("long", "c1#1", "c2", "lost")]
+    run = report.SchemeRun("obp", flows, capacity=[report.CapacitySample(0.0, "b1", 10e6),
+                                                   report.CapacitySample(0.0, "b2", 4e6)])
+    run.flow_links = {"long": [("b1", "s1", "s2"), ("b2", "s2", "s3")], "c1": [("b1", "s1", "s2")],
+                      "c2": [("b2", "s2", "s3")]}
+    shares = report.FairShares(run)
+    assert shares.resources(flows[1]) == ["b1:s1>s2"] and shares.resources(flows[3]) == []
+    per_frame = run.payload_per_frame
+    assert shares.share_bps(flows[0], 5.0) == pytest.approx(2e6 * per_frame)     # half of b2
+    assert shares.share_bps(flows[2], 5.0) == pytest.approx(2e6 * per_frame)
+    assert shares.share_bps(flows[1], 5.0) == pytest.approx(8e6 * per_frame)     # b1's rest
+    assert shares.share_bps(flows[3], 5.0) is None
+
+
+def test_an_empty_report_is_refused_and_the_bin_reaches_the_summary(tmp_path: Path, run_dir: Path, monkeypatch):
+    with pytest.raises(report.ReportError, match="^no scheme run to report$"):
+        report.write_report(tmp_path / "a" / "b", [])
+    assert (tmp_path / "a" / "b").is_dir()                 # made, parents and all
+    runs = report.load_run_dir(run_dir)
+    summarize, windows = report.summarize, []
+    monkeypatch.setattr(report, "summarize", lambda run, window_s: windows.append(window_s) or summarize(run, window_s))
+    report.write_report(tmp_path / "out", runs, bin_s=2.0)
+    assert windows and set(windows) == {2.0}                # the estimate error's window is the bin
