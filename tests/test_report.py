@@ -909,3 +909,35 @@ def test_an_empty_report_is_refused_and_the_bin_reaches_the_summary(tmp_path: Pa
     monkeypatch.setattr(report, "summarize", lambda run, window_s: windows.append(window_s) or summarize(run, window_s))
     report.write_report(tmp_path / "out", runs, bin_s=2.0)
     assert windows and set(windows) == {2.0}                # the estimate error's window is the bin
+
+
+def test_the_aggregate_row_spans_first_start_to_last_end():
+    f1 = report.FlowLog("f1", summary={"duration_s": 4.0, "bytes": 1000}, start_s=2.0)
+    f2 = report.FlowLog("f2", summary={"duration_s": 5.0, "bytes": 500}, start_s=3.0)
+    run = report.SchemeRun("x", [f1, f2], capacity=[report.CapacitySample(0.0, "b", 1e6)])
+    all_row = report.summarize(run)[-1]
+    assert (all_row["flow"], all_row["start_s"], all_row["duration_s"]) == (report.AGGREGATE_FLOW, 2.0, 6.0)
+    assert all_row["goodput_bps"] == pytest.approx(1500 * 8 / 6.0)
+    assert all_row["capacity_bps"] == pytest.approx(1e6)
+    instant = [report.FlowLog(n, summary={"duration_s": 0.0, "bytes": 0}, start_s=1.0) for n in ("a", "b")]
+    row = report.summarize(report.SchemeRun("x", instant, capacity=run.capacity))[-1]
+    assert row["goodput_bps"] is None and row["capacity_bps"] is None      # no time: no rate
+
+
+def test_a_flow_file_pairs_its_log_and_summary_by_id_or_as_the_only_ones(tmp_path: Path):
+    def log(stem: str, rows: list[dict]) -> None:
+        (tmp_path / f"{stem}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # one flow in each: paired whatever their ids
+    log("one", [{"t_s": 0.0, "flow_id": 5, "algo": "newreno"}])
+    (tmp_path / "one.summary.json").write_text(json.dumps({"flow_id": 7, "algo": "westwood", "goodput_bps": 1}))
+    (flow,) = report._load_flow(tmp_path, "one", {}, {})
+    assert flow.name == "one" and flow.algo == "westwood" and flow.summary["goodput_bps"] == 1.0  # the summary's algo
+    # two flows in the log, one summary for a third id without a log: three flows
+    log("two", [{"t_s": 0.0, "flow_id": 1}, {"t_s": 0.0, "flow_id": 2}])
+    (tmp_path / "two.summary.json").write_text(json.dumps([{"flow_id": 3, "algo": "ebn"}]))
+    flows = report._load_flow(tmp_path, "two", {}, {})
+    assert [f.name for f in flows] == ["two#1", "two#2", "two#3"]
+    assert flows[2].samples == [] and flows[2].algo == "ebn" and flows[0].summary == {}
+    # a summary without an id beside a two-flow log
+    (tmp_path / "two.summary.json").write_text(json.dumps([{"algo": "ebn"}]))
+    assert [f.name for f in report._load_flow(tmp_path, "two", {}, {})] == ["two#1", "two#2", "two"]
