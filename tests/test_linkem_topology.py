@@ -58,6 +58,18 @@ def test_a_topology_is_three_namespaces_and_two_veth_pairs_and_leaves_nothing():
     assert topo.leftovers() == [] and not os.path.exists(workdir)
 
 
+def test_leftovers_name_the_namespaces_and_any_root_interface_of_the_tag():
+    topo = Topology().create()
+    stray = f"{topo.tag}x"
+    try:
+        subprocess.run(["ip", "link", "add", stray, "type", "veth", "peer", "name", f"{topo.tag}y"], check=True)
+        assert sorted(topo.leftovers()) == sorted(topo.namespaces + [stray, f"{topo.tag}y"])
+    finally:
+        subprocess.run(["ip", "link", "del", stray], capture_output=True)
+        topo.destroy()
+    assert topo.leftovers() == []
+
+
 def test_default_offloads_are_left_as_the_kernel_made_them():
     with Topology(default_offloads=True) as topo:
         features = topo.run(topo.ns_a, ["ethtool", "-k", topo.if_a]).stdout
@@ -83,10 +95,23 @@ def test_the_helpers_run_in_the_namespace_and_destroy_ends_what_was_started():
     topo.destroy()                                  # again: nothing to do, nothing raised
 
 
-def test_an_emulator_in_the_middle_carries_traffic_and_reports_its_stats():
+def test_an_emulator_in_the_middle_carries_traffic_and_reports_its_stats(tmp_path, monkeypatch):
+    # started from another directory holding a `bwn` of its own: this checkout's runs
+    (tmp_path / "bwn" / "linkem").mkdir(parents=True)
+    for init in ("bwn/__init__.py", "bwn/linkem/__init__.py"):
+        (tmp_path / init).write_text("")
+    (tmp_path / "bwn" / "linkem" / "__main__.py").write_text("import sys; print('wrong bwn-link'); sys.exit(3)\n")
+    monkeypatch.chdir(tmp_path)
     with Topology() as topo:
         topo.set_static_arp()
         emu = topo.start_emulator(Impairment(delay_us=2_000), seed=4)
+        assert emu.argv[:4] == ["ip", "netns", "exec", topo.ns_emu] and "--rt-priority" not in emu.argv
+        assert emu.netns == topo.ns_emu and emu.config.seed == 4
+        stats_path, log_path = emu.stats_path, emu.log_path
+        assert os.path.dirname(stats_path) == topo.workdir
+        assert os.path.basename(stats_path).startswith("linkem-") and stats_path.endswith(".json")
+        assert log_path == stats_path[:-len(".json")] + ".log"
+        assert emu.output == "" and emu.stats is None and emu.stop_seconds is None   # until it stops
         ping = topo.run(topo.ns_a, ["ping", "-c", "3", "-i", "0.05", "-W", "2", topo.ip_b])
         assert " 0% packet loss" in ping.stdout
         stats = emu.stop()
@@ -94,6 +119,9 @@ def test_an_emulator_in_the_middle_carries_traffic_and_reports_its_stats():
         assert (stats["iface_a"], stats["iface_b"]) == (topo.emu_if_a, topo.emu_if_b)
         assert stats["a_to_b"]["forwarded_frames"] == 3 and stats["b_to_a"]["forwarded_frames"] == 3
         assert stats["a_to_b"]["config"]["delay_us"] == 2000 == stats["b_to_a"]["config"]["delay_us"]
+        assert "bwn-link: ready" in emu.output and emu.stop_seconds >= 0
+        assert not os.path.exists(stats_path) and not os.path.exists(log_path)
+        assert emu.stop() is emu.stats                  # stopping again gives the same stats
     assert topo.leftovers() == []
 
 
@@ -104,14 +132,21 @@ def test_bad_tags_are_refused_and_stale_namespaces_of_dead_creators_are_found():
     dead = subprocess.Popen(["true"])
     dead.wait()
     name = f"lk0a0b0c-{dead.pid}-e"            # the name a topology of that process would have had
-    subprocess.run(["ip", "netns", "add", name], check=True)
+    alive = f"lk0a0b0d-{os.getpid()}-e"        # this process's: not stale
+    other = f"bwe-other-{os.getpid()}"         # not named like ours (listed first: newest)
+    made = [name, alive, other]
+    for ns in made:
+        subprocess.run(["ip", "netns", "add", ns], check=True)
     try:
-        assert name in cleanup_stale(dry_run=True)
+        stale = cleanup_stale(dry_run=True)
+        assert name in stale and alive not in stale
         assert name in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         assert name in cleanup_stale()
-        assert name not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert name not in listed and alive in listed and other in listed
     finally:
-        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+        for ns in made:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
 def test_the_command_line_gives_every_impairment_in_exact_units():
