@@ -449,3 +449,45 @@ def test_worker_forwards_completes_segments_and_survives_bad_frames():
                                           + c.dropped_limit + c.tx_errors + c.pending_at_exit
                                           + c.dropped_offload + c.dropped_oversize)
     assert len(w.warnings) == 2
+
+
+# -- what a drop says and counts (mutation testing, docs/testing.md) ---------------------------
+
+def test_an_empty_vnet_header_is_ten_zero_bytes():
+    assert vnet_header() == bytes(10)
+
+
+def test_oversize_and_offload_drops_say_what_and_count_their_bytes():
+    st, c, warnings = stage(max_frame=1514)
+    big = bytes(udp4(pattern(2000)))
+    assert st.frames(vnet_header() + big) == []
+    assert warnings == [
+        "bwn-link: ina->outb: dropped a 2042-byte frame: larger than outb's MTU allows (1500 + 14-byte "
+        "Ethernet header); a super-frame without segmentation metadata (LRO?) or a larger MTU on ina: run "
+        "'ethtool -K ina lro off gro off' in its namespace, or give both links the same MTU "
+        "(ip link set DEV mtu N); counted as oversize"]
+    assert (c.rx_frames, c.rx_bytes) == (1, 2042)
+    assert st.frames(bytes(65563)) == []                  # a truncated read: its own warning, once
+    assert warnings[1] == ("bwn-link: ina->outb: dropped a frame bwn-link cannot complete (frame longer "
+                           "than the receive buffer, truncated); counted as offload-drop, further ones silently")
+    assert (c.rx_frames, c.rx_bytes) == (2, 2042 + 65563 - 10)
+    assert st.frames(b"\x01\x00\x00") == [] and c.rx_bytes == 2042 + 65563 - 10 + 3
+    assert len(warnings) == 2
+
+
+def test_a_frame_fits_up_to_the_mtu_and_a_vlan_tag_only_four_bytes_more():
+    st, c, _ = stage(max_frame=1514)
+    exact = bytes(udp4(pattern(1472)))
+    assert len(exact) == 1514 and st.frames(vnet_header() + exact) == [exact]
+    tagged = lambda n: bytes(Ether() / Dot1Q(prio=5, vlan=3) / IP(src=SRC4, dst=DST4) / UDP() / Raw(pattern(n)))
+    assert len(tagged(1472)) == 1518 and st.frames(vnet_header() + tagged(1472)) == [tagged(1472)]
+    assert st.frames(vnet_header() + tagged(1473)) == []                # 1519: one byte too many
+    assert st.frames(vnet_header() + tagged(2000)) == []                # far too big, tag or not
+    assert c.dropped_oversize == 2
+
+
+def test_segments_of_a_super_frame_needing_checksums_get_them():
+    st, c, _ = stage()
+    frame, start, _off = partial(tcp4(pattern(5000), flags="PA"))
+    out = st.frames(vnet_header(NEEDS_CSUM, GSO_TCPV4, 54, 1448, start, 16) + frame)
+    assert len(out) == 4 and all(checksum_ok(s) for s in out)
