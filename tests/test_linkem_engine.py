@@ -230,3 +230,34 @@ def test_bwn_link_main_refuses_what_it_cannot_run(pairs, signal_handlers, capsys
         cli.main([pairs["a0"], pairs["b0"], "--rt-priority", "100"])
     assert exit_.value.code == 2
     assert capsys.readouterr().err.endswith("bwn-link: error: --rt-priority must be between 0 and 99\n")
+
+
+def _promiscuity(ifname: str) -> int:
+    import json
+    out = subprocess.run(["ip", "-j", "-d", "link", "show", "dev", ifname], capture_output=True, text=True).stdout
+    return json.loads(out)[0]["promiscuity"]
+
+
+def test_bwn_link_main_listens_promiscuously_unless_told_and_sigusr1_starts_the_schedules(
+        pairs, signal_handlers, tmp_path):
+    """Promiscuous by default (frames for the far end's MAC must be read), released at
+    exit; SIGUSR1 gives the rate schedules their time 0; priority 99 is allowed."""
+    import json
+    import signal
+    import threading
+    from bwn.linkem import cli
+    seen: dict[str, int] = {}
+
+    def during() -> None:
+        seen["a0"] = _promiscuity(pairs["a0"])
+        os.kill(os.getpid(), signal.SIGUSR1)
+    threading.Timer(0.3, during).start()
+    stats_path = tmp_path / "s.json"
+    assert cli.main([pairs["a0"], pairs["b0"], "--duration-s", "0.8", "--quiet", "--rt-priority", "99",
+                     "--stats-json", str(stats_path)]) == 0
+    stats = json.loads(stats_path.read_text())
+    assert seen["a0"] == 1 and _promiscuity(pairs["a0"]) == 0
+    assert 0.2 < stats["schedule_started_s"] < 0.8
+    threading.Timer(0.3, lambda: seen.update(quiet=_promiscuity(pairs["a0"]))).start()
+    assert cli.main([pairs["a0"], pairs["b0"], "--duration-s", "0.6", "--quiet", "--no-promisc"]) == 0
+    assert seen["quiet"] == 0
