@@ -261,3 +261,46 @@ def test_bwn_link_main_listens_promiscuously_unless_told_and_sigusr1_starts_the_
     threading.Timer(0.3, lambda: seen.update(quiet=_promiscuity(pairs["a0"]))).start()
     assert cli.main([pairs["a0"], pairs["b0"], "--duration-s", "0.6", "--quiet", "--no-promisc"]) == 0
     assert seen["quiet"] == 0
+
+
+def test_the_same_seed_drops_the_same_frames(pairs):
+    """A run is replayable: each direction's draws come from the link's seed."""
+    a_in, b_out = _socket(pairs["a1"]), _socket(pairs["b1"])
+    kept = []
+    for _ in range(2):
+        with LinkEmulator(pairs["a0"], pairs["b0"], a_to_b=Impairment(loss=0.5), b_to_a=Impairment(),
+                          seed=11, warn=lambda line: None) as emu:
+            for seq in range(40):
+                a_in.send(_frame(seq))
+            deadline = time.monotonic() + 5
+            while emu.stats()["a_to_b"]["rx_frames"] < 40 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            got = _receive(b_out, 40 - emu.stats()["a_to_b"]["dropped_loss"])
+        kept.append([struct.unpack("!I", frame[14:18])[0] for _, frame in got])
+    assert kept[0] == kept[1] and 5 < len(kept[0]) < 35
+
+
+def test_defaults_promiscuous_normal_priority_and_a_32_bit_seed(pairs):
+    emu = LinkEmulator(pairs["a0"], pairs["b0"], warn=lambda line: None)
+    assert 0 <= emu.config.seed < 2 ** 32
+    with emu:
+        out = subprocess.run(["ip", "-d", "link", "show", "dev", pairs["b0"]], capture_output=True, text=True).stdout
+        assert "promiscuity 1" in out
+    assert emu.final_stats["realtime"] is False
+
+
+def test_the_mtu_warning_names_the_larger_side_either_way(pairs):
+    _ip("link", "set", pairs["a0"], "mtu", "1300")
+    warnings: list[str] = []
+    with LinkEmulator(pairs["a0"], pairs["b0"], seed=2, warn=warnings.append):
+        pass
+    assert warnings[0].startswith(f"bwn-link: warning: MTU 1500 on {pairs['b0']} but 1300 on {pairs['a0']}: ")
+
+
+def test_a_config_or_per_direction_impairments_not_both():
+    from bwn.linkem import LinkConfig
+    config = LinkConfig.symmetric(Impairment(delay_us=5))
+    assert config.a_to_b == config.b_to_a == Impairment(delay_us=5)
+    for kw in ({"a_to_b": Impairment()}, {"b_to_a": Impairment()}, {"seed": 3}):
+        with pytest.raises(ValueError, match="^give either config or a_to_b/b_to_a/seed, not both$"):
+            LinkEmulator("x0", "x1", config=config, **kw)
