@@ -798,6 +798,24 @@ def _md_number(value: Any, scale: float = 1.0, digits: int = 3) -> str:
     return f"{value * scale:.{digits}f}"
 
 
+# What summary.md's columns mean (its "Definitions" section, one bullet each).
+DEFINITIONS = (
+    "* **utilization**: goodput / mean capacity the bottleneck actually offered "
+    "(integral of the applied rate, capacity.csv) over the flow's lifetime; "
+    f"row `{AGGREGATE_FLOW}`: all bytes / that integral over the union of lifetimes.",
+    "* **jain**: Jain's index of the flows' goodputs within one scheme run.",
+    "* **estimate error** (columns `estimate_error_share`, `estimate_error_rate` of "
+    "summary.csv): mean |estimate - reference| / reference over the flow's log rows, "
+    "all in **payload** bit/s (switch-stamped values and capacities count frames and "
+    "are scaled by MSS / frame size). The estimate: EBN the decoded echoed "
+    "`ebn_code`; OBP the echoed tight link + the flow's own rate; westwood, dft, "
+    "sarbe the sender's `estimate_bps`. References: the flow's **max-min fair share** "
+    "of the links it crosses (flows active at that time on the same link in the same "
+    "direction; run.json `flow_links`, else every flow on the bottleneck), and the "
+    "flow's **own rate** (acknowledged payload over the last bin).",
+)
+
+
 def write_markdown(path: Path, runs: Sequence[SchemeRun], rows: Sequence[Mapping[str, Any]],
                    plots: Sequence[Path]) -> None:
     lines = ["# Experiment results", ""]
@@ -823,20 +841,7 @@ def write_markdown(path: Path, runs: Sequence[SchemeRun], rows: Sequence[Mapping
               "emulator falling behind, not the scheme.", ""]
     for run in runs:
         lines.append(f"* {run.scheme}: {run.validity[1]}")
-    lines += ["", "## Definitions", "",
-              "* **utilization**: goodput / mean capacity the bottleneck actually offered "
-              "(integral of the applied rate, capacity.csv) over the flow's lifetime; "
-              f"row `{AGGREGATE_FLOW}`: all bytes / that integral over the union of lifetimes.",
-              "* **jain**: Jain's index of the flows' goodputs within one scheme run.",
-              "* **estimate error** (columns `estimate_error_share`, `estimate_error_rate` of "
-              "summary.csv): mean |estimate - reference| / reference over the flow's log rows, "
-              "all in **payload** bit/s (switch-stamped values and capacities count frames and "
-              "are scaled by MSS / frame size). The estimate: EBN the decoded echoed "
-              "`ebn_code`; OBP the echoed tight link + the flow's own rate; westwood, dft, "
-              "sarbe the sender's `estimate_bps`. References: the flow's **max-min fair share** "
-              "of the links it crosses (flows active at that time on the same link in the same "
-              "direction; run.json `flow_links`, else every flow on the bottleneck), and the "
-              "flow's **own rate** (acknowledged payload over the last bin).", ""]
+    lines += ["", "## Definitions", "", *DEFINITIONS, ""]
     if plots:
         lines += ["## Plots", ""]
         lines += [f"![{p.stem}]({p.name})" for p in plots]

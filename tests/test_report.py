@@ -654,6 +654,7 @@ def test_summary_md_renders_as_its_sections_table_and_definitions(tmp_path: Path
     assert terms == ["utilization", "jain", "estimate error"]
     estimate = items["Definitions"][2]
     assert "**payload** bit/s" in estimate and "**max-min fair share**" in estimate and "**own rate**" in estimate
+    assert "## Definitions\n\n" + "\n".join(report.DEFINITIONS) + "\n\n## Plots" in path.read_text()
     assert page["paragraphs"] == {
         "Experiment results": ["Bottleneck (capacity used for utilization):"],
         "Fidelity": ["Each run's invariants (docs/fidelity.md); an INVALID run's figures describe the "
