@@ -304,3 +304,26 @@ def test_a_config_or_per_direction_impairments_not_both():
     for kw in ({"a_to_b": Impairment()}, {"b_to_a": Impairment()}, {"seed": 3}):
         with pytest.raises(ValueError, match="^give either config or a_to_b/b_to_a/seed, not both$"):
             LinkEmulator("x0", "x1", config=config, **kw)
+
+
+def test_raw_sockets_ignore_their_own_output_and_get_their_buffers(pairs):
+    from bwn.linkem import rawsock
+    rx, ignores = rawsock.open_rx_socket(pairs["a0"])
+    tx = rawsock.open_tx_socket(pairs["a0"])
+    try:
+        assert ignores is True                 # PACKET_IGNORE_OUTGOING: Linux >= 4.20, as here
+        assert rx.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) >= rawsock.RX_BUFFER_BYTES
+        assert tx.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) >= rawsock.TX_BUFFER_BYTES
+        assert rawsock.kernel_drops(rx) == 0
+        assert rawsock.interface_mtu(pairs["a0"]) == 1500
+    finally:
+        rx.close()
+        tx.close()
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        assert rawsock.kernel_drops(udp) == 0          # not a packet socket: nothing to count
+        # without the right to force a size, the plain option (capped by net.core.rmem_max)
+        rawsock._set_buffer(udp, 0x7FFF, socket.SO_RCVBUF, 65536)
+        assert udp.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) >= 65536
+    finally:
+        udp.close()

@@ -164,3 +164,21 @@ def test_the_command_line_gives_every_impairment_in_exact_units():
                     "--a-to-b-rate-mbit", "2.0", "--a-to-b-queue-packets", "40", "--a-to-b-limit-packets", "9",
                     "--b-to-a-delay-ms", "0.000",
                     "--seed", "3", "--stats-json", "s.json", "--rt-priority", "5", "--quiet"]
+
+
+def test_the_emulators_options_and_a_failed_start_reach_the_caller(monkeypatch):
+    from bwn.linkem import netns
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    assert netns._python_env()["PYTHONPATH"] == netns._PROJECT_ROOT + os.pathsep + "/elsewhere"
+    monkeypatch.delenv("PYTHONPATH")
+    assert netns._python_env()["PYTHONPATH"] == netns._PROJECT_ROOT
+    with Topology() as topo:
+        emu = topo.start_emulator(Impairment(), rt_priority=5, extra_args=["--a-to-b-loss", "0"])
+        assert emu.argv[-4:] == ["--rt-priority", "5", "--a-to-b-loss", "0"]
+        emu.stop()
+        assert emu.returncode == 0 and 0 <= emu.stop_seconds < 10
+        with pytest.raises(RuntimeError) as err:
+            topo.start_emulator(Impairment(), extra_args=["--rt-priority", "100"])
+        assert str(err.value).startswith("bwn-link exited with 2: ")
+        assert str(err.value).endswith("--rt-priority must be between 0 and 99")
+    assert topo.leftovers() == []
