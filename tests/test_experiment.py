@@ -1078,13 +1078,20 @@ def test_an_agent_that_dies_before_it_is_ready_fails_the_start_and_ends_the_othe
 def test_an_agent_never_ready_fails_the_start_after_the_timeout(monkeypatch, tmp_path):
     def one_flow(data: dict[str, Any]) -> None:
         data["flows"] = [{"name": "f", "src": "h1", "dst": "h2"}]
-    cfg = scenario("gtcp-reservations", one_flow)
+    err, procs = _start_never_ready(monkeypatch, tmp_path, one_flow, {"h2": 'echo $$ > "$1"; exec sleep 60',
+                                                                      "h1": "exec sleep 60"})
+    assert err.startswith("agents not ready after 0 s: f ")
+    assert all(p.poll() is not None for p in procs)
+
+
+def _start_never_ready(monkeypatch, tmp_path, flows, scripts) -> tuple[str, list]:
+    """start_agents on hosts running `scripts` with a short ready timeout: its error."""
+    cfg = scenario("gtcp-reservations", flows)
     monkeypatch.setattr(ex, "AGENT_READY_TIMEOUT_S", 0.5)
-    net, procs = _agent_net(cfg, {"h2": 'echo $$ > "$1"; exec sleep 60', "h1": "exec sleep 60"})
+    net, procs = _agent_net(cfg, scripts)
     with pytest.raises(ex.AgentStartError) as err:
         ex.start_agents(cfg, net, "newreno", tmp_path, duration_s=5.0)
-    assert str(err.value).startswith("agents not ready after 0 s: f ")
-    assert all(p.poll() is not None for p in procs)
+    return str(err.value), procs
 
 
 def test_release_starts_the_held_senders(tmp_path):
@@ -1249,16 +1256,11 @@ def test_a_stale_ready_file_does_not_count_as_an_agent_up(monkeypatch, tmp_path)
     this run's agents are up."""
     def one_flow(data: dict[str, Any]) -> None:
         data["flows"] = [{"name": "f", "src": "h1", "dst": "h2"}]
-    cfg = scenario("gtcp-reservations", one_flow)
-    monkeypatch.setattr(ex, "AGENT_READY_TIMEOUT_S", 0.3)
     (tmp_path / "ready").mkdir()
     for name in ("recv-h2", "send-f"):
         (tmp_path / "ready" / name).write_text("1\n")
-    net, procs = _agent_net(cfg, {"h2": "exec sleep 60", "h1": "exec sleep 60"})
-    with pytest.raises(ex.AgentStartError) as err:
-        ex.start_agents(cfg, net, "newreno", tmp_path, duration_s=5.0)
-    # every agent still waiting is named
-    assert str(err.value).startswith("agents not ready after 0 s: h2, f (their output: ")
+    err, procs = _start_never_ready(monkeypatch, tmp_path, one_flow, {"h2": "exec sleep 60", "h1": "exec sleep 60"})
+    assert err.startswith("agents not ready after 0 s: h2, f (their output: ")   # every one waiting named
     assert all(p.poll() is not None for p in procs)
 
 

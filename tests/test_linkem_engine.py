@@ -78,6 +78,13 @@ def _receive(sock: socket.socket, count: int, timeout_s: float = 5.0) -> list[tu
     return got
 
 
+def _wait_count(emu: LinkEmulator, counter: str, n: int, timeout_s: float = 5.0) -> None:
+    """Wait until the a_to_b direction's `counter` reaches n (the worker is a thread)."""
+    deadline = time.monotonic() + timeout_s
+    while emu.stats()["a_to_b"][counter] < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def test_frames_cross_each_way_after_their_delay_intact_and_in_order(pairs):
     a_in, b_out = _socket(pairs["a1"]), _socket(pairs["b1"])
     b_in, a_out = _socket(pairs["b1"]), _socket(pairs["a1"])
@@ -119,9 +126,7 @@ def test_frames_still_delayed_at_stop_are_counted_not_sent(pairs):
                        warn=lambda line: None).start()
     for seq in range(3):
         a_in.send(_frame(seq))
-    deadline = time.monotonic() + 5
-    while emu.stats()["a_to_b"]["rx_frames"] < 3 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    _wait_count(emu, "rx_frames", 3)
     stats = emu.stop(timeout_s=5)
     assert stats["a_to_b"]["pending_at_exit"] == 3 and stats["a_to_b"]["forwarded_frames"] == 0
     assert _receive(b_out, 1, timeout_s=0.2) == []
@@ -133,9 +138,7 @@ def test_a_lossy_direction_drops_and_counts(pairs):
                       seed=3, warn=lambda line: None) as emu:
         for seq in range(5):
             a_in.send(_frame(seq))
-        deadline = time.monotonic() + 5
-        while emu.stats()["a_to_b"]["dropped_loss"] < 5 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        _wait_count(emu, "dropped_loss", 5)
     assert emu.final_stats["a_to_b"]["dropped_loss"] == 5 and emu.final_stats["a_to_b"]["forwarded_frames"] == 0
     assert _receive(b_out, 1, timeout_s=0.2) == []
 
@@ -272,9 +275,7 @@ def test_the_same_seed_drops_the_same_frames(pairs):
                           seed=11, warn=lambda line: None) as emu:
             for seq in range(40):
                 a_in.send(_frame(seq))
-            deadline = time.monotonic() + 5
-            while emu.stats()["a_to_b"]["rx_frames"] < 40 and time.monotonic() < deadline:
-                time.sleep(0.01)
+            _wait_count(emu, "rx_frames", 40)
             got = _receive(b_out, 40 - emu.stats()["a_to_b"]["dropped_loss"])
         kept.append([struct.unpack("!I", frame[14:18])[0] for _, frame in got])
     assert kept[0] == kept[1] and 5 < len(kept[0]) < 35
