@@ -942,3 +942,32 @@ def test_a_flow_file_pairs_its_log_and_summary_by_id_or_as_the_only_ones(tmp_pat
     # a summary without an id beside a two-flow log
     (tmp_path / "two.summary.json").write_text(json.dumps([{"algo": "ebn"}]))
     assert [f.name for f in report._load_flow(tmp_path, "two", {}, {})] == ["two#1", "two#2", "two"]
+
+
+def test_a_rate_curve_keeps_the_last_of_equal_times_and_integrates_exactly():
+    with pytest.raises(report.ReportError, match="^a capacity curve needs at least one point$"):
+        report.RateCurve([])
+    curve = report.RateCurve([(2.0, 1e6), (0.0, 5.0), (0.0, 3.0)])   # unsorted; t = 0 given twice
+    assert curve.times_s == [0.0, 2.0] and curve.rates_bps == [3.0, 1e6]
+    assert curve.integral_bits(1.0, 1.0) == 0.0 and curve.integral_bits(1.0, 0.5) == 0.0
+    assert curve.integral_bits(0.0, 1.0) == 3.0
+    assert curve.integral_bits(1.0, 3.0) == 3.0 + 1e6
+    assert curve.mean_rate_bps(2.5, 2.5) == 1e6 and curve.mean_rate_bps(1.0, 3.0) == (3.0 + 1e6) / 2
+
+
+def test_flow_starts_from_a_runs_config_name_unnamed_flows_by_position(tmp_path: Path):
+    assert report._config_starts(tmp_path) == {}
+    (tmp_path / "config.toml").write_text("[experiment]\nname = 'x'\n")
+    assert report._config_starts(tmp_path) == {}
+    (tmp_path / "config.toml").write_text(
+        "[[flows]]\nname = 'a'\nstart_s = 2.5\n\n[[flows]]\nsrc = 'h1'\n")
+    assert report._config_starts(tmp_path) == {"a": 2.5, "flow1": 0.0}
+
+
+def test_a_bad_capacity_row_is_named_by_line(tmp_path: Path):
+    path = tmp_path / "capacity.csv"
+    write_csv(path, ["t_s", "link", "rate_bps"], [[0.0, "b", 1e6], ["x", "b", 1e6]])
+    with pytest.raises(report.ReportError) as err:
+        report.read_capacity(path)
+    assert str(err.value).startswith(f"{path}:3: expected columns {', '.join(report.CAPACITY_COLUMNS)} "
+                                     "with numbers, got ")
