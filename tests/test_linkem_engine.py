@@ -328,3 +328,19 @@ def test_raw_sockets_ignore_their_own_output_and_get_their_buffers(pairs):
         assert udp.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) >= 65536
     finally:
         udp.close()
+
+
+def test_stats_before_the_start_and_rounded_after_it(pairs):
+    emu = LinkEmulator(pairs["a0"], pairs["b0"], seed=1, warn=lambda line: None)
+    before = emu.stats()
+    assert before["duration_s"] == 0.0 and before["schedule_started_s"] is None and before["realtime"] is False
+    assert "lateness" not in before["a_to_b"]                       # no worker yet
+    emu.start_schedule(time.monotonic_ns())
+    with emu:
+        time.sleep(0.05)
+    stats = emu.final_stats
+    for value in (stats["duration_s"], stats["schedule_started_s"]):
+        assert value == round(value, 6)
+    assert stats["schedule_started_s"] <= 0.0                      # time 0 came before the start
+    for direction in ("a_to_b", "b_to_a"):
+        assert stats[direction]["cpu_s"] == round(stats[direction]["cpu_s"], 4)

@@ -406,3 +406,48 @@ def test_impairment_validation_of_a_rate_schedule(kwargs, message):
     with pytest.raises(ValueError) as exc:
         Impairment(**kwargs).validate()
     assert message in str(exc.value)
+
+
+# -- every refusal of a link's configuration, word for word (mutation testing) -------------------
+
+@pytest.mark.parametrize("kw, message", [
+    ({"reorder_hold_us": -1}, "reorder_hold_us must not be negative, got -1"),
+    ({"reorder_hold_us": 1.5}, "reorder_hold_us must be an integer, got 1.5"),
+    ({"rate_bps": 10, "queue_packets": -2}, "queue_packets must not be negative, got -2"),
+    ({"limit_packets": -1}, "limit_packets must not be negative, got -1"),
+    ({"limit_packets": 0}, "limit_packets must be at least 1"),
+    ({"rate_bps": 10, "queue_packets": 0}, "queue_packets must be at least 1"),
+    ({"rate_bps": True, "queue_packets": 1}, "rate_bps must be an integer, got True"),
+    ({"rate_bps": 0, "queue_packets": 1}, "rate_bps must be positive, got 0"),
+    ({"rate_bps": 10}, "a rate limit needs a queue size (queue_packets)"),
+    ({"queue_packets": 5}, "queue_packets only makes sense with a rate limit (rate_bps or rate_schedule)"),
+    ({"reorder": 0.5, "reorder_hold_us": 0}, "reorder_hold_us must be positive when reorder > 0"),
+])
+def test_each_inconsistent_impairment_is_refused_in_one_line(kw, message):
+    with pytest.raises(ValueError) as err:
+        Impairment(**kw).validate()
+    assert str(err.value) == message
+
+
+def test_the_smallest_valid_values_are_accepted():
+    from bwn.controller.schedule import ConstantSchedule
+    Impairment(limit_packets=1).validate()
+    Impairment(rate_bps=1, queue_packets=1).validate()
+    Impairment(rate_schedule=ConstantSchedule(1e6), queue_packets=1).validate()
+    Impairment(reorder=0.0, reorder_hold_us=0).validate()          # no reordering: a hold of 0 is fine
+    with pytest.raises(ValueError, match=r"^a rate schedule needs a queue size \(queue_packets\)$"):
+        Impairment(rate_schedule=ConstantSchedule(1e6)).validate()
+
+
+def test_a_links_refusal_names_the_direction_only_when_they_differ():
+    bad = Impairment(limit_packets=0)
+    with pytest.raises(ValueError) as err:
+        LinkConfig(a_to_b=Impairment(), b_to_a=bad).validate()
+    assert str(err.value) == "b-to-a: limit_packets must be at least 1"
+    with pytest.raises(ValueError) as err:
+        LinkConfig.symmetric(bad).validate()
+    assert str(err.value) == "limit_packets must be at least 1"
+    with pytest.raises(ValueError) as err:
+        LinkConfig(seed=True).validate()
+    assert str(err.value) == "seed must be an integer, got True"
+    assert LinkConfig(seed=5).direction_seed("a_to_b") == 10 and LinkConfig(seed=5).direction_seed("b_to_a") == 11

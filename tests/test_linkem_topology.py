@@ -182,3 +182,14 @@ def test_the_emulators_options_and_a_failed_start_reach_the_caller(monkeypatch):
         assert str(err.value).startswith("bwn-link exited with 2: ")
         assert str(err.value).endswith("--rt-priority must be between 0 and 99")
     assert topo.leftovers() == []
+
+
+def test_missing_requirements_names_each_thing_missing(monkeypatch):
+    from bwn.linkem import netns
+    monkeypatch.setattr(netns.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(netns.shutil, "which", lambda tool: None if tool == "ethtool" else "/usr/bin/" + tool)
+    assert netns.missing_requirements() == \
+        "bwn.linkem namespace tests need root (euid 0) and the 'ethtool' command"
+    monkeypatch.setattr(netns.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(netns.shutil, "which", lambda tool: "/usr/bin/" + tool)
+    assert netns.missing_requirements() is None
