@@ -344,3 +344,29 @@ def test_stats_before_the_start_and_rounded_after_it(pairs):
     assert stats["schedule_started_s"] <= 0.0                      # time 0 came before the start
     for direction in ("a_to_b", "b_to_a"):
         assert stats[direction]["cpu_s"] == round(stats[direction]["cpu_s"], 4)
+
+
+def _can_run_realtime() -> bool:
+    """Whether a thread of this process may take SCHED_FIFO (CAP_SYS_NICE, no RT throttling refusal)."""
+    import threading
+    result: list[bool] = []
+
+    def probe() -> None:
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+            result.append(True)
+        except OSError:
+            result.append(False)
+    t = threading.Thread(target=probe)
+    t.start()
+    t.join()
+    return result[0]
+
+
+def test_workers_are_named_daemon_threads_and_take_the_priority_asked(pairs):
+    import threading
+    with LinkEmulator(pairs["a0"], pairs["b0"], seed=1, rt_priority=1, warn=lambda line: None) as emu:
+        threads = {t.name: t for t in threading.enumerate() if t.name.startswith("linkem-")}
+        assert set(threads) == {"linkem-a_to_b", "linkem-b_to_a"}
+        assert all(t.daemon for t in threads.values())      # never holds the process up
+    assert emu.final_stats["realtime"] is _can_run_realtime()
