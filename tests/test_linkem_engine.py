@@ -37,10 +37,31 @@ def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_pairs() -> None:
+    """Delete the pairs of test processes that died before their clean-up ran (a
+    mutation run kills a test that hangs): named bwe<pid in hex><end>."""
+    import re
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    for name, pid_hex in re.findall(r"^\d+: (bwe([0-9a-f]+)[ab]0)@", links, re.M):
+        if not _alive(int(pid_hex, 16)):
+            subprocess.run(["ip", "link", "del", name], capture_output=True)
+
+
 @pytest.fixture
 def pairs() -> Iterator[dict[str, str]]:
     """Two veth pairs: the emulator bridges a0 and b0; the test talks through a1, b1."""
-    tag = f"{os.getpid() % 100000:05d}"
+    remove_stale_pairs()
+    tag = f"{os.getpid():x}"          # at most 6 hex digits (pid_max 2^22): names within 15
     names = {k: f"bwe{tag}{k}" for k in ("a0", "a1", "b0", "b1")}
     made: list[str] = []
     try:

@@ -134,6 +134,9 @@ def test_bad_tags_are_refused_and_stale_namespaces_of_dead_creators_are_found():
     name = f"lk0a0b0c-{dead.pid}-e"            # the name a topology of that process would have had
     alive = f"lk0a0b0d-{os.getpid()}-e"        # this process's: not stale
     other = f"bwe-other-{os.getpid()}"         # not named like ours (listed first: newest)
+    for ns in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split():
+        if ns.startswith("bwe-other-") and not os.path.exists(f"/proc/{ns.rsplit('-', 1)[1]}"):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)   # of a test process killed
     made = [name, alive, other]
     for ns in made:
         subprocess.run(["ip", "netns", "add", ns], check=True)
