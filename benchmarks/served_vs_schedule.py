@@ -54,6 +54,7 @@ def served(run_dir: Path, frame_bytes: int, only: Optional[str] = None) -> list[
     starts = (meta.get("flow_starts_s") or {}).values()
     t0 = min(starts) if starts else 0.0
     t1 = t0 + float(measurements.get("wall_s") or 0.0)
+    by_schedule = any(r.get("schedule_pps") for r in capacity)      # the run's due_pkts count the schedule
     out = []
     for key, port in sorted((measurements.get("ports") or {}).items()):
         if only is not None and key != only:
@@ -63,7 +64,6 @@ def served(run_dir: Path, frame_bytes: int, only: Optional[str] = None) -> list[
         schedule = integral_steps(_series(capacity, switch, int(number), "rate_bps", 1 / (8 * frame_bytes)),
                                   t0, t1)
         sent, due = port.get("tx_pkts"), port.get("due_pkts")
-        by_schedule = any(r.get("schedule_pps") for r in capacity)      # due_pkts counts the schedule
         if not (sent and due and written > 0 and schedule > 0):
             per_written = per_schedule = None
         elif by_schedule:

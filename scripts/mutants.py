@@ -97,7 +97,7 @@ FAST_TESTS: list[str] = [
 MODULE_TESTS: dict[str, list[str]] = {
     "controller": ["tests/test_p4rt_sync.py", "tests/test_tofino_controller.py"],
     # The engine on veth pairs and the namespace rig, in this process (need root, as
-    # the machine running the loop has; about 5 s): sockets, workers, stats, cleanup.
+    # the machine running the loop has; about 8 s together): sockets, workers, stats, cleanup.
     "linkem": ["tests/test_linkem_engine.py", "tests/test_linkem_topology.py"],
     "hosts": ["tests/test_forged_feedback.py", "tests/test_netsim.py", "tests/test_receiver_garbage.py",
               "tests/test_transport_sack.py", "tests/test_transport_wire.py"],

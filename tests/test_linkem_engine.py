@@ -37,23 +37,13 @@ def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_stale_pairs() -> None:
     """Delete the pairs of test processes that died before their clean-up ran (a
     mutation run kills a test that hangs): named bwe<pid in hex><end>."""
     import re
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     for name, pid_hex in re.findall(r"^\d+: (bwe([0-9a-f]+)[ab]0)@", links, re.M):
-        if not _alive(int(pid_hex, 16)):
+        if not os.path.exists(f"/proc/{int(pid_hex, 16)}"):
             subprocess.run(["ip", "link", "del", name], capture_output=True)
 
 
