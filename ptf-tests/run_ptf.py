@@ -58,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--test-spec", nargs="*", default=[], help="PTF tests to run (default: all)")
     parser.add_argument("--keep-logs", action="store_true", help="keep switch logs even on success")
     parser.add_argument("--log-level", default="warn", help="BMv2 log level (trace|debug|info|warn|error|off)")
+    parser.add_argument("--failfast", action="store_true",
+                        help="stop at the first failing test (mutation runs: a kill needs only one)")
     args = parser.parse_args(argv)
 
     why = missing_prerequisites(args.build_dir)
@@ -110,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         for p in SW1_PTF_PORTS:
             cmd += ["--interface", f"{p}@t1p{p}"]
         cmd += ["--interface", f"{PTF_PORT_OF_SW2}@t2p{SW2_PTF_PORT}"]
+        if args.failfast:
+            cmd.append("--failfast")
         cmd += args.test_spec
         rc = subprocess.run(cmd).returncode
         for sw in switches:

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Mutation testing of the switch program: does the PTF suite catch each fault?
 
-    sudo .venv/bin/python scripts/p4_mutants.py [--only NAME ...] [--list] [--jobs 1]
-        [--out build/p4-mutants.json]
+    sudo .venv/bin/python scripts/p4_mutants.py [--only NAME ...] [--list] [--resume]
+        [--no-baseline] [--all-failures] [--out build/p4-mutants.json]
 
 Each mutant is one small change to `p4src/v1model/bwn.p4` (a relational
 operator, a dropped statement, a swapped constant, each stamp and each drop),
@@ -19,10 +19,22 @@ temporary folder, apply it, compile with p4c, run the PTF suite on the result
 The score is killed / (killed + survived + timeout), equivalent mutants
 (listed in EQUIVALENT, each with its reason) excluded. docs/testing.md records
 the scores and the survivors. Not run by CI: each mutant takes minutes.
+
+First the unmutated program is compiled and run against the same suite (the
+baseline): if it fails, every mutant would count as killed, so the run stops.
+The suite stops at its first failure (PTF's --failfast): one is a kill, and a
+killed mutant then costs seconds instead of the whole suite; --all-failures
+runs every test and lists up to five that failed.
+
+Each result records the SHA-256 of bwn.p4 and of ptf-tests/*.py it was run
+against. --resume keeps the results in --out whose hashes are today's and runs
+the rest, so an interrupted run goes on where it stopped and a run made before
+the program or the tests changed is made again.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shutil
 import subprocess
@@ -168,13 +180,33 @@ def apply(mutant: Mutant, src: str) -> str | None:
     return src.replace(mutant.find, mutant.replace)
 
 
-def run_mutant(mutant: Mutant, timeout_s: float, keep: bool) -> dict:
+def fingerprint() -> dict[str, str]:
+    """What a result depends on: the program and the PTF suite, by SHA-256."""
+    tests = hashlib.sha256()
+    for f in sorted((REPO / "ptf-tests").glob("*.py")):
+        tests.update(f.name.encode() + b"\0" + f.read_bytes())
+    return {"program_sha256": hashlib.sha256((REPO / "p4src" / PROGRAM).read_bytes()).hexdigest(),
+            "tests_sha256": tests.hexdigest()}
+
+
+def reusable(previous: list[dict], names: set[str], now: dict[str, str]) -> dict[str, dict]:
+    """The earlier results --resume keeps: a mutant still in the list, a verdict
+    (not stale), and made against today's program and suite."""
+    return {r["name"]: r for r in previous
+            if r.get("name") in names and r.get("result") in ("killed", "survived", "timeout", "invalid")
+            and all(r.get(k) == v for k, v in now.items())}
+
+
+def run_mutant(mutant: Mutant | None, timeout_s: float, keep: bool, failfast: bool = True) -> dict:
+    """Compile bwn.p4 with `mutant` applied (None: the program as it is, the
+    baseline) and run the PTF suite on it."""
     original = (REPO / "p4src" / PROGRAM).read_text()
-    mutated = apply(mutant, original)
+    name = mutant.name if mutant else "baseline"
+    mutated = apply(mutant, original) if mutant else original
     if mutated is None:
-        return {"name": mutant.name, "result": "stale",
+        return {"name": name, "result": "stale",
                 "detail": f"text found {original.count(mutant.find)} times"}
-    work = Path(tempfile.mkdtemp(prefix=f"bwn-mutant-{mutant.name}-"))
+    work = Path(tempfile.mkdtemp(prefix=f"bwn-mutant-{name}-"))
     t0 = time.monotonic()
     try:
         shutil.copytree(REPO / "p4src", work / "p4src")
@@ -185,16 +217,17 @@ def run_mutant(mutant: Mutant, timeout_s: float, keep: bool) -> dict:
                                "--p4runtime-files", str(build / "bwn.p4info.txtpb"), "-o", str(build),
                                str(work / "p4src" / PROGRAM)], capture_output=True, text=True, timeout=600)
         if comp.returncode != 0:
-            return {"name": mutant.name, "result": "invalid", "detail": comp.stderr.strip()[-400:],
+            return {"name": name, "result": "invalid", "detail": comp.stderr.strip()[-400:],
                     "seconds": round(time.monotonic() - t0)}
         try:
-            res = subprocess.run([sys.executable, str(REPO / "ptf-tests" / "run_ptf.py"), "--build-dir", str(build)],
+            res = subprocess.run([sys.executable, str(REPO / "ptf-tests" / "run_ptf.py"), "--build-dir", str(build),
+                                  *(["--failfast"] if failfast else [])],
                                  capture_output=True, text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            return {"name": mutant.name, "result": "timeout", "seconds": round(time.monotonic() - t0)}
+            return {"name": name, "result": "timeout", "seconds": round(time.monotonic() - t0)}
         failed = [line.split(":", 1)[1].strip() for line in (res.stdout + res.stderr).splitlines()
                   if line.startswith(("FAIL:", "ERROR:"))]
-        return {"name": mutant.name, "result": "survived" if res.returncode == 0 else "killed",
+        return {"name": name, "result": "survived" if res.returncode == 0 else "killed",
                 "killed_by": failed[:5], "seconds": round(time.monotonic() - t0)}
     finally:
         if not keep:
@@ -208,7 +241,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per PTF run")
     ap.add_argument("--out", type=Path, default=REPO / "build" / "p4-mutants.json")
     ap.add_argument("--keep", action="store_true", help="keep each mutant's folder (debugging)")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the results in --out made against today's program and tests; run the rest")
+    ap.add_argument("--no-baseline", action="store_true",
+                    help="skip the check that the suite passes on the unmutated program")
+    ap.add_argument("--all-failures", action="store_true",
+                    help="run the whole suite for each mutant (default: stop at its first failure)")
     args = ap.parse_args(argv)
+    if args.timeout <= 0:
+        ap.error("--timeout must be positive (seconds per PTF run)")
     src = (REPO / "p4src" / PROGRAM).read_text()
     names = {m.name for m in MUTANTS}
     unknown = [n for n in args.only if n not in names]
@@ -219,10 +260,26 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{m.name:36s} {'ok' if apply(m, src) is not None else 'STALE'}")
         return 0
     chosen = [m for m in MUTANTS if not args.only or m.name in args.only]
+    now = fingerprint()
+    kept: dict[str, dict] = {}
+    if args.resume and args.out.exists():
+        try:
+            kept = reusable(json.loads(args.out.read_text()), {m.name for m in chosen}, now)
+        except (json.JSONDecodeError, TypeError, AttributeError) as e:
+            ap.error(f"--resume: {args.out} is not a results file of this script ({e}); move it or drop --resume")
+        print(f"resuming: {len(kept)} of {len(chosen)} results kept from {args.out}", flush=True)
     results = []
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    if not args.no_baseline and len(kept) < len(chosen):
+        base = run_mutant(None, args.timeout, args.keep, failfast=not args.all_failures)
+        print(f"[baseline] unmutated program: {base['result']} in {base.get('seconds', 0)} s", flush=True)
+        if base["result"] != "survived":
+            print(f"the PTF suite does not pass on the unmutated program ({base['result']}: "
+                  f"{', '.join(base.get('killed_by', [])) or base.get('detail', '')}); "
+                  "every mutant would count as killed. Fix that first (ptf-tests/run_ptf.py).", file=sys.stderr)
+            return 1
     for i, m in enumerate(chosen, 1):
-        r = run_mutant(m, args.timeout, args.keep)
+        r = kept.get(m.name) or {**run_mutant(m, args.timeout, args.keep, failfast=not args.all_failures), **now}
         if m.name in EQUIVALENT:
             r["equivalent"] = EQUIVALENT[m.name]
         results.append(r)

@@ -1,0 +1,77 @@
+"""scripts/p4_mutants.py: every mutant still applies to today's bwn.p4, and
+--resume reuses only results made against today's program and PTF suite.
+(The mutation run itself compiles and runs PTF per mutant: not in CI.)"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def p4m():
+    spec = importlib.util.spec_from_file_location("p4_mutants", REPO / "scripts" / "p4_mutants.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["p4_mutants"] = mod     # its dataclass looks its module up there
+    try:
+        spec.loader.exec_module(mod)
+        yield mod
+    finally:
+        sys.modules.pop("p4_mutants", None)
+
+
+def test_every_mutant_applies_once_and_changes_the_program(p4m):
+    src = (REPO / "p4src" / "v1model" / "bwn.p4").read_text()
+    names = [m.name for m in p4m.MUTANTS]
+    assert len(names) == len(set(names)), "mutant names must be unique (results are keyed by name)"
+    for m in p4m.MUTANTS:
+        mutated = p4m.apply(m, src)
+        assert mutated is not None, f"{m.name}: its text is not in bwn.p4 once (update the list)"
+        assert mutated != src, f"{m.name}: changes nothing"
+    assert set(p4m.EQUIVALENT) <= set(names)
+
+
+def test_apply_refuses_text_found_twice_unless_every(p4m):
+    twice = "a < b; a < b;"
+    assert p4m.apply(p4m.Mutant("x", "a < b", "a >= b"), twice) is None
+    assert p4m.apply(p4m.Mutant("x", "a < b", "a >= b", every=True), twice) == "a >= b; a >= b;"
+    assert p4m.apply(p4m.Mutant("x", "c", "d"), twice) is None
+
+
+def test_resume_keeps_only_verdicts_made_against_todays_program_and_tests(p4m):
+    now = p4m.fingerprint()
+    assert set(now) == {"program_sha256", "tests_sha256"} and all(len(v) == 64 for v in now.values())
+    old_program = {**now, "program_sha256": "0" * 64}
+    old_tests = {**now, "tests_sha256": "0" * 64}
+    previous = [
+        {"name": "a", "result": "killed", **now},
+        {"name": "b", "result": "survived", **old_program},
+        {"name": "c", "result": "timeout", **old_tests},
+        {"name": "d", "result": "stale", **now},
+        {"name": "e", "result": "survived"},                 # made before results were fingerprinted
+        {"name": "f", "result": "invalid", **now},
+        {"name": "gone", "result": "killed", **now},          # no longer in the list
+    ]
+    kept = p4m.reusable(previous, {"a", "b", "c", "d", "e", "f"}, now)
+    assert sorted(kept) == ["a", "f"]
+
+
+def test_fingerprint_follows_the_program(p4m, tmp_path, monkeypatch):
+    before = p4m.fingerprint()
+    fake = tmp_path / "repo"
+    (fake / "p4src" / "v1model").mkdir(parents=True)
+    (fake / "ptf-tests").mkdir()
+    for f in (REPO / "ptf-tests").glob("*.py"):
+        (fake / "ptf-tests" / f.name).write_bytes(f.read_bytes())
+    (fake / "p4src" / "v1model" / "bwn.p4").write_text(
+        (REPO / "p4src" / "v1model" / "bwn.p4").read_text() + "\n// edited\n")
+    monkeypatch.setattr(p4m, "REPO", fake)
+    after = p4m.fingerprint()
+    assert after["tests_sha256"] == before["tests_sha256"]
+    assert after["program_sha256"] != before["program_sha256"]
+    (fake / "ptf-tests" / "extra_tests.py").write_text("# a new test file\n")
+    assert p4m.fingerprint()["tests_sha256"] != before["tests_sha256"]
