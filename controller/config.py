@@ -23,10 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Mapping, Optional, Sequence, Union
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python < 3.11
-    import tomli as tomllib  # type: ignore[no-redef]
+import tomllib
 
 from pydantic import Field, TypeAdapter, ValidationError
 
