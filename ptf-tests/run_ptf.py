@@ -17,6 +17,7 @@ Exit status: PTF's (0 when every test passed); 77 when a tool is missing
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import signal
 import subprocess
@@ -52,6 +53,39 @@ def missing_prerequisites(build_dir: Path) -> str | None:
     return None
 
 
+# unittest's verbose result line for one test: "<test name> ... FAIL" (or ERROR); a
+# test with a docstring prints its name on one line and "<docstring line> ... FAIL" on the next.
+_FAILED_RESULT = re.compile(r"^(.*) \.\.\. (FAIL|ERROR)\s*$")
+
+
+def run_until_first_failure(cmd: list[str]) -> int:
+    """Run PTF, echo its output, and stop it at the first failing test: print
+    "FAIL: <test>" and return 1. The return code of PTF otherwise."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    assert proc.stdout is not None
+    previous = ""
+    try:
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            m = _FAILED_RESULT.match(line.rstrip("\n"))
+            if m:
+                name = m.group(1) if " " not in m.group(1).strip() else previous.strip()
+                sys.stdout.write(f"{m.group(2)}: {name}\nstopped at the first failure (--failfast)\n")
+                sys.stdout.flush()
+                return 1
+            previous = line
+        return proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        proc.stdout.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build-dir", type=Path, default=REPO / "build")
@@ -59,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep-logs", action="store_true", help="keep switch logs even on success")
     parser.add_argument("--log-level", default="warn", help="BMv2 log level (trace|debug|info|warn|error|off)")
     parser.add_argument("--failfast", action="store_true",
-                        help="stop at the first failing test (mutation runs: a kill needs only one)")
+                        help="stop at the first failing test (mutation runs: a kill needs only one); "
+                             "PTF 0.12 accepts its own --failfast but ignores it, so this watches the "
+                             "test results as they print and stops PTF at the first FAIL or ERROR")
     args = parser.parse_args(argv)
 
     why = missing_prerequisites(args.build_dir)
@@ -112,10 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         for p in SW1_PTF_PORTS:
             cmd += ["--interface", f"{p}@t1p{p}"]
         cmd += ["--interface", f"{PTF_PORT_OF_SW2}@t2p{SW2_PTF_PORT}"]
-        if args.failfast:
-            cmd.append("--failfast")
         cmd += args.test_spec
-        rc = subprocess.run(cmd).returncode
+        rc = run_until_first_failure(cmd) if args.failfast else subprocess.run(cmd).returncode
         for sw in switches:
             if sw.proc is not None and sw.proc.poll() is not None:
                 print(f"switch {sw.name} died during the run (exit {sw.proc.returncode}); log: {sw.log_path}")

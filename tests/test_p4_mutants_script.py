@@ -75,3 +75,41 @@ def test_fingerprint_follows_the_program(p4m, tmp_path, monkeypatch):
     assert after["program_sha256"] != before["program_sha256"]
     (fake / "ptf-tests" / "extra_tests.py").write_text("# a new test file\n")
     assert p4m.fingerprint()["tests_sha256"] != before["tests_sha256"]
+
+
+@pytest.fixture(scope="module")
+def run_ptf():
+    spec = importlib.util.spec_from_file_location("run_ptf", REPO / "ptf-tests" / "run_ptf.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _script(*lines: str) -> list[str]:
+    """A stand-in for PTF that prints unittest's verbose result lines, then hangs."""
+    body = "".join(f"print({line!r}, flush=True)\n" for line in lines)
+    return [sys.executable, "-c", body + "import time\ntime.sleep(60)\n"]
+
+
+@pytest.mark.parametrize("lines, first", [
+    (("bwn_tests.ForwardingTest ... ok", "bwn_tests.TtlTest ... FAIL", "bwn_tests.Later ... ERROR"),
+     "FAIL: bwn_tests.TtlTest"),
+    (("bwn_tests.ForwardingTest ... ok", "bwn_tests.StampTest", "A stamped packet keeps its length ... ERROR"),
+     "ERROR: bwn_tests.StampTest"),
+])
+def test_failfast_stops_ptf_at_the_first_failure(run_ptf, capsys, lines, first):
+    """PTF 0.12 ignores its own --failfast: run_ptf.py watches the result lines,
+    names the first failing test and stops PTF (here a process that would hang)."""
+    rc = run_ptf.run_until_first_failure(_script(*lines))
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert first in out.splitlines()
+    assert "Later" not in out.split(first)[1]
+
+
+def test_failfast_returns_ptfs_own_status_when_nothing_failed(run_ptf, capsys):
+    ok = [sys.executable, "-c", "print('a ... ok'); print('b ... skipped'); raise SystemExit(0)"]
+    assert run_ptf.run_until_first_failure(ok) == 0
+    bad = [sys.executable, "-c", "print('a ... ok'); raise SystemExit(3)"]
+    assert run_ptf.run_until_first_failure(bad) == 3
+    assert "a ... ok" in capsys.readouterr().out
