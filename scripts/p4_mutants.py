@@ -46,6 +46,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PROGRAM = Path("v1model") / "bwn.p4"
+EXIT_SKIPPED = 77   # run_ptf.py: a tool is missing
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,46 @@ MUTANTS: list[Mutant] = [
            "queue_emptied.count(standard_metadata.ingress_port);"),
 ]
 
+# The PTF tests written for a mutant (or that killed it before), tried first, alone:
+# a kill by one of them takes seconds where the whole suite takes minutes (queue_tests,
+# which most of these are in, runs last). Not a verdict: when the tests named here
+# pass, the whole suite runs. A hint set is only used if it passes on the unmutated
+# program (checked once per run, beside the baseline).
+_TTL = ["queue_tests.TtlTest"]
+_MALFORMED = ["bwn_tests.MalformedPacketsTest", "fuzz_tests.FuzzCorpusTest"]
+_AF = ["queue_tests.AssuredForwardingTest", "queue_tests.AfThresholdTest", "bwn_tests.ReservationMeterTest"]
+_STAMP = ["bwn_tests.StampMinimumTest", "bwn_tests.UdpChecksumRuleTest", "bwn_tests.PathMinimumTwoSwitchesTest"]
+HINTS: dict[str, list[str]] = {
+    "ttl-checksum-carry-dropped": ["queue_tests.TtlChecksumCarryTest"],
+    "ttl-checksum-carry-off-by-one": ["queue_tests.TtlChecksumCarryTest"],
+    "ttl-1-forwarded": _TTL, "ttl-2-dropped": _TTL, "drop-reason-ttl-wrong": _TTL,
+    "checksum-not-verified": _MALFORMED, "checksum-verified-without-addresses": _MALFORMED,
+    "ihl-4-accepted": _MALFORMED, "options-not-parsed": _MALFORMED, "non-ipv4-accepted": _MALFORMED,
+    "fragments-parsed": _MALFORMED, "udp-by-ttl": _MALFORMED, "drop-reason-bwn-wrong": _MALFORMED,
+    "drop-not-counted": _MALFORMED, "malformed-not-dropped": _MALFORMED,
+    "bwn-on-any-udp-port": ["bwn_tests.NonBwnTrafficUntouchedTest"],
+    "stamp-on-acks": ["bwn_tests.NonBwnTrafficUntouchedTest"],
+    "dscp-remark-checksum-not-updated": _AF,
+    "loss-draw-clobbers-flow-slot": ["bwn_tests.RandomLossCountsFlowsOnceTest"],
+    "ab-without-bi": ["queue_tests.QueueBiTermTest"], "queue-not-sampled": ["queue_tests.QueueBiTermTest"],
+    "queue-key-not-set": ["queue_tests.QueueBiTermTest", "bwn_tests.AvailableBandwidthTest"],
+    "ab-unsigned-shift": ["queue_tests.QueueBiTermTest"],
+    "idle-gap-not-zeroed": ["queue_tests.IdleLinkTest"],
+    "drop-opens-the-rare-path": ["bwn_tests.DroppedPacketsLeaveNoFlowTest"],
+    "drop-leaves-slot-seen": ["bwn_tests.DroppedPacketsLeaveNoFlowTest"],
+    "loss-drop-keeps-options": ["queue_tests.LossAndAfCountEachDropOnceTest"],
+    "window-flag-left-from-another-packet": ["bwn_tests.TelemetryOncePerWindowTest"],
+    "flows-last-ignored": ["bwn_tests.EbnShareHalvesTest"],
+    "hop-not-saturating": ["queue_tests.HopCountSaturatesTest"],
+    "udp-checksum-kept": _STAMP, "udp-length-zeroed": _STAMP, "echo-zeroed": _STAMP,
+    "reservations-never-looked-up": _AF, "reservation-key-on-ttl": _AF,
+    "green-marked-out-of-profile": _AF, "dscp-remark-on-the-wrong-bits": _AF,
+    "af-never-drops": _AF, "af-drops-in-profile-too": _AF, "af-threshold-off-by-far": _AF,
+    "queue-emptied-at-depth-1": ["queue_tests.QueueEmptiedCounterTest"],
+    "queue-emptied-never-counted": ["queue_tests.QueueEmptiedCounterTest"],
+    "queue-emptied-by-ingress-port": ["queue_tests.QueueEmptiedCounterTest"],
+}
+
 # Mutants that cannot change what the switch does, with the reason.
 EQUIVALENT: dict[str, str] = {
     "ihl-4-accepted": "an IHL of 4 sent to parse_addrs still ends in a parser error: the options "
@@ -197,9 +238,21 @@ def reusable(previous: list[dict], names: set[str], now: dict[str, str]) -> dict
             and all(r.get(k) == v for k, v in now.items())}
 
 
-def run_mutant(mutant: Mutant | None, timeout_s: float, keep: bool, failfast: bool = True) -> dict:
+def _ptf(build: Path, timeout_s: float, failfast: bool, tests: list[str]) -> tuple[int, list[str]]:
+    """Run the PTF suite (or `tests`) on a compiled program: (exit status, failed tests)."""
+    res = subprocess.run([sys.executable, str(REPO / "ptf-tests" / "run_ptf.py"), "--build-dir", str(build),
+                          *(["--failfast"] if failfast else []), *(["--test-spec", *tests] if tests else [])],
+                         capture_output=True, text=True, timeout=timeout_s)
+    failed = [line.split(":", 1)[1].strip() for line in (res.stdout + res.stderr).splitlines()
+              if line.startswith(("FAIL:", "ERROR:"))]
+    return res.returncode, failed
+
+
+def run_mutant(mutant: Mutant | None, timeout_s: float, keep: bool, failfast: bool = True,
+               hints: list[str] | None = None, hints_only: bool = False) -> dict:
     """Compile bwn.p4 with `mutant` applied (None: the program as it is, the
-    baseline) and run the PTF suite on it."""
+    baseline) and run the PTF suite on it; with `hints`, those tests alone first
+    (a failure there is the kill; otherwise the whole suite decides)."""
     original = (REPO / "p4src" / PROGRAM).read_text()
     name = mutant.name if mutant else "baseline"
     mutated = apply(mutant, original) if mutant else original
@@ -220,14 +273,15 @@ def run_mutant(mutant: Mutant | None, timeout_s: float, keep: bool, failfast: bo
             return {"name": name, "result": "invalid", "detail": comp.stderr.strip()[-400:],
                     "seconds": round(time.monotonic() - t0)}
         try:
-            res = subprocess.run([sys.executable, str(REPO / "ptf-tests" / "run_ptf.py"), "--build-dir", str(build),
-                                  *(["--failfast"] if failfast else [])],
-                                 capture_output=True, text=True, timeout=timeout_s)
+            if hints:
+                rc, failed = _ptf(build, timeout_s, True, hints)
+                if rc not in (0, EXIT_SKIPPED) or hints_only:
+                    return {"name": name, "result": "survived" if rc == 0 else "killed", "killed_by": failed[:5],
+                            "by_hint": True, "seconds": round(time.monotonic() - t0)}
+            rc, failed = _ptf(build, timeout_s, failfast, [])
         except subprocess.TimeoutExpired:
             return {"name": name, "result": "timeout", "seconds": round(time.monotonic() - t0)}
-        failed = [line.split(":", 1)[1].strip() for line in (res.stdout + res.stderr).splitlines()
-                  if line.startswith(("FAIL:", "ERROR:"))]
-        return {"name": name, "result": "survived" if res.returncode == 0 else "killed",
+        return {"name": name, "result": "survived" if rc == 0 else "killed",
                 "killed_by": failed[:5], "seconds": round(time.monotonic() - t0)}
     finally:
         if not keep:
@@ -278,8 +332,19 @@ def main(argv: list[str] | None = None) -> int:
                   f"{', '.join(base.get('killed_by', [])) or base.get('detail', '')}); "
                   "every mutant would count as killed. Fix that first (ptf-tests/run_ptf.py).", file=sys.stderr)
             return 1
+    usable = set()
+    if not args.no_baseline:
+        wanted = {tuple(HINTS[m.name]) for m in chosen if m.name in HINTS and m.name not in kept}
+        for hint in sorted(wanted):
+            base = run_mutant(None, args.timeout, args.keep, hints=list(hint), hints_only=True)
+            ok = base["result"] == "survived"
+            print(f"[baseline] {' '.join(hint)}: {'passes' if ok else 'FAILS alone: not used as a hint'}", flush=True)
+            if ok:
+                usable.add(hint)
     for i, m in enumerate(chosen, 1):
-        r = kept.get(m.name) or {**run_mutant(m, args.timeout, args.keep, failfast=not args.all_failures), **now}
+        hint = list(HINTS.get(m.name, [])) if tuple(HINTS.get(m.name, [])) in usable else None
+        r = kept.get(m.name) or {**run_mutant(m, args.timeout, args.keep, failfast=not args.all_failures,
+                                              hints=hint), **now}
         if m.name in EQUIVALENT:
             r["equivalent"] = EQUIVALENT[m.name]
         results.append(r)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -113,3 +114,15 @@ def test_failfast_returns_ptfs_own_status_when_nothing_failed(run_ptf, capsys):
     bad = [sys.executable, "-c", "print('a ... ok'); raise SystemExit(3)"]
     assert run_ptf.run_until_first_failure(bad) == 3
     assert "a ... ok" in capsys.readouterr().out
+
+
+def test_hints_name_listed_mutants_and_existing_ptf_tests(p4m):
+    """A hint only saves time, but one naming a renamed test would silently cost the
+    whole suite for its mutant: every hint is a mutant of the list and a PTF class."""
+    names = {m.name for m in p4m.MUTANTS}
+    assert set(p4m.HINTS) <= names
+    classes = set()
+    for f in (REPO / "ptf-tests").glob("*_tests.py"):
+        classes |= {f"{f.stem}.{c}" for c in re.findall(r"^class (\w+)\(", f.read_text(), re.M)}
+    for mutant, tests in p4m.HINTS.items():
+        assert tests and set(tests) <= classes, f"{mutant}: {set(tests) - classes} are not PTF test classes"
