@@ -8,7 +8,7 @@ N = 20000 frames, with a fixed seed so the run is deterministic.
 from __future__ import annotations
 
 import math
-from typing import List, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import pytest
 
@@ -422,6 +422,11 @@ def test_impairment_validation_of_a_rate_schedule(kwargs, message):
     ({"rate_bps": 10}, "a rate limit needs a queue size (queue_packets)"),
     ({"queue_packets": 5}, "queue_packets only makes sense with a rate limit (rate_bps or rate_schedule)"),
     ({"reorder": 0.5, "reorder_hold_us": 0}, "reorder_hold_us must be positive when reorder > 0"),
+    ({"rate_schedule": ConstantSchedule(1e6), "queue_packets": 0}, "queue_packets must be at least 1"),
+    ({"loss": True}, "loss must be a number, got True"),
+    ({"duplicate": "0.1"}, "duplicate must be a number, got '0.1'"),
+    ({"reorder": None}, "reorder must be a number, got None"),
+    ({"loss": 1.0000001}, "loss must be a fraction in [0, 1], got 1.0000001"),
 ])
 def test_each_inconsistent_impairment_is_refused_in_one_line(kw, message):
     with pytest.raises(ValueError) as err:
@@ -451,3 +456,175 @@ def test_a_links_refusal_names_the_direction_only_when_they_differ():
         LinkConfig(seed=True).validate()
     assert str(err.value) == "seed must be an integer, got True"
     assert LinkConfig(seed=5).direction_seed("a_to_b") == 10 and LinkConfig(seed=5).direction_seed("b_to_a") == 11
+
+
+def test_replace_changes_only_the_fields_named():
+    base = Impairment(delay_us=5_000, loss=0.1)
+    changed = base.replace(loss=0.2, jitter_us=100)
+    assert changed == Impairment(delay_us=5_000, loss=0.2, jitter_us=100)
+    assert base == Impairment(delay_us=5_000, loss=0.1)          # frozen: a new value
+    assert base.replace() == base
+
+
+def test_a_direction_is_looked_up_by_its_name():
+    cfg = LinkConfig(a_to_b=Impairment(delay_us=1), b_to_a=Impairment(delay_us=2))
+    assert cfg.direction("a_to_b") == Impairment(delay_us=1)
+    assert cfg.direction("b_to_a") == Impairment(delay_us=2)
+    with pytest.raises(KeyError) as err:
+        cfg.direction("seed")                                     # a field, not a direction
+    assert err.value.args == ("seed",)
+
+
+# -- lateness histogram summary (bwn-link's stats, issue 9's fidelity check) ----------------
+
+from bwn.linkem.scheduler import LATE_BINS, LATE_SHIFT, lateness_summary  # noqa: E402
+
+BIN_NS = 1 << LATE_SHIFT     # 16.384 us
+
+
+def histogram(counts: Dict[int, int]) -> List[int]:
+    """A lateness histogram with ``counts[i]`` frames in bin i."""
+    bins = [0] * LATE_BINS
+    for i, n in counts.items():
+        bins[i] = n
+    return bins
+
+
+def test_lateness_of_no_frames_has_no_quantiles():
+    assert lateness_summary([0] * LATE_BINS, 0) == {
+        "frames": 0, "bin_us": 16.384, "max_us": 0.0, "p50_us": None, "p99_us": None, "bins": []}
+
+
+def test_lateness_of_one_frame_is_its_bin_bounded_by_the_maximum():
+    assert lateness_summary(histogram({2: 1}), 40_000) == {
+        "frames": 1, "bin_us": 16.384, "max_us": 40.0, "p50_us": 40.0, "p99_us": 40.0, "bins": [[2, 1]]}
+
+
+def test_lateness_quantiles_at_exact_rank_boundaries():
+    # Four frames, one in each of bins 0..3: p50 (rank 2) is the 2nd frame's bin, 1, so its
+    # upper edge; p99 (rank 3.96) the 4th's, bin 3, whose edge the exact maximum undercuts.
+    assert lateness_summary(histogram({0: 1, 1: 1, 2: 1, 3: 1}), 60_123) == {
+        "frames": 4, "bin_us": 16.384, "max_us": 60.123, "p50_us": 32.768, "p99_us": 60.123,
+        "bins": [[0, 1], [1, 1], [2, 1], [3, 1]]}
+    # 100 frames: p99 is rank 99 exactly, the 99th frame, still in bin 0.
+    assert lateness_summary(histogram({0: 99, 7: 1}), 130_000)["p99_us"] == 16.384
+    assert lateness_summary(histogram({0: 98, 7: 2}), 130_000)["p99_us"] == 130.0
+
+
+def test_lateness_beyond_the_span_is_a_lower_bound_and_flagged():
+    last = LATE_BINS - 1
+    assert lateness_summary(histogram({0: 98, last: 2}), 9_000_000) == {
+        "frames": 100, "bin_us": 16.384, "max_us": 9000.0, "p50_us": 16.384,
+        "p99_us": round(last * BIN_NS / 1000, 3), "p99_us_beyond_span": True,
+        "bins": [[0, 98], [last, 2]]}
+
+
+def test_scheduler_lateness_uses_the_histogram_of_released_frames():
+    sched = DirectionScheduler(Impairment(delay_us=1000), seed=1)
+    sched.admit(frame(0), 0)
+    sched.admit(frame(1), 0)
+    assert sched.release_due(1 * MS + 20 * US, [].append) == 2       # both 20 us late: bin 1
+    assert sched.lateness() == {"frames": 2, "bin_us": 16.384, "max_us": 32.768, "p50_us": 32.768,
+                                "p99_us": 32.768, "bins": [[1, 2]]}
+
+
+# -- admission: counters, probabilities, limits, the rate limiter's queue ------------------
+
+
+def test_the_scheduler_validates_and_keeps_its_impairment():
+    imp = Impairment(delay_us=3, loss=0.5)
+    assert DirectionScheduler(imp, seed=1).impairment is imp
+    with pytest.raises(ValueError, match=r"^loss must be a fraction in \[0, 1\], got 2$"):
+        DirectionScheduler(Impairment(loss=2), seed=1)
+
+
+@pytest.mark.parametrize("imp", [Impairment(delay_us=10), Impairment(delay_us=10, loss=0.5),
+                                 Impairment(rate_bps=1000, queue_packets=1)],
+                         ids=["plain", "general", "rate"])
+def test_rx_counts_every_frame_offered_in_bytes(imp):
+    sched = DirectionScheduler(imp, seed=4)
+    for i, size in enumerate((100, 250, 1500)):
+        sched.admit(frame(i, size), i * MS)
+    assert sched.counters.rx_frames == 3
+    assert sched.counters.rx_bytes == 1850        # also frames then lost or dropped
+
+
+def test_loss_drops_only_when_the_draw_is_below_it():
+    # random() is uniform on [0, 1): "draw < p" holds with probability exactly p. A
+    # loss equal to the direction's first draw keeps that frame; just above it drops it.
+    import random
+
+    first = random.Random(8).random()
+    kept = DirectionScheduler(Impairment(loss=first), seed=8)
+    kept.admit(frame(0), 0)
+    assert kept.counters.dropped_loss == 0 and kept.pending() == 1
+    lost = DirectionScheduler(Impairment(loss=math.nextafter(first, 1.0)), seed=8)
+    lost.admit(frame(0), 0)
+    assert lost.counters.dropped_loss == 1 and lost.pending() == 0
+
+
+def test_duplicate_only_when_the_draw_is_below_it():
+    import random
+
+    first = random.Random(8).random()
+    once = DirectionScheduler(Impairment(duplicate=first), seed=8)
+    once.admit(frame(0), 0)
+    assert once.counters.duplicated == 0 and once.pending() == 1
+    twice = DirectionScheduler(Impairment(duplicate=math.nextafter(first, 1.0)), seed=8)
+    twice.admit(frame(0), 0)
+    assert twice.counters.duplicated == 1 and twice.pending() == 2
+
+
+def test_without_delay_a_frame_leaves_when_it_arrives_even_at_time_zero():
+    sched = DirectionScheduler(Impairment(duplicate=1.0), seed=1)     # not the plain fast path
+    sched.admit(frame(0), 0)
+    assert sched.next_due_ns() == 0
+    sent: List[bytes] = []
+    assert sched.release_due(0, sent.append) == 2
+    assert sent == [frame(0), frame(0)]
+
+
+def test_a_frame_due_exactly_now_is_released_later_ones_wait():
+    sched = DirectionScheduler(Impairment(delay_us=1000, reorder=1.0, reorder_hold_us=500), seed=1)
+    sched.admit(frame(0), 0)                                         # held: due at 1.5 ms
+    sent: List[bytes] = []
+    assert sched.release_due(1500 * US - 1, sent.append) == 0
+    assert sched.release_due(1500 * US, sent.append) == 1 and sent == [frame(0)]
+
+
+@pytest.mark.parametrize("imp", [
+    Impairment(delay_us=1000, jitter_us=500, jitter_reorders=True, limit_packets=3),   # heap only
+    Impairment(delay_us=1000, loss=1e-9, limit_packets=3),                             # FIFO only
+], ids=["heap", "fifo"])
+def test_the_limit_counts_frames_in_flight_exactly(imp):
+    sched = DirectionScheduler(imp, seed=2)
+    for i in range(5):
+        sched.admit(frame(i), 0)
+    assert sched.pending() == 3 and sched.counters.dropped_limit == 2
+    check_invariant(sched)
+
+
+def test_the_limit_counts_held_and_in_order_frames_together():
+    sched = DirectionScheduler(Impairment(delay_us=1000, reorder=0.5, limit_packets=6), seed=3)
+    for i in range(20):
+        sched.admit(frame(i), i)
+    assert sched.fifo and sched.heap                 # some frames held back, some in order
+    assert sched.pending() == 6 and sched.counters.dropped_limit == 14
+    check_invariant(sched)
+
+
+def test_a_frame_arriving_as_the_link_frees_a_place_is_queued():
+    # 1 us per byte, room for one frame behind the one on the wire. Frame 2 finds the
+    # queue full; frame 3 arrives the instant frame 0 has been serialized (1 ms), so
+    # frame 1 is on the wire and the waiting place is free again.
+    sched = DirectionScheduler(Impairment(rate_bps=8_000_000, queue_packets=1), seed=1)
+    out = simulate(sched, [(0, frame(0, 1000)), (0, frame(1, 1000)), (0, frame(2, 1000)),
+                           (1 * MS, frame(3, 1000))])
+    assert [(t, seq_of(f)) for t, f in out] == [(1 * MS, 0), (2 * MS, 1), (3 * MS, 3)]
+    assert sched.counters.dropped_queue == 1
+
+
+def test_a_frame_arriving_as_the_link_goes_idle_starts_at_once():
+    sched = DirectionScheduler(Impairment(rate_bps=8_000_000, queue_packets=1), seed=1)
+    out = simulate(sched, [(0, frame(0, 1000)), (1 * MS, frame(1, 500)), (2 * MS, frame(2, 100))])
+    assert [t for t, _ in out] == [1 * MS, 1500 * US, 2100 * US]
