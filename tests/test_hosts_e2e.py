@@ -1,6 +1,7 @@
 """bwn-send -> bwn-recv over real UDP sockets on 127.0.0.1 (subprocesses)."""
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import select
@@ -23,11 +24,23 @@ from bwn.wire import BWN_UDP_PORT
 
 PY = sys.executable
 TIMEOUT_S = 60
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """preexec_fn of every agent started here: the kernel kills it when the test's
+    process dies, so a test killed from outside (a mutation run's timeout, a
+    Ctrl-C'd run) leaves no receiver waiting for a sender that never comes."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def popen(args: List[str], **kw: Any) -> subprocess.Popen:
+    return subprocess.Popen(args, preexec_fn=die_with_parent, **kw)
 
 
 def start_recv(*args: str) -> Tuple[subprocess.Popen, int]:
     """Start bwn-recv on an ephemeral port; returns the process and the port."""
-    proc = subprocess.Popen([PY, "-m", "bwn.hosts.recv", "--listen", "127.0.0.1:0", *args],
+    proc = popen([PY, "-m", "bwn.hosts.recv", "--listen", "127.0.0.1:0", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     ready, _, _ = select.select([proc.stderr], [], [], 20)
@@ -39,7 +52,7 @@ def start_recv(*args: str) -> Tuple[subprocess.Popen, int]:
 
 
 def send(port: int, *args: str, wait: bool = True) -> subprocess.Popen:
-    proc = subprocess.Popen([PY, "-m", "bwn.hosts.send", "--dst", f"127.0.0.1:{port}", *args],
+    proc = popen([PY, "-m", "bwn.hosts.send", "--dst", f"127.0.0.1:{port}", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if wait:
         proc.wait(TIMEOUT_S)
@@ -150,7 +163,7 @@ def test_sender_reports_reset_when_receiver_restarts(tmp_path: Path) -> None:
     wait_for_data(out)      # the first receiver has the flow (not a slow start of the sender)
     recv.send_signal(signal.SIGTERM)
     finish(recv)
-    recv2 = subprocess.Popen([PY, "-m", "bwn.hosts.recv", "--listen", f"127.0.0.1:{port}"],
+    recv2 = popen([PY, "-m", "bwn.hosts.recv", "--listen", f"127.0.0.1:{port}"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         rc, so, se = finish(s)
@@ -175,7 +188,7 @@ def test_held_sender_starts_only_after_go_and_its_delay(tmp_path: Path) -> None:
     recv, port = start_recv("--once", "--linger", "0.2", "--ready-file", str(recv_ready))
     _wait_for_file(recv_ready, recv)
     assert int(recv_ready.read_text()) == recv.pid
-    s = subprocess.Popen([PY, "-m", "bwn.hosts.send", "--dst", f"127.0.0.1:{port}", "--algo", "newreno",
+    s = popen([PY, "-m", "bwn.hosts.send", "--dst", f"127.0.0.1:{port}", "--algo", "newreno",
                           "--bytes", "50000", "--summary-json", str(tmp_path / "s.json"),
                           "--ready-file", str(send_ready), "--wait-go", "--start-delay-s", "0.4"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -196,7 +209,7 @@ def test_held_sender_interrupted_before_its_start_says_so(tmp_path: Path) -> Non
     """SIGINT, or the runner closing stdin, before the release: exit 1, nothing sent."""
     for how in ("sigint", "eof"):
         ready = tmp_path / f"{how}.ready"
-        s = subprocess.Popen([PY, "-m", "bwn.hosts.send", "--dst", "127.0.0.1:9", "--algo", "newreno",
+        s = popen([PY, "-m", "bwn.hosts.send", "--dst", "127.0.0.1:9", "--algo", "newreno",
                               "--bytes", "1000", "--ready-file", str(ready), "--wait-go"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         _wait_for_file(ready, s)
@@ -255,7 +268,7 @@ def test_recv_main_in_process(tmp_path: Path, capsys) -> None:
     import threading
     port = _free_udp_port()
     ready = tmp_path / "recv.ready"
-    sender = subprocess.Popen([PY, "-m", "bwn.hosts.send", "--dst", f"127.0.0.1:{port}", "--bytes", "300k",
+    sender = popen([PY, "-m", "bwn.hosts.send", "--dst", f"127.0.0.1:{port}", "--bytes", "300k",
                                "--algo", "newreno", "--flow-id", "91", "--wait-go", "--quiet"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)
@@ -287,7 +300,7 @@ def test_recv_main_in_process(tmp_path: Path, capsys) -> None:
     assert stats["flows_completed"] == 1 and stats["malformed"] == 0
     lines = capsys.readouterr()
     assert f"bwn-recv: listening on 127.0.0.1:{port}" in lines.err
-    assert f"bwn-recv: flow 91 from 127.0.0.1:" in lines.out
+    assert "bwn-recv: flow 91 from 127.0.0.1:" in lines.out
     assert "complete: 300000 bytes in " in lines.out and f"-> {tmp_path / 'out-91.bin'}" in lines.out
     assert "bwn-recv: receiver: " in lines.out
     rows = (tmp_path / "recv.csv").read_text().splitlines()
