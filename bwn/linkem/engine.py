@@ -104,7 +104,10 @@ class DirectionWorker:
         rawsock.set_timer_slack_ns(1000)
         if self.rt_priority > 0:
             try:
-                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self.rt_priority))
+                # This thread by its id, not by 0: a one-token slip (0 -> 1) would
+                # change the machine's init process, as a mutation run once did.
+                os.sched_setscheduler(threading.get_native_id(), os.SCHED_FIFO,
+                                      os.sched_param(self.rt_priority))
                 self.rt_active = True
             except (OSError, AttributeError):
                 self.rt_active = False
@@ -284,7 +287,9 @@ class LinkEmulator:
             # the buffer size, and a truncated frame would be corrupt.
             mtu_a = rawsock.interface_mtu(self.iface_a)
             mtu_b = rawsock.interface_mtu(self.iface_b)
-            bufsize = max(mtu_a, mtu_b, 65535) + _L2_HEADROOM + VNET_HDR_LEN
+            # One byte more than the largest read (vnet header + a VLAN-tagged frame
+            # of the larger MTU): a read that fills the buffer was truncated.
+            bufsize = max(mtu_a, mtu_b, 65535) + _L2_HEADROOM + VNET_HDR_LEN + 1
             if mtu_a != mtu_b:
                 big, small = (self.iface_a, self.iface_b) if mtu_a > mtu_b else (self.iface_b, self.iface_a)
                 self.warn(
@@ -315,6 +320,12 @@ class LinkEmulator:
                 t.start()
                 self._threads.append(t)
         except BaseException:
+            # A worker already started must not be left in select() on closed
+            # descriptors: stop it before closing them.
+            self.request_stop()
+            for t in self._threads:
+                t.join(2.0)
+            self._threads = []
             self._close()
             raise
         return self
