@@ -327,9 +327,9 @@ def _wait_ready(ready_files: Sequence[tuple[Agent, Path]], timeout_s: float) -> 
         waiting = [(agent, path) for agent, path in waiting if not path.exists()]
         if not waiting:
             return
-        for agent, _ in waiting:
+        for agent, path in waiting:
             code = agent.proc.poll()
-            if code is not None:
+            if code is not None and not path.exists():   # (it may have got ready, then ended)
                 raise AgentStartError(f"agent {agent.name} exited with status {code} before it was "
                                       f"ready; its output is in {agent.log}")
         if time.monotonic() > deadline:

@@ -1075,6 +1075,19 @@ def test_an_agent_that_dies_before_it_is_ready_fails_the_start_and_ends_the_othe
     assert not (tmp_path / "ready").exists()
 
 
+def test_an_agent_that_got_ready_and_then_ended_counts_as_ready(tmp_path):
+    """Between the look for its ready file and the look at its status an agent may
+    write the file and exit (a short flow): that is a start, not a failure."""
+    ready = tmp_path / "ready-f"
+
+    class ReadyThenEnded:
+        def poll(self) -> int:
+            ready.write_text("1\n")           # what the agent did after the first look
+            return 0
+    agent = ex.Agent("f", ReadyThenEnded(), tmp_path / "f.log")  # type: ignore[arg-type]
+    ex._wait_ready([(agent, ready)], timeout_s=5.0)
+
+
 def test_an_agent_never_ready_fails_the_start_after_the_timeout(monkeypatch, tmp_path):
     def one_flow(data: dict[str, Any]) -> None:
         data["flows"] = [{"name": "f", "src": "h1", "dst": "h2"}]
