@@ -7,7 +7,9 @@ N = 20000 frames, with a fixed seed so the run is deterministic.
 
 from __future__ import annotations
 
+import heapq
 import math
+from collections import deque
 from typing import Dict, List, Sequence, Tuple
 
 import pytest
@@ -628,3 +630,76 @@ def test_a_frame_arriving_as_the_link_goes_idle_starts_at_once():
     sched = DirectionScheduler(Impairment(rate_bps=8_000_000, queue_packets=1), seed=1)
     out = simulate(sched, [(0, frame(0, 1000)), (1 * MS, frame(1, 500)), (2 * MS, frame(2, 100))])
     assert [t for t, _ in out] == [1 * MS, 1500 * US, 2100 * US]
+
+
+# -- release_due's lateness histogram and its counts, on both of its paths -------------
+
+SPAN_NS = (LATE_BINS - 1) << LATE_SHIFT          # later than this: the last bin, and late_max
+
+
+def _loaded(fifo: Sequence[Tuple[int, bytes]], heap: Sequence[Tuple[int, bytes]] = ()) -> DirectionScheduler:
+    """A scheduler holding frames already due at the given times (fifo: in order;
+    heap: the reordered ones), as admit() leaves them."""
+    sched = DirectionScheduler(Impairment())
+    sched.fifo.extend(fifo)
+    for i, (due, f) in enumerate(heap):
+        heapq.heappush(sched.heap, (due, i, f))
+    return sched
+
+
+@pytest.mark.parametrize("reordered", [False, True], ids=["in-order path", "general path"])
+def test_release_due_bins_each_frame_by_its_lateness_and_keeps_the_exact_maximum(reordered):
+    now = 10 * SPAN_NS
+    lates = [0, 5, (2 << LATE_SHIFT) + 1, SPAN_NS - 1, SPAN_NS, SPAN_NS + 1_000, SPAN_NS + 7]
+    frames = [(now - late, frame(i, 100 + i)) for i, late in enumerate(sorted(lates, reverse=True))]
+    # The general path: one more frame, due now, waiting in the heap.
+    sched = _loaded(frames, [(now, frame(99, 60))] if reordered else [])
+    sent: List[bytes] = []
+    assert sched.release_due(now, sent.append) == len(frames) + reordered
+    expected_bins = {0: 2 + reordered, 2: 1, LATE_BINS - 2: 1, LATE_BINS - 1: 3}
+    assert {i: n for i, n in enumerate(sched.late_bins) if n} == expected_bins
+    assert sched.late_max_ns == SPAN_NS + 1_000
+    c = sched.counters
+    assert c.forwarded_frames == len(frames) + reordered
+    assert c.forwarded_bytes == sum(len(f) for _, f in frames) + 60 * reordered
+    assert [seq_of(f) for f in sent] == list(range(len(frames))) + [99] * reordered
+    # A second release adds to the histogram and keeps the larger maximum.
+    sched.fifo.append((2 * now - 3 * SPAN_NS, frame(50)))
+    sched.fifo.append((2 * now, frame(51)))
+    assert sched.release_due(2 * now, sent.append) == 2
+    assert sched.late_bins[0] == 3 + reordered and sched.late_bins[LATE_BINS - 1] == 4
+    assert sched.late_max_ns == 3 * SPAN_NS
+    assert c.forwarded_frames == len(frames) + reordered + 2
+
+
+@pytest.mark.parametrize("reordered", [False, True], ids=["in-order path", "general path"])
+def test_frames_the_nic_refuses_are_counted_as_tx_errors_and_the_rest_still_leave(reordered):
+    now = 5 * SPAN_NS
+    sched = _loaded([(now - 10, frame(i)) for i in range(5)], [(now + 1, frame(9))] if reordered else [])
+
+    def send(f: bytes) -> None:
+        if seq_of(f) in (1, 3):
+            raise OSError(105, "No buffer space available")
+        sent.append(f)
+    sent: List[bytes] = []
+    assert sched.release_due(now, send) == 5                 # released: sent or lost
+    assert [seq_of(f) for f in sent] == [0, 2, 4]
+    assert (sched.counters.tx_errors, sched.counters.forwarded_frames) == (2, 3)
+    assert sched.counters.forwarded_bytes == 300
+    sched.fifo.append((now + 1, frame(3)))
+    assert sched.release_due(now + 1, send) == 1 + reordered
+    assert sched.counters.tx_errors == 3                      # added to, not replaced
+    assert sched.late_bins[0] == 6 + reordered
+
+
+def test_a_reordered_frame_due_with_an_in_order_one_leaves_after_it_and_an_earlier_one_before():
+    sched = _loaded([(100, frame(1)), (200, frame(2))], [(100, frame(7)), (150, frame(8))])
+    sent: List[bytes] = []
+    sched.release_due(1_000, sent.append)
+    assert [seq_of(f) for f in sent] == [1, 7, 8, 2]
+    assert sched.next_due_ns() is None
+    late = _loaded([(300, frame(1))], [(100, frame(7))])
+    assert late.next_due_ns() == 100
+    tie = _loaded([(300, frame(1))], [(300, frame(7))])
+    assert tie.next_due_ns() == 300
+    assert tie.release_due(299, sent.append) == 0 and (tie.fifo, len(tie.heap)) == (deque([(300, frame(1))]), 1)
