@@ -551,30 +551,20 @@ def test_rx_counts_every_frame_offered_in_bytes(imp):
     assert sched.counters.rx_bytes == 1850        # also frames then lost or dropped
 
 
-def test_loss_drops_only_when_the_draw_is_below_it():
+@pytest.mark.parametrize("field, counter, pending_if_drawn", [
+    ("loss", "dropped_loss", 0), ("duplicate", "duplicated", 2)])
+def test_loss_and_duplicate_happen_only_when_the_draw_is_below_the_probability(field, counter, pending_if_drawn):
     # random() is uniform on [0, 1): "draw < p" holds with probability exactly p. A
-    # loss equal to the direction's first draw keeps that frame; just above it drops it.
+    # probability equal to the direction's first draw leaves that frame alone; just above it acts.
     import random
 
     first = random.Random(8).random()
-    kept = DirectionScheduler(Impairment(loss=first), seed=8)
-    kept.admit(frame(0), 0)
-    assert kept.counters.dropped_loss == 0 and kept.pending() == 1
-    lost = DirectionScheduler(Impairment(loss=math.nextafter(first, 1.0)), seed=8)
-    lost.admit(frame(0), 0)
-    assert lost.counters.dropped_loss == 1 and lost.pending() == 0
-
-
-def test_duplicate_only_when_the_draw_is_below_it():
-    import random
-
-    first = random.Random(8).random()
-    once = DirectionScheduler(Impairment(duplicate=first), seed=8)
-    once.admit(frame(0), 0)
-    assert once.counters.duplicated == 0 and once.pending() == 1
-    twice = DirectionScheduler(Impairment(duplicate=math.nextafter(first, 1.0)), seed=8)
-    twice.admit(frame(0), 0)
-    assert twice.counters.duplicated == 1 and twice.pending() == 2
+    equal = DirectionScheduler(Impairment(**{field: first}), seed=8)
+    equal.admit(frame(0), 0)
+    assert getattr(equal.counters, counter) == 0 and equal.pending() == 1
+    above = DirectionScheduler(Impairment(**{field: math.nextafter(first, 1.0)}), seed=8)
+    above.admit(frame(0), 0)
+    assert getattr(above.counters, counter) == 1 and above.pending() == pending_if_drawn
 
 
 def test_without_delay_a_frame_leaves_when_it_arrives_even_at_time_zero():
