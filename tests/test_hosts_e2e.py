@@ -668,3 +668,181 @@ def test_send_flushes_its_summary_line(tmp_path: Path, monkeypatch):
     assert rc == 0 and finish(recv)[0] == 0
     (line,) = recorder.flushed_lines()
     assert line.startswith("bwn-send: flow 5 newreno: 20000 bytes in ")
+
+
+# -- bwn-send's main with its socket loop replaced: what it builds from its options --------
+
+class SendRun:
+    """What send_mod.main built: the Sender (its config, flow id, source, log), the
+    start-up wait it asked for, and the times the sender was told of a refusal."""
+
+    def __init__(self) -> None:
+        self.sender: Any = None
+        self.waited: list[tuple[bool, float]] = []
+        self.unreachable_at: list[Any] = []
+
+
+def run_send(monkeypatch, argv: list[str], loop=None, clock_us: int = 5_000_000) -> tuple[int, SendRun]:
+    """send_mod.main with run_sender replaced by `loop(sender, sock)` (default: return at
+    once, nothing sent), the start-up wait recorded and now_us fixed at `clock_us`."""
+    run = SendRun()
+
+    class Recording(send_mod.Sender):
+        def __init__(self, *a: Any, **kw: Any) -> None:
+            super().__init__(*a, **kw)
+            run.sender = self
+
+        def on_unreachable(self, now_us: int) -> None:
+            run.unreachable_at.append(now_us)
+            super().on_unreachable(now_us)
+
+    monkeypatch.setattr(send_mod, "Sender", Recording)
+    monkeypatch.setattr(send_mod, "now_us", lambda: clock_us)
+    monkeypatch.setattr(send_mod, "wait_for_start", lambda wait_go, delay_s: run.waited.append((wait_go, delay_s)))
+    monkeypatch.setattr(send_mod, "run_sender",
+                        lambda sender, sock, wake: loop(sender, sock) if loop is not None else None)
+    return send_mod.main(argv), run
+
+
+def usage_error(argv: list[str], capsys) -> str:
+    """main's exit status must be 2; returns its one stderr line."""
+    with pytest.raises(SystemExit) as exc:
+        send_mod.main(argv)
+    assert exc.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_send_options_reach_the_sender_in_its_units(monkeypatch, capsys) -> None:
+    """ms and s become us, Mb/s becomes b/s, --no-sack turns SACK off, --flow-id is
+    read in any base; the start-up wait gets --start-delay-s."""
+    rc, run = run_send(monkeypatch, [
+        "--algo", "newreno", "--dst", "127.0.0.1:9", "--duration", "7.25", "--mss", "1000",
+        "--min-rto-ms", "150", "--initial-rto-ms", "2500", "--connect-timeout", "3.5",
+        "--app-rate-mbit", "2.5", "--no-sack", "--flow-id", "0x2a", "--start-delay-s", "0.5", "--quiet"])
+    assert rc == 0 and capsys.readouterr().out == ""
+    assert run.sender.cfg == send_mod.SenderConfig(
+        mss_bytes=1000, min_rto_us=150_000, initial_rto_us=2_500_000, connect_timeout_us=3_500_000,
+        duration_us=7_250_000, app_rate_bps=2_500_000.0, sack=False)
+    assert run.sender.flow_id == 42 and run.sender.source.length_bytes is None    # --duration: open-ended
+    assert run.waited == [(False, 0.5)]
+
+
+def test_send_defaults_are_the_documented_ones(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Without options (as --help says): the default MSS, RTO floor 200 ms, first RTO 1 s,
+    connect timeout 10 s, SACK offered, no start delay, a log row at most every 10 ms."""
+    rc, run = run_send(monkeypatch, ["--algo", "newreno", "--dst", "127.0.0.1:9", "--bytes", "3k",
+                                     "--log", str(tmp_path / "flow.csv")])
+    assert rc == 0
+    cfg = run.sender.cfg
+    assert (cfg.mss_bytes, cfg.min_rto_us, cfg.initial_rto_us, cfg.connect_timeout_us) == (
+        send_mod.DEFAULT_MSS_BYTES, 200_000, 1_000_000, 10_000_000)
+    assert cfg.sack is True and cfg.duration_us is None and cfg.app_rate_bps is None
+    assert run.sender.source.length_bytes == 3000
+    assert run.waited == [(False, 0.0)]
+    assert run.sender.log.interval_us == 10_000
+
+
+def test_a_min_rto_of_60000_ms_is_the_most_accepted(monkeypatch, capsys) -> None:
+    rc, run = run_send(monkeypatch, ["--algo", "newreno", "--dst", "127.0.0.1:9", "--bytes", "1k",
+                                     "--min-rto-ms", "60000", "--quiet"])
+    assert rc == 0 and run.sender.cfg.min_rto_us == 60_000_000
+    assert usage_error(["--algo", "newreno", "--dst", "127.0.0.1:9", "--bytes", "1k",
+                        "--min-rto-ms", "60000.5"], capsys) == (
+        "bwn-send: error: --min-rto-ms must be at most 60000 (see --help)\n")
+
+
+@pytest.mark.parametrize("option", ["--duration", "--app-rate-mbit", "--min-rto-ms", "--initial-rto-ms",
+                                    "--reserved-rate-mbit"])
+def test_send_numeric_options_refuse_text_and_negatives(option: str, capsys) -> None:
+    for bad in ("soon", "-1"):
+        err = usage_error(["--algo", "gtcp", "--dst", "127.0.0.1:9", "--bytes", "1k", option, bad], capsys)
+        assert err.startswith(f"bwn-send: error: argument {option}: ") and err.count("\n") == 1
+
+
+def test_dst_port_0_is_a_usage_error(capsys) -> None:
+    assert usage_error(["--algo", "newreno", "--dst", "127.0.0.1:0", "--bytes", "1k"], capsys) == (
+        "bwn-send: error: --dst port must not be 0 (see --help)\n")
+
+
+def test_input_shorter_than_bytes_is_a_usage_error_and_bytes_cut_a_longer_one(tmp_path: Path, monkeypatch,
+                                                                              capsys) -> None:
+    src = tmp_path / "in.bin"
+    src.write_bytes(bytes(1000))
+    assert usage_error(["--algo", "newreno", "--dst", "127.0.0.1:9", "--input", str(src), "--bytes", "2000"],
+                       capsys) == f"bwn-send: error: --bytes 2000 is more than the 1000 bytes of {src} (see --help)\n"
+    rc, run = run_send(monkeypatch, ["--algo", "newreno", "--dst", "127.0.0.1:9", "--input", str(src),
+                                     "--bytes", "300", "--quiet"])
+    assert rc == 0 and run.sender.source.length_bytes == 300
+
+
+def test_list_algos_prints_the_algorithms_and_exits_0(capsys) -> None:
+    assert send_mod.main(["--list-algos"]) == 0
+    out = capsys.readouterr().out
+    assert out == send_mod.registry.describe_all() + "\n"
+    assert all(name in out for name in ("newreno", "gtcp", "westwood"))
+
+
+def test_reserved_rate_is_gtcps_rate_in_bits_and_appears_in_the_summary_params(tmp_path: Path, monkeypatch,
+                                                                             capsys) -> None:
+    rc, run = run_send(monkeypatch, ["--algo", "gtcp", "--dst", "127.0.0.1:9", "--bytes", "1k",
+                                     "--reserved-rate-mbit", "2.5", "--quiet",
+                                     "--summary-json", str(tmp_path / "s.json")])
+    assert rc == 0
+    assert json.loads((tmp_path / "s.json").read_text())["params"] == {"rate_g_bps": 2_500_000.0}
+
+
+def test_summary_json_and_line_of_a_flow_that_never_started(tmp_path: Path, monkeypatch, capsys) -> None:
+    """A flow the loop left unconnected: status incomplete (exit 0), its line with '-'
+    for what was never measured, cpu_s to the millisecond, dst as given."""
+    monkeypatch.setattr(send_mod, "time", type("FakeTime", (), {"process_time": staticmethod(lambda: 1.23456)}))
+    rc, run = run_send(monkeypatch, ["--algo", "newreno", "--dst", "127.0.0.1:9", "--bytes", "1k",
+                                     "--flow-id", "7", "--summary-json", str(tmp_path / "s.json")])
+    assert rc == 0
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert (summary["status"], summary["cpu_s"], summary["dst"], summary["duration_s"]) == (
+        "incomplete", 1.235, "127.0.0.1:9", None)
+    assert capsys.readouterr().out == (
+        "bwn-send: flow 7 newreno: 0 bytes in - s, goodput - Mb/s, retransmits 0, timeouts 0, "
+        f"{'SACK' if summary['sack'] else 'no SACK'}, RTT p50/p95/p99/mean -/-/-/- ms (incomplete)\n")
+
+
+def test_a_random_flow_id_is_32_bits_and_the_same_on_the_error_line_and_in_the_summary(
+        tmp_path: Path, monkeypatch, capsys) -> None:
+    """Without --flow-id the id is random; with the generator at its largest the id
+    still fits the header's 32 bits, and the failure line names that id."""
+    monkeypatch.setattr(send_mod.random, "getrandbits", lambda k: (1 << k) - 1)
+    rc, run = run_send(monkeypatch, ["--algo", "newreno", "--dst", "127.0.0.1:9", "--bytes", "1k", "--quiet",
+                                     "--summary-json", str(tmp_path / "s.json")],
+                       loop=lambda sender, sock: sender.abort(5_000_000, "given up for the test"))
+    assert rc == 1
+    assert json.loads((tmp_path / "s.json").read_text())["flow_id"] == 0xFFFFFFFF
+    assert capsys.readouterr().err == "bwn-send: error: flow 4294967295 failed: given up for the test\n"
+
+
+def test_a_refused_datagram_tells_the_sender_at_the_current_time(monkeypatch, capsys) -> None:
+    """The kernel's ICMP port unreachable (no receiver any more) reaches the sender,
+    stamped with the clock, so it can end a fully acknowledged flow."""
+    port = _free_udp_port()                                   # nobody listens there
+
+    def loop(sender: Any, sock: socket.socket) -> None:
+        for _ in range(3):                                    # the 2nd send sees the refusal
+            sender.emit(memoryview(b"x"))
+
+    rc, run = run_send(monkeypatch, ["--algo", "newreno", "--dst", f"127.0.0.1:{port}", "--bytes", "1k",
+                                     "--quiet"], loop=loop, clock_us=7_000_000)
+    assert rc == 0
+    assert run.unreachable_at and set(run.unreachable_at) == {7_000_000}
+
+
+def test_summary_json_is_standard_json_an_infinite_param_a_string(tmp_path: Path, monkeypatch, capsys) -> None:
+    """--summary-json never holds the NaN / Infinity tokens other JSON readers refuse:
+    an infinite figure is "inf" / "-inf", a NaN is null, inside dicts and lists too."""
+    rc, run = run_send(monkeypatch, ["--algo", "gtcp", "--dst", "127.0.0.1:9", "--bytes", "1k", "--quiet",
+                                     "--param", "initial_ssthresh=inf", "--summary-json", str(tmp_path / "s.json")])
+    assert rc == 0
+    text = (tmp_path / "s.json").read_text()
+    assert "Infinity" not in text and "NaN" not in text
+    assert json.loads(text)["params"] == {"initial_ssthresh": "inf"}
+    inf, nan = float("inf"), float("nan")
+    assert send_mod._jsonable({"a": [nan, -inf, 1.5], "b": (2, inf), "c": {"d": nan}, "e": "x"}) == {
+        "a": [None, "-inf", 1.5], "b": [2, "inf"], "c": {"d": None}, "e": "x"}

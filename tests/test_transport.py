@@ -516,3 +516,73 @@ def test_duplicated_syn_ack_is_not_a_duplicate_ack() -> None:
     sim.run(until_us=10_000_000)
     assert s.state is SenderState.DONE and s.fast_recoveries == 0
     assert not [a for n, a in cc.events if n == "dupack" and a.ack_seq == 0]
+
+
+# -- the end-of-flow summary and its one line (flowlog) --------------------------------------
+def test_summary_reports_stream_srtt_and_goodput_in_their_units_and_precision() -> None:
+    """stream_bytes is the stream's length; srtt_ms is the smoothed RTT in ms to the
+    microsecond, within the measured RTTs; goodput_bps = bytes * 8 / duration_s to
+    0.1 b/s (docs/transport.md, "Summary")."""
+    sim = Simulation(LinkModel(delay_us=5_000, rate_bps=8e6), LinkModel(delay_us=5_000), seed=1)
+    s = sim.add_flow(NewReno(), PatternSource(50 * MSS, MSS), config=cfg())
+    sim.run(until_us=10_000_000)
+    summ = s.summary(sim.now_us)
+    assert summ["status"] == "complete" and summ["bytes"] == summ["stream_bytes"] == 50 * MSS
+    assert s.rto.srtt_us is not None and s.rto.srtt_us != int(s.rto.srtt_us)   # sub-us: rounding shows
+    assert summ["srtt_ms"] == pytest.approx(s.rto.srtt_us / 1000, abs=5e-4)
+    assert isinstance(summ["srtt_ms"], float) and summ["srtt_ms"] == round(summ["srtt_ms"], 3)
+    assert summ["rtt_min_ms"] <= summ["srtt_ms"] <= summ["rtt_max_ms"]
+    assert summ["goodput_bps"] == round(8 * summ["bytes"] / summ["duration_s"], 1)
+    assert summ["goodput_bps"] != round(summ["goodput_bps"])                    # not cut to whole b/s
+
+
+def test_an_empty_stream_acknowledged_at_once_lasts_zero_seconds_and_has_no_goodput() -> None:
+    sim = Simulation(LinkModel(delay_us=0), LinkModel(delay_us=0), seed=1)
+    s = sim.add_flow(NewReno(), PatternSource(0, MSS), config=cfg())
+    sim.run(until_us=10_000_000)
+    summ = s.summary(sim.now_us)
+    assert (summ["status"], summ["bytes"], summ["stream_bytes"]) == ("complete", 0, 0)
+    assert summ["duration_s"] == 0.0 and summ["goodput_bps"] is None
+    assert summ["srtt_ms"] == 0.0
+
+
+def test_percentile_interpolates_between_two_samples() -> None:
+    from bwn.hosts.flowlog import percentile, rtt_stats_ms
+    assert percentile([10, 20], 50) == 15.0 and percentile([10, 20], 95) == pytest.approx(19.5)
+    assert percentile([7], 99) == 7.0 and percentile([], 50) is None
+    stats = rtt_stats_ms([10_000, 20_000])
+    assert (stats["rtt_p50_ms"], stats["rtt_mean_ms"], stats["rtt_min_ms"], stats["rtt_max_ms"]) == (
+        15.0, 15.0, 10.0, 20.0)
+
+
+def test_summary_line_without_a_status_ends_in_empty_parentheses() -> None:
+    from bwn.hosts.flowlog import format_summary
+    line = format_summary({"flow_id": 3, "algo": "newreno", "bytes": 10, "duration_s": 1.0,
+                           "goodput_bps": 80.0, "retransmits": 0, "timeouts": 0, "sack": True})
+    assert line == ("flow 3 newreno: 10 bytes in 1.000 s, goodput 0.000 Mb/s, retransmits 0, "
+                    "timeouts 0, SACK, RTT p50/p95/p99/mean -/-/-/- ms ()")
+
+
+def test_summary_line_writes_non_finite_figures_in_lower_case_like_the_csv_log() -> None:
+    """inf and nan as the CSV log writes them (lower case), never 'INF' / 'NAN'."""
+    from bwn.hosts.flowlog import format_summary
+    inf, nan = float("inf"), float("nan")
+    line = format_summary({"flow_id": 1, "algo": "x", "bytes": 0, "duration_s": inf,
+                           "goodput_bps": nan, "retransmits": 0, "timeouts": 0, "sack": False,
+                           "rtt_p50_ms": inf, "rtt_p95_ms": -inf, "rtt_p99_ms": nan,
+                           "rtt_mean_ms": 1.0, "status": "complete"})
+    assert line == ("flow 1 x: 0 bytes in inf s, goodput nan Mb/s, retransmits 0, timeouts 0, "
+                    "no SACK, RTT p50/p95/p99/mean inf/-inf/nan/1.00 ms (complete)")
+
+
+def test_jsonl_log_rows_are_compact_json_one_per_line(tmp_path: Any) -> None:
+    """A .jsonl row: every field, in order, without spaces, non-finite floats as
+    standard JSON (null, "inf")."""
+    from bwn.hosts.flowlog import TimeSeriesLog
+    path = tmp_path / "flow.jsonl"
+    log = TimeSeriesLog(str(path), ["time_s", "flow_id", "cwnd", "extra"], interval_us=0)
+    log.offer(1, 0, {"time_s": 0.5, "flow_id": 1, "cwnd": float("inf"), "extra": {"a": float("nan")}})
+    log.offer(1, 1, {"time_s": 1.5, "flow_id": 1})
+    log.close()
+    assert path.read_text() == ('{"time_s":0.5,"flow_id":1,"cwnd":"inf","extra":{"a":null}}\n'
+                                '{"time_s":1.5,"flow_id":1,"cwnd":null,"extra":null}\n')

@@ -36,6 +36,17 @@ def test_committed_vectors_are_what_the_generator_makes() -> None:
     assert VECTORS["invalid_options"] == invalid_vectors()
 
 
+def test_the_generator_prints_the_committed_file_byte_for_byte(capsys: pytest.CaptureFixture[str]) -> None:
+    """`python -m bwn.hosts.transport_vectors > docs/transport-vectors.json` rewrites the
+    committed file exactly: same keys, 2-space indent, one final newline (no diff
+    churn when it is regenerated)."""
+    from bwn.hosts import transport_vectors
+    transport_vectors.main()
+    committed = (Path(__file__).resolve().parents[1] / "docs" / "transport-vectors.json").read_text()
+    assert capsys.readouterr().out == committed
+    assert committed.endswith("}\n") and committed.splitlines()[1].startswith('  "hdr_words_base": ')
+
+
 @pytest.mark.parametrize("vec", VECTORS["header"], ids=lambda v: v["name"][:40])
 def test_codec_matches_vectors(vec: dict) -> None:
     raw = bytes.fromhex(vec["hex"])
