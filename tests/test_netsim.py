@@ -177,3 +177,16 @@ def test_obp_backs_off_on_losses_its_feedback_does_not_explain() -> None:
     loss = {f.name + str(i): f.retransmits / f.packets_sent for i, f in enumerate((reacting, deaf))}
     assert loss["obp0"] < 0.5 * loss["obp1"], loss
     assert reacting.timeouts <= 5 < deaf.timeouts
+
+
+def test_hidden_bottleneck_drops_only_at_the_port_without_bwn_and_measures_after_warmup() -> None:
+    """The short form of issue 10's scenario: the default seed is seed 1 (the
+    benchmarks' figures are reproducible), the rates cover duration minus warm-up,
+    and every drop is at the 5 Mb/s port the feedback does not see."""
+    from bwn.hosts.netsim_scenarios import hidden_bottleneck
+    res = hidden_bottleneck(duration_s=6, warmup_s=2)
+    assert res == hidden_bottleneck(seed=1, duration_s=6, warmup_s=2)
+    assert res.seconds == 4.0
+    assert set(res.drops) == {"plain-5M"} and res.drops["plain-5M"] > 0
+    flow = res.flows[0]
+    assert 0.8 * 5.0 <= flow.frame_mbps <= 5.0 and flow.retransmits > 0

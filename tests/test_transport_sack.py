@@ -352,3 +352,391 @@ def test_highest_unsacked_is_nextseg_rule_4() -> None:
     assert sb.highest_unsacked(0, 5000) == 2999
     assert sb.highest_unsacked(2999, 5000) == 2999             # snd_una itself may be the one
     assert sb.highest_unsacked(3000, 5000) is None             # all outstanding bytes SACKed
+
+
+# -- the socket loop (bwn.hosts.transport_loop) over 127.0.0.1 ---------------------------
+import errno as _errno  # noqa: E402
+import os as _os  # noqa: E402
+import signal as _signal  # noqa: E402
+import socket as _socket  # noqa: E402
+import sys as _sys  # noqa: E402
+import threading as _threading  # noqa: E402
+import time as _time  # noqa: E402
+
+from bwn.hosts import transport_loop as loop  # noqa: E402
+from bwn.hosts.transport_receiver import Receiver  # noqa: E402
+from bwn.hosts.transport_sender import Sender  # noqa: E402
+
+GUARD_S = 10.0       # only a broken loop gets near this: it aborts the flow instead of hanging
+
+
+class QuietWakeup:
+    """The wake-up a loop in a helper thread uses: no signals, a pipe that can be poked."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.fd, self.w = _os.pipe()
+        _os.set_blocking(self.fd, False)
+
+    def drain(self) -> None:
+        try:
+            while _os.read(self.fd, 512):
+                pass
+        except BlockingIOError:
+            pass
+
+    def close(self) -> None:
+        _os.close(self.fd)
+        _os.close(self.w)
+
+
+class LoopbackReceiver:
+    """run_receiver on 127.0.0.1 in a helper thread, the flows' bytes kept in memory."""
+
+    def __init__(self, **kw: Any) -> None:
+        self.sock = loop.open_udp_socket(bind=("127.0.0.1", 0))
+        self.sinks: List[MemorySink] = []
+        self.rx = Receiver(loop.receiver_emitter(self.sock), self._sink, **kw)
+        self.wake = QuietWakeup()
+        self.stop = _threading.Event()
+        self.iterations = 0
+        self.thread = _threading.Thread(target=self._run, daemon=True)
+
+    def _sink(self, addr: Any, flow_id: int) -> MemorySink:
+        self.sinks.append(MemorySink())
+        return self.sinks[-1]
+
+    def _should_stop(self, t: int) -> bool:
+        self.iterations += 1
+        return self.stop.is_set()
+
+    def _run(self) -> None:
+        loop.run_receiver(self.rx, self.sock, self.wake, self._should_stop)  # type: ignore[arg-type]
+
+    @property
+    def addr(self) -> Tuple[str, int]:
+        return self.sock.getsockname()
+
+    def __enter__(self) -> "LoopbackReceiver":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop.set()
+        _os.write(self.wake.w, b"x")          # wakes its poll at once
+        self.thread.join(GUARD_S)
+        self.sock.close()
+        self.wake.close()
+
+
+def loopback_sender(dst: Tuple[str, int], nbytes: Optional[int], emit_filter: Any = None,
+                    **cfg_kw: Any) -> Tuple[Sender, _socket.socket]:
+    sock = loop.open_udp_socket(connect=dst)
+    emit = loop.socket_emitter(sock)
+    if emit_filter is not None:
+        emit = emit_filter(emit)
+    cfg_kw.setdefault("mss_bytes", MSS)
+    return Sender(NewReno(), PatternSource(nbytes, MSS), emit, flow_id=0x5EED,
+                  config=SenderConfig(**cfg_kw)), sock
+
+
+def run_guarded(sender: Sender, sock: _socket.socket, wake: Any,
+                on_tick: Optional[Any] = None) -> List[int]:
+    """run_sender; returns the times on_tick saw. A loop that stalls is aborted by the guard."""
+    ticks: List[int] = []
+    t0 = _time.monotonic()
+
+    def tick(t: int) -> None:
+        ticks.append(t)
+        if on_tick is not None:
+            on_tick(t)
+        if _time.monotonic() - t0 > GUARD_S:
+            sender.abort(t, "stalled (test guard)")
+
+    try:
+        loop.run_sender(sender, sock, wake, on_tick=tick)
+    finally:
+        sock.close()
+    return ticks
+
+
+def test_a_flow_over_loopback_arrives_intact_with_loopback_rtts() -> None:
+    with LoopbackReceiver() as r, loop.SignalWakeup() as wake:
+        sender, sock = loopback_sender(r.addr, 200 * MSS)
+        ticks = run_guarded(sender, sock, wake)
+    assert sender.state is SenderState.DONE, sender.summary(loop.now_us())
+    assert bytes(r.sinks[0].data) == pattern_bytes(0, 200 * MSS)
+    # RTTs are measured on one clock: on 127.0.0.1 they are far below a second.
+    s = sender.summary(loop.now_us())
+    assert s["srtt_ms"] is not None and 0 <= s["srtt_ms"] < 1000, s
+    assert 0 <= s["min_rtt_ms"] < 1000, s
+    # on_tick gets the loop's clock, in microseconds, never going back.
+    assert ticks and all(isinstance(t, int) for t in ticks) and ticks == sorted(ticks)
+    assert abs(ticks[-1] - _time.monotonic_ns() // 1000) < 60_000_000
+    # The loop waits for events: no more wake-ups than datagrams it got plus a few timers.
+    assert len(ticks) <= sender.acks_received + 50, (len(ticks), sender.acks_received)
+
+
+def test_a_full_socket_buffer_delays_segments_but_loses_none() -> None:
+    """emit says 'would block' (EAGAIN) on some DATA segments, the first one included,
+    when nothing is in flight: the loop waits for the socket to be writable and sends
+    them then, without a timeout."""
+    refused = {"n": 0, "calls": 0}
+
+    def flaky(emit: Any) -> Any:
+        def wrapped(view: memoryview) -> bool:
+            if TransportHeader.unpack(bytes(view)).flags & F_DATA:
+                refused["calls"] += 1
+                if refused["calls"] % 7 == 1:        # the 1st, 8th, 15th ... DATA emit
+                    refused["n"] += 1
+                    return False
+            return bool(emit(view))
+        return wrapped
+
+    with LoopbackReceiver() as r, loop.SignalWakeup() as wake:
+        sender, sock = loopback_sender(r.addr, 100 * MSS, flaky)
+        ticks = run_guarded(sender, sock, wake)
+    assert sender.state is SenderState.DONE, sender.summary(loop.now_us())
+    assert bytes(r.sinks[0].data) == pattern_bytes(0, 100 * MSS)
+    assert refused["n"] >= 10          # (no count of timeouts: a loaded machine may make one)
+    assert len(ticks) <= sender.acks_received + 2 * refused["n"] + 50, len(ticks)
+
+
+def test_an_unanswered_syn_is_resent_with_backoff_until_the_connect_timeout() -> None:
+    silent = loop.open_udp_socket(bind=("127.0.0.1", 0))     # bound, never answers
+    try:
+        with loop.SignalWakeup() as wake:
+            sender, sock = loopback_sender(silent.getsockname(), 10 * MSS,
+                                           initial_rto_us=50_000, min_rto_us=10_000,
+                                           connect_timeout_us=1_000_000)
+            ticks = run_guarded(sender, sock, wake)
+        syns = 0
+        while True:
+            try:
+                silent.recv(2048)
+            except BlockingIOError:
+                break
+            syns += 1
+    finally:
+        silent.close()
+    assert sender.state is SenderState.FAILED and "no answer to SYN" in (sender.fail_reason or "")
+    assert syns >= 3                     # SYN at 0, 50, 150, 350, 750 ms: at least 3 on a loaded machine
+    assert len(ticks) <= 50              # the loop slept between the timers
+
+
+def _signalled_flow(signals: List[int]) -> Tuple[Sender, LoopbackReceiver, loop.SignalWakeup]:
+    main = _threading.main_thread().ident
+    sent = {"done": False}
+    with LoopbackReceiver() as r, loop.SignalWakeup() as wake:
+        assert wake.count == 0 and wake.last_signal is None
+        assert not _os.get_blocking(wake.fd)       # the loop must never block draining it
+        sender, sock = loopback_sender(r.addr, None)           # an endless stream
+
+        def tick(t: int) -> None:
+            if not sent["done"] and sender.snd_una >= 50 * MSS:
+                sent["done"] = True
+                for sig in signals:
+                    _signal.pthread_kill(main, sig)        # type: ignore[arg-type]
+
+        run_guarded(sender, sock, wake, tick)
+        # the receiver takes the FIN or the RST before it stops
+        deadline = _time.monotonic() + GUARD_S
+        while (r.rx.stats.flows_completed + r.rx.stats.flows_reset == 0
+               and _time.monotonic() < deadline):
+            _time.sleep(0.01)
+    return sender, r, wake
+
+
+def test_a_signal_ends_the_stream_after_the_bytes_sent_so_far() -> None:
+    sender, r, wake = _signalled_flow([_signal.SIGINT])
+    assert (wake.count, wake.last_signal) == (1, _signal.SIGINT)
+    s = sender.summary(loop.now_us())
+    assert s["status"] == "interrupted", s
+    assert sender.stream_end is not None and sender.stream_end >= 50 * MSS
+    assert bytes(r.sinks[0].data) == pattern_bytes(0, sender.stream_end)
+
+
+def test_a_second_signal_aborts_the_flow_with_a_reset() -> None:
+    sender, r, wake = _signalled_flow([_signal.SIGINT, _signal.SIGTERM])
+    assert (wake.count, wake.last_signal) == (2, _signal.SIGTERM)
+    s = sender.summary(loop.now_us())
+    assert s["status"] == "failed: aborted by a second signal", s
+    assert (r.rx.stats.flows_completed, r.rx.stats.flows_reset) == (0, 1)
+
+
+def test_signal_wakeup_restores_the_previous_wakeup_fd_and_handlers() -> None:
+    outer_r, outer_w = _os.pipe()
+    _os.set_blocking(outer_w, False)
+    previous = _signal.set_wakeup_fd(outer_w)
+    old_int, old_term = _signal.getsignal(_signal.SIGINT), _signal.getsignal(_signal.SIGTERM)
+    try:
+        with loop.SignalWakeup() as wake:
+            assert _signal.getsignal(_signal.SIGINT) != old_int
+            _signal.raise_signal(_signal.SIGTERM)
+            _signal.raise_signal(_signal.SIGINT)
+            assert (wake.count, wake.last_signal) == (2, _signal.SIGINT)
+            assert not _os.get_blocking(wake.fd)
+            assert len(_os.read(wake.fd, 64)) == 2        # one byte per signal, in its pipe
+            wake.drain()                                    # empty: returns at once
+        assert _signal.set_wakeup_fd(outer_w) == outer_w   # the outer one is back
+        assert _signal.getsignal(_signal.SIGINT) == old_int
+        assert _signal.getsignal(_signal.SIGTERM) == old_term
+    finally:
+        _signal.set_wakeup_fd(previous)
+        _os.close(outer_r)
+        _os.close(outer_w)
+
+
+def test_signal_wakeup_drain_empties_its_pipe() -> None:
+    with loop.SignalWakeup() as wake:
+        for _ in range(600):                                 # more than one read of 512
+            _signal.raise_signal(_signal.SIGTERM)
+        assert wake.count == 600
+        wake.drain()
+        with pytest.raises(BlockingIOError):
+            _os.read(wake.fd, 1)
+
+
+def test_a_flood_of_signals_is_not_reported_as_an_error(monkeypatch: Any) -> None:
+    """More signals than its pipe holds: counted, and no 'cannot write to the wakeup fd'
+    report on stderr."""
+    import fcntl
+    reports: List[Any] = []
+    monkeypatch.setattr(_sys, "unraisablehook", reports.append)
+    with loop.SignalWakeup() as wake:
+        size = fcntl.fcntl(wake.fd, 1031, 4096)             # F_SETPIPE_SZ: a small pipe
+        for _ in range(size + 100):
+            _signal.raise_signal(_signal.SIGTERM)
+        assert wake.count == size + 100
+        wake.drain()
+    assert reports == []
+
+
+def test_a_wakeup_never_entered_closes_without_installing_a_wakeup_fd() -> None:
+    previous = _signal.set_wakeup_fd(-1)
+    try:
+        wake = loop.SignalWakeup()
+        wake.__exit__(None, None, None)
+        assert _signal.set_wakeup_fd(-1) == -1
+    finally:
+        _signal.set_wakeup_fd(previous)
+
+
+class FakeSocket:
+    def __init__(self, error: Optional[BaseException]) -> None:
+        self.error = error
+        self.sent: List[bytes] = []
+
+    def send(self, data: Any) -> int:
+        return self.sendto(data, None)
+
+    def sendto(self, data: Any, addr: Any) -> int:
+        if self.error is not None:
+            raise self.error
+        self.sent.append(bytes(data))
+        return len(data)
+
+
+@pytest.mark.parametrize("error,result", [
+    (None, True),                                               # sent
+    (BlockingIOError(_errno.EAGAIN, "full"), False),            # try again when writable
+    (InterruptedError(_errno.EINTR, "signal"), True),
+    (OSError(_errno.ENOBUFS, "no buffers"), True),              # local losses: the packet is lost
+    (OSError(_errno.EHOSTUNREACH, "no route"), True),
+    (OSError(_errno.ENETUNREACH, "no network"), True),
+])
+def test_socket_emitter_reports_only_a_full_buffer_as_not_sent(error: Optional[BaseException],
+                                                               result: bool) -> None:
+    emit = loop.socket_emitter(FakeSocket(error))  # type: ignore[arg-type]
+    assert emit(memoryview(b"abc")) is result
+
+
+def test_socket_emitter_raises_other_errors_and_reports_refusal() -> None:
+    with pytest.raises(PermissionError):
+        loop.socket_emitter(FakeSocket(PermissionError(_errno.EPERM, "no")))(  # type: ignore[arg-type]
+            memoryview(b"x"))
+    calls: List[int] = []
+    emit = loop.socket_emitter(FakeSocket(ConnectionRefusedError(_errno.ECONNREFUSED, "x")),  # type: ignore[arg-type]
+                               lambda: calls.append(1))
+    assert emit(memoryview(b"x")) is True and calls == [1]     # lost, and reported
+    quiet = loop.socket_emitter(FakeSocket(ConnectionRefusedError(_errno.ECONNREFUSED, "x")))  # type: ignore[arg-type]
+    assert quiet(memoryview(b"x")) is True
+
+
+def test_socket_emitter_on_a_port_nobody_listens_on_calls_on_refused() -> None:
+    nobody = _socket.socket(_socket.AF_INET, _socket.SOCK_DGRAM)
+    nobody.bind(("127.0.0.1", 0))
+    port = nobody.getsockname()[1]
+    nobody.close()
+    sock = loop.open_udp_socket(connect=("127.0.0.1", port))
+    try:
+        calls: List[int] = []
+        emit = loop.socket_emitter(sock, lambda: calls.append(1))
+        results = [emit(memoryview(b"x" * 10)) for _ in range(3)]
+        assert results == [True] * 3 and calls                    # the ICMP reached it
+    finally:
+        sock.close()
+
+
+@pytest.mark.parametrize("error,result", [
+    (None, True),
+    (BlockingIOError(_errno.EAGAIN, "full"), False),            # the next ACK covers it
+    (OSError(_errno.ENOBUFS, "no buffers"), False),
+    (OSError(_errno.EHOSTUNREACH, "no route"), False),
+    (OSError(_errno.ENETUNREACH, "no network"), False),
+    (ConnectionRefusedError(_errno.ECONNREFUSED, "gone"), False),
+])
+def test_receiver_emitter_says_whether_the_ack_left(error: Optional[BaseException],
+                                                    result: bool) -> None:
+    fake = FakeSocket(error)
+    emit = loop.receiver_emitter(fake)  # type: ignore[arg-type]
+    assert emit(memoryview(b"ack"), ("127.0.0.1", 9)) is result
+    assert fake.sent == ([b"ack"] if result else [])
+
+
+def test_receiver_emitter_raises_other_errors() -> None:
+    with pytest.raises(PermissionError):
+        loop.receiver_emitter(FakeSocket(PermissionError(_errno.EPERM, "no")))(  # type: ignore[arg-type]
+            memoryview(b"x"), ("127.0.0.1", 9))
+
+
+def test_open_udp_socket_sets_both_buffers_non_blocking() -> None:
+    size = 50_000                        # below rmem_max/wmem_max: Linux keeps twice it
+    sock = loop.open_udp_socket(bind=("127.0.0.1", 0), buffer_bytes=size)
+    try:
+        assert sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_RCVBUF) == 2 * size
+        assert sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_SNDBUF) == 2 * size
+        assert not sock.getblocking()
+    finally:
+        sock.close()
+
+
+def test_set_buffer_falls_back_when_the_forcing_option_is_refused() -> None:
+    """Without CAP_NET_ADMIN SO_RCVBUFFORCE fails: the ordinary option is used instead
+    (an option the kernel does not know stands in for the refusal)."""
+    sock = _socket.socket(_socket.AF_INET, _socket.SOCK_DGRAM)
+    try:
+        loop._set_buffer(sock, 0x7FFF, _socket.SO_RCVBUF, 40_000)
+        assert sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_RCVBUF) == 80_000
+        loop._set_buffer(sock, 0x7FFF, 0x7FFE, 40_000)         # both refused: no error
+    finally:
+        sock.close()
+
+
+def test_an_idle_flow_is_closed_by_the_receiver_loop_timer() -> None:
+    from bwn.hosts.transport_wire import F_SYN as _SYN, pack_data_headers
+    with LoopbackReceiver(idle_timeout_us=50_000) as r:
+        peer = loop.open_udp_socket(connect=r.addr)
+        try:
+            buf = bytearray(HEADERS_LEN + 10)
+            pack_data_headers(buf, _SYN, 9, 0, 0)
+            peer.send(bytes(buf[:HEADERS_LEN]))
+            pack_data_headers(buf, F_DATA, 9, 0, 0)
+            peer.send(bytes(buf))
+            deadline = _time.monotonic() + GUARD_S
+            while r.rx.stats.flows_idle_closed == 0 and _time.monotonic() < deadline:
+                _time.sleep(0.02)
+        finally:
+            peer.close()
+    assert r.rx.stats.flows_idle_closed == 1
+    assert bytes(r.sinks[0].data) == b"\0" * 10
