@@ -509,3 +509,114 @@ def test_the_counters_arrive_before_the_error_line(link, monkeypatch):
     assert lines[1] == "bwn-link: stopped after 0.000 s (seed 2)"
     assert lines[-1] == ERR + "worker failed: RuntimeError('boom')"
     assert len(lines) == 6
+
+
+# ---- bwn-links: several links in one process (bwn.linkem.group_cli) ------------------
+
+from bwn.linkem import group_cli  # noqa: E402
+
+
+def _spec(tmp_path: Any, data: Any) -> str:
+    path = tmp_path / "links.json"
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return str(path)
+
+
+def test_a_spec_gives_each_link_its_namespace_interfaces_and_bwn_link_options(tmp_path):
+    path = _spec(tmp_path, {"links": [
+        {"name": "em0", "netns": "/proc/1/ns/net",
+         "args": ["x0", "x1", "--delay-ms", "10", "--b-to-a-loss", "0.5", "--seed", "9",
+                  "--stats-json", "em0.json"]},
+        {"args": ["y0", "y1", "--rate-mbit", "2", "--queue-packets", "30", "--no-promisc"]},
+    ]})
+    em0, second = group_cli.load_spec(path)
+    assert (em0.name, em0.netns, em0.iface_a, em0.iface_b) == ("em0", "/proc/1/ns/net", "x0", "x1")
+    assert em0.stats_json == "em0.json" and em0.promiscuous
+    assert em0.config.seed == 9 and em0.config.a_to_b.delay_us == 10_000
+    assert em0.config.a_to_b.loss == 0.0 and em0.config.b_to_a.loss == 0.5
+    assert (second.name, second.netns, second.stats_json) == ("link1", None, None)
+    assert second.config.a_to_b.rate_bps == 2_000_000 and second.config.b_to_a.queue_packets == 30
+    assert not second.promiscuous
+
+
+SPEC_ERRORS = [
+    ("{", "is not JSON: "),
+    ([], 'expected {"links": [{"name": ..., "args": [...]}, ...]} with at least one link'),
+    ({"links": []}, 'expected {"links": [{"name": ..., "args": [...]}, ...]} with at least one link'),
+    ({"links": ["x0 x1"]}, "link 0 is not an object"),
+    ({"links": [{"args": ["a", "b"], "delay": 1}]}, "link 0: unknown key(s) delay (name, netns, args)"),
+    ({"links": [{"name": "", "args": ["a", "b"]}]}, "link 0: name must be a non-empty string"),
+    ({"links": [{"name": "e", "args": ["a", "b"]}, {"name": "e", "args": ["c", "d"]}]},
+     "link name 'e' given twice"),
+    ({"links": [{"name": "e", "netns": 5, "args": ["a", "b"]}]},
+     "link 'e': netns must be a path (/proc/PID/ns/net)"),
+    ({"links": [{"name": "e", "args": "a b"}]},
+     "link 'e': args must be a list of strings (bwn-link's arguments: IFACE_A IFACE_B [options])"),
+    ({"links": [{"name": "e", "args": ["a"]}]},
+     "link 'e': the following arguments are required: IFACE_B"),
+    ({"links": [{"name": "e", "args": ["a", "a"]}]},
+     "link 'e': IFACE_A and IFACE_B are the same interface ('a')"),
+    ({"links": [{"name": "e", "args": ["a", "b", "--loss", "2"]}]},
+     "link 'e': argument --loss: must be a fraction in [0, 1] (0.01 = 1%), got '2'"),
+    ({"links": [{"name": "e", "args": ["a", "b", "--queue-packets", "5"]}]}, "link 'e': a-to-b: "),
+    ({"links": [{"name": "e", "args": ["a", "b", "--rt-priority", "5", "--quiet"]}]},
+     "link 'e': --rt-priority, --quiet belong to the process: give them once on the bwn-links command line"),
+    ({"links": [{"name": "e", "args": ["a", "b", "--duration-s", "3"]}]},
+     "link 'e': --duration-s belong to the process"),
+    ({"links": [{"name": "e", "args": ["a", "b"]}, {"name": "f", "args": ["b", "c"]}]},
+     "interface 'b' is in links 'e' and 'f': each interface belongs to one link"),
+]
+
+
+@pytest.mark.parametrize("data,message", SPEC_ERRORS)
+def test_a_bad_spec_is_refused_naming_the_link_and_what_to_fix(tmp_path, data, message):
+    path = _spec(tmp_path, data)
+    with pytest.raises(group_cli.SpecError) as err:
+        group_cli.load_spec(path)
+    assert str(err.value).startswith(f"{path}: ") or str(err.value).startswith(f"{path} is not JSON")
+    assert message in str(err.value)
+
+
+def test_the_same_interface_names_in_two_namespaces_are_two_links(tmp_path):
+    path = _spec(tmp_path, {"links": [{"name": "e", "netns": "/run/netns/n1", "args": ["a", "b"]},
+                                      {"name": "f", "netns": "/run/netns/n2", "args": ["a", "b"]}]})
+    assert [s.name for s in group_cli.load_spec(path)] == ["e", "f"]
+
+
+def test_bwn_links_usage_errors_exit_2_with_one_line(tmp_path, capsys):
+    for argv, message in (
+        ([str(tmp_path / "none.json")], f"cannot read {tmp_path / 'none.json'}: No such file or directory"),
+        ([_spec(tmp_path, {"links": [{"args": ["a", "b"]}]}), "--rt-priority", "100"],
+         "--rt-priority must be between 0 and 99"),
+        ([_spec(tmp_path, {"links": [{"args": ["a"]}]})],
+         f"{tmp_path / 'links.json'}: link 'link0': the following arguments are required: IFACE_B"),
+    ):
+        with pytest.raises(SystemExit) as exit_:
+            group_cli.main(argv)
+        assert exit_.value.code == 2
+        assert f"bwn-links: error: {message}" in capsys.readouterr().err
+
+
+def test_bwn_links_says_what_is_missing_and_exits_1(tmp_path, capsys, monkeypatch):
+    def refuse(self: Any) -> None:
+        raise ValueError("no such network interface: 'a'")
+
+    monkeypatch.setattr(group_cli.LinkEmulator, "open", refuse)
+    assert group_cli.main([_spec(tmp_path, {"links": [{"args": ["a", "b"]}]})]) == 1
+    assert capsys.readouterr().err == "bwn-links: error: no such network interface: 'a'\n"
+
+    def not_root(self: Any) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(group_cli.LinkEmulator, "open", not_root)
+    assert group_cli.main([_spec(tmp_path, {"links": [{"args": ["a", "b"]}]})]) == 1
+    assert capsys.readouterr().err == ("bwn-links: error: raw packet sockets and network namespaces "
+                                       "need root (CAP_NET_RAW, CAP_SYS_ADMIN)\n")
+
+
+def test_bwn_links_console_script_answers_help():
+    res = subprocess.run([sys.executable, "-m", "bwn.linkem.group_cli", "--help"], capture_output=True,
+                         text=True, timeout=30)
+    assert res.returncode == 0
+    for needle in ("SPEC.json", "--rt-priority", "--duration-s", "one thread serves them all"):
+        assert needle in res.stdout.replace("\n", " ").replace("  ", " "), needle

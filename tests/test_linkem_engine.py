@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import io
 import itertools
+import json
 import os
 import select
 import socket
@@ -28,7 +29,8 @@ import pytest
 
 from needs import missing, not_root
 
-from bwn.linkem import Impairment, LinkEmulator
+from bwn.linkem import Impairment, LinkEmulator, LinkGroup
+from bwn.linkem import group_cli, rawsock
 
 ETHERTYPE = 0x88B5
 PAYLOAD_BYTES = 100
@@ -48,9 +50,13 @@ def remove_stale_pairs() -> None:
     mutation run kills a test that hangs): named bwe<pid in hex><end>."""
     import re
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    for name, pid_hex in re.findall(r"^\d+: (bwe([0-9a-f]+)[ab]0)@", links, re.M):
+    for name, pid_hex in re.findall(r"^\d+: (bwe([0-9a-f]+)[a-d][01])@", links, re.M):
         if not os.path.exists(f"/proc/{int(pid_hex, 16)}"):
             subprocess.run(["ip", "link", "del", name], capture_output=True)
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    for name, pid_hex in re.findall(r"^(bwe([0-9a-f]+)n)\b", namespaces, re.M):
+        if not os.path.exists(f"/proc/{int(pid_hex, 16)}"):
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)
 
 
 @pytest.fixture
@@ -1072,3 +1078,135 @@ def test_a_start_that_fails_after_its_first_worker_ran_stops_that_worker(pairs, 
     assert [w.error for w in emu.workers.values()] == [None, None]   # stopped, not failed
     assert not emu.running
     assert (_promiscuity(pairs["a0"]), _promiscuity(pairs["b0"])) == (0, 0)   # its sockets closed
+
+
+# ---- one thread for several links (LinkGroup, bwn-links) ----------------------------
+
+@pytest.fixture
+def ns_pairs(pairs) -> Iterator[dict[str, str]]:
+    """`pairs`, and two more veth pairs whose emulator ends (c0, d0) are in a network
+    namespace the test creates (netns: its file); the test talks through c1 and d1,
+    which stay in this namespace."""
+    tag = f"{os.getpid():x}"
+    ns = f"bwe{tag}n"
+    names = {k: f"bwe{tag}{k}" for k in ("c0", "c1", "d0", "d1")}
+    made: list[str] = []
+    try:
+        _ip("netns", "add", ns)
+        subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
+                        "net.ipv6.conf.default.disable_ipv6=1"], check=True, capture_output=True)
+        for end in ("c", "d"):
+            _ip("link", "add", names[f"{end}0"], "type", "veth", "peer", "name", names[f"{end}1"])
+            made.append(names[f"{end}1"])
+            _ip("link", "set", names[f"{end}0"], "netns", ns)
+            Path(f"/proc/sys/net/ipv6/conf/{names[f'{end}1']}/disable_ipv6").write_text("1\n")
+            _ip("link", "set", names[f"{end}1"], "up")
+            _ip("-n", ns, "link", "set", names[f"{end}0"], "up")
+        yield {**pairs, **names, "netns": f"/run/netns/{ns}"}
+    finally:
+        for name in made:
+            subprocess.run(["ip", "link", "del", name], capture_output=True)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def _thread_netns() -> int:
+    return os.stat("/proc/thread-self/ns/net").st_ino
+
+
+def test_a_link_group_serves_links_of_two_namespaces_each_with_its_own_model_in_one_thread(ns_pairs):
+    p = ns_pairs
+    home = _thread_netns()
+    here = LinkEmulator(p["a0"], p["b0"], a_to_b=Impairment(delay_us=20_000), seed=11,
+                        warn=lambda line: None)
+    there = LinkEmulator(p["c0"], p["d0"], a_to_b=Impairment(delay_us=60_000), seed=12,
+                         netns=p["netns"], warn=lambda line: None)
+    a_in, b_out = _socket(p["a1"]), _socket(p["b1"])
+    c_in, d_out = _socket(p["c1"]), _socket(p["d1"])
+    threads = threading.active_count()
+    group = LinkGroup({"here": here, "there": there})
+    with group:
+        assert group.running and group.failed is None
+        assert threading.active_count() == threads + 1            # one thread for both links
+        assert _thread_netns() == home                              # the caller came back home
+        sent_s = time.monotonic()
+        for seq in range(5):
+            a_in.send(_frame(seq))
+            c_in.send(_frame(100 + seq))
+        got_here = _receive(b_out, 5)
+        got_there = _receive(d_out, 5)
+    assert not group.running
+    assert [f for _, f in got_here] == [_frame(seq) for seq in range(5)]
+    assert [f for _, f in got_there] == [_frame(100 + seq) for seq in range(5)]
+    assert min(t for t, _ in got_here) - sent_s >= 0.020            # each link its own delay
+    assert min(t for t, _ in got_there) - sent_s >= 0.060
+    assert max(t for t, _ in got_here) < min(t for t, _ in got_there)
+    stats = group.stop()                                            # the same, once stopped
+    assert stats is group.final_stats and set(stats) == {"here", "there"}
+    assert stats["here"]["seed"] == 11 and stats["there"]["seed"] == 12
+    assert stats["here"]["a_to_b"]["forwarded_frames"] == 5
+    assert stats["there"]["a_to_b"]["forwarded_frames"] == 5
+    assert stats["there"]["iface_a"] == p["c0"] and stats["there"]["a_to_b"]["config"]["delay_us"] == 60_000
+    assert stats["here"]["a_to_b"]["lateness"]["frames"] == 5
+    shared = stats["here"]["group"]
+    assert shared is stats["there"]["group"] and shared["links"] == 2
+    assert shared["wakeups"] >= 2 and shared["cpu_s"] is not None and shared["realtime"] is False
+    assert here._sockets == [] and there._sockets == []              # every socket closed
+
+
+def test_a_link_group_that_cannot_open_a_link_opens_none_and_starts_no_thread(ns_pairs):
+    p = ns_pairs
+    interval = sys.getswitchinterval()
+    here = LinkEmulator(p["a0"], p["b0"], warn=lambda line: None)
+    missing_end = LinkEmulator(p["c0"], "bwe-none", netns=p["netns"], warn=lambda line: None)
+    threads = threading.active_count()
+    group = LinkGroup({"here": here, "broken": missing_end})
+    with pytest.raises(ValueError, match="no such network interface: 'bwe-none'"):
+        group.start()
+    assert threading.active_count() == threads and not group.running
+    assert here._sockets == [] and missing_end._sockets == [] and sys.getswitchinterval() == interval
+    with pytest.raises(ValueError, match="at least one link"):
+        LinkGroup({})
+
+
+def test_in_netns_enters_the_namespace_for_its_body_only_and_names_a_bad_one(ns_pairs):
+    home = _thread_netns()
+    with rawsock.in_netns(ns_pairs["netns"]):
+        assert _thread_netns() != home
+        assert socket.if_nametoindex(ns_pairs["c0"]) > 0            # its interfaces are seen
+    assert _thread_netns() == home
+    with rawsock.in_netns(None):
+        assert _thread_netns() == home
+    with pytest.raises(OSError, match="network namespace /run/netns/bwe-none"):
+        with rawsock.in_netns("/run/netns/bwe-none"):
+            pass
+    assert _thread_netns() == home
+
+
+def test_bwn_links_runs_a_spec_and_writes_each_links_stats(ns_pairs, tmp_path, capsys):
+    p = ns_pairs
+    spec = tmp_path / "links.json"
+    spec.write_text(json.dumps({"links": [
+        {"name": "em0", "args": [p["a0"], p["b0"], "--delay-ms", "5", "--seed", "3",
+                                 "--stats-json", str(tmp_path / "em0.json")]},
+        {"name": "em1", "netns": p["netns"], "args": [p["c0"], p["d0"], "--b-to-a-loss", "1",
+                                                      "--stats-json", str(tmp_path / "em1.json")]},
+    ]}))
+    a_in, b_out = _socket(p["a1"]), _socket(p["b1"])
+    # main() takes the signals, so it runs in this thread; a frame goes in once it is up.
+    sender = threading.Timer(0.8, lambda: a_in.send(_frame(7)))
+    sender.start()
+    try:
+        assert group_cli.main([str(spec), "--duration-s", "1.6"]) == 0
+    finally:
+        sender.cancel()
+    assert [f for _, f in _receive(b_out, 1, timeout_s=0.5)] == [_frame(7)]
+    printed = capsys.readouterr()
+    assert "bwn-link: ready: 2 links in one process (em0 seed 3, em1 seed " in printed.err
+    em0 = json.loads((tmp_path / "em0.json").read_text())
+    em1 = json.loads((tmp_path / "em1.json").read_text())
+    assert em0["exit"] == em1["exit"] == "stopped"
+    assert em0["seed"] == 3 and em0["a_to_b"]["config"]["delay_us"] == 5000
+    assert em0["a_to_b"]["forwarded_frames"] == 1
+    assert em1["b_to_a"]["config"]["loss"] == 1.0 and em1["iface_a"] == p["c0"]
+    assert em0["group"]["links"] == 2 and em1["group"] == em0["group"]
+    assert "em0: bwn-link: stopped after" in printed.out and "em1: bwn-link: stopped after" in printed.out

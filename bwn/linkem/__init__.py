@@ -9,6 +9,8 @@ precision.
 Python API:
 
 * :class:`LinkEmulator` -- run the emulator in this process (threads);
+* :class:`LinkGroup` -- several links (each in any network namespace) served by
+  one thread; ``bwn-links SPEC.json`` runs one as a process;
 * :class:`Impairment`, :class:`LinkConfig` -- what to do per direction;
 * :mod:`bwn.linkem.netns` -- ``Topology``: hostA --veth-- [emulator ns] --veth--
   hostB with guaranteed cleanup, and ``linkem_command`` for Mininet nodes;
@@ -16,7 +18,7 @@ Python API:
 """
 
 from .config import DIRECTIONS, Impairment, LinkConfig
-from .engine import LinkEmulator
+from .engine import LinkEmulator, LinkGroup
 from .scheduler import Counters, DirectionScheduler
 
 __all__ = [
@@ -24,6 +26,7 @@ __all__ = [
     "Impairment",
     "LinkConfig",
     "LinkEmulator",
+    "LinkGroup",
     "Counters",
     "DirectionScheduler",
     "netem_available",

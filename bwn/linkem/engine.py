@@ -1,4 +1,5 @@
-"""The emulator proper: two raw-socket workers, one per direction.
+"""The emulator proper: two raw-socket workers, one per direction (or, in a
+:class:`LinkGroup`, one thread for every direction of several links).
 
 Design choices:
 
@@ -35,14 +36,14 @@ import select
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from . import rawsock
 from .config import DIRECTIONS, Impairment, LinkConfig
 from .offload import VNET_HDR_LEN, ETH_HLEN, IngressOffload
 from .scheduler import DirectionScheduler
 
-__all__ = ["LinkEmulator", "DirectionWorker", "SWITCH_INTERVAL_S"]
+__all__ = ["LinkEmulator", "LinkGroup", "DirectionWorker", "SWITCH_INTERVAL_S", "serve"]
 
 #: GIL switch interval used while an emulator runs (CPython default: 5 ms,
 #: which would show up as delay error when both directions are busy).
@@ -101,89 +102,121 @@ class DirectionWorker:
                 pass
 
     def _setup_thread(self) -> None:
-        rawsock.set_timer_slack_ns(1000)
-        if self.rt_priority > 0:
-            try:
-                # This thread by its id, not by 0: a one-token slip (0 -> 1) would
-                # change the machine's init process, as a mutation run once did.
-                os.sched_setscheduler(threading.get_native_id(), os.SCHED_FIFO,
-                                      os.sched_param(self.rt_priority))
-                self.rt_active = True
-            except (OSError, AttributeError):
-                self.rt_active = False
+        setup_thread(self)
 
     def _loop(self) -> None:
         self._setup_thread()
-        sched = self.scheduler
-        admit = sched.admit
-        release_due = sched.release_due
-        next_due = sched.next_due_ns
-        send = self.tx.send
-        rx = self.rx
-        recv = rx.recv
-        recvfrom = rx.recvfrom
-        filter_outgoing = not self.ignores_outgoing
-        outgoing = rawsock.PACKET_OUTGOING
-        mono = time.monotonic_ns
-        sel = select.select
-        rlist = [rx.fileno(), self.wake_fd]
-        empty: List[int] = []
-        bufsize = self.bufsize
-        batch = range(self.batch)
-        offload = self.offload
-        fix = offload.frames
-        # Longest read (virtio_net_hdr + frame) that needs no look beyond the
-        # header's first two bytes; longer ones may be oversize or tagged.
-        fast_max = VNET_HDR_LEN + offload.max_frame_bytes
-        wakeups = 0
+        serve(self, [self])
+
+
+def setup_thread(owner: Any) -> None:
+    """The calling thread's set-up for ``owner`` (a worker or a group's loop): timer
+    slack 1 us, and SCHED_FIFO at ``owner.rt_priority`` if > 0 (``owner.rt_active``
+    says whether it took)."""
+    rawsock.set_timer_slack_ns(1000)
+    if owner.rt_priority > 0:
         try:
-            while not self.stopping:
-                now = mono()
-                due = next_due()
-                if due is not None and due <= now:
-                    release_due(now, send)
-                    due = next_due()
-                if due is None:
-                    timeout: Optional[float] = None
+            # This thread by its id, not by 0: a one-token slip (0 -> 1) would
+            # change the machine's init process, as a mutation run once did.
+            os.sched_setscheduler(threading.get_native_id(), os.SCHED_FIFO,
+                                  os.sched_param(owner.rt_priority))
+            owner.rt_active = True
+        except (OSError, AttributeError):
+            owner.rt_active = False
+
+
+def _reader(lane: DirectionWorker) -> Callable[[Optional[int]], None]:
+    """The read step of ``lane`` (a :class:`DirectionWorker`): up to ``lane.batch``
+    frames from its receive socket into its scheduler, stopping early once ``due``
+    (the next release of any lane served by the thread) has passed."""
+    admit = lane.scheduler.admit
+    rx = lane.rx
+    recv = rx.recv
+    recvfrom = rx.recvfrom
+    filter_outgoing = not lane.ignores_outgoing
+    outgoing = rawsock.PACKET_OUTGOING
+    mono = time.monotonic_ns
+    bufsize = lane.bufsize
+    batch = range(lane.batch)
+    offload = lane.offload
+    fix = offload.frames
+    # Longest read (virtio_net_hdr + frame) that needs no look beyond the
+    # header's first two bytes; longer ones may be oversize or tagged.
+    fast_max = VNET_HDR_LEN + offload.max_frame_bytes
+
+    def read(due: Optional[int]) -> None:
+        for _ in batch:
+            try:
+                if filter_outgoing:
+                    data, addr = recvfrom(bufsize)
+                    if addr[2] == outgoing:
+                        continue
                 else:
-                    wait_ns = due - mono()
-                    if wait_ns <= 0:
-                        continue
-                    timeout = wait_ns * 1e-9
-                wakeups += 1
-                if not sel(rlist, empty, empty, timeout)[0]:
+                    data = recv(bufsize)
+            except BlockingIOError:
+                break
+            except InterruptedError:
+                continue
+            except OSError as exc:
+                if exc.errno == errno.ENETDOWN:  # link set down: wait for it
+                    break
+                if exc.errno == errno.EINVAL:  # the kernel could not describe the
+                    offload.bad_offload(0, "offload state the kernel cannot "  # frame
+                                        "describe in a virtio_net_hdr (tunnel GSO?)")
                     continue
-                for _ in batch:
-                    try:
-                        if filter_outgoing:
-                            data, addr = recvfrom(bufsize)
-                            if addr[2] == outgoing:
-                                continue
-                        else:
-                            data = recv(bufsize)
-                    except BlockingIOError:
-                        break
-                    except InterruptedError:
-                        continue
-                    except OSError as exc:
-                        if exc.errno == errno.ENETDOWN:  # link set down: wait for it
-                            break
-                        if exc.errno == errno.EINVAL:  # the kernel could not describe the
-                            offload.bad_offload(0, "offload state the kernel cannot "  # frame
-                                                "describe in a virtio_net_hdr (tunnel GSO?)")
-                            continue
-                        raise
-                    now = mono()
-                    # virtio_net_hdr: flags (bit 0 NEEDS_CSUM), gso_type.
-                    if data[0] & 1 or data[1] or len(data) > fast_max:
-                        for frame in fix(data):
-                            admit(frame, now)
-                    else:
-                        admit(data[VNET_HDR_LEN:], now)
-                    if due is not None and now >= due:
-                        break
-        finally:
-            self.wakeups = wakeups
+                raise
+            now = mono()
+            # virtio_net_hdr: flags (bit 0 NEEDS_CSUM), gso_type.
+            if data[0] & 1 or data[1] or len(data) > fast_max:
+                for frame in fix(data):
+                    admit(frame, now)
+            else:
+                admit(data[VNET_HDR_LEN:], now)
+            if due is not None and now >= due:
+                break
+
+    return read
+
+
+def serve(owner: Any, lanes: Sequence[DirectionWorker]) -> None:
+    """The event loop of one thread serving ``lanes`` (one direction of a link
+    each): release every frame that is due on any lane, then sleep in ``select``
+    until a frame arrives on any lane's receive socket, the earliest next release,
+    or a wake-up on any lane's ``wake_fd``. Runs until ``owner.stopping``; counts
+    its ``select`` calls in ``owner.wakeups``. One lane: a
+    :class:`DirectionWorker`'s own loop; several: :class:`LinkGroup`'s."""
+    mono = time.monotonic_ns
+    sel = select.select
+    empty: List[int] = []
+    timers = [(lane.scheduler.next_due_ns, lane.scheduler.release_due, lane.tx.send) for lane in lanes]
+    readers = {lane.rx.fileno(): _reader(lane) for lane in lanes}
+    rlist = list(readers) + sorted({lane.wake_fd for lane in lanes})
+    wakeups = 0
+    try:
+        while not owner.stopping:
+            now = mono()
+            due: Optional[int] = None
+            for next_due, release_due, send in timers:
+                lane_due = next_due()
+                if lane_due is not None and lane_due <= now:
+                    release_due(now, send)
+                    lane_due = next_due()
+                if lane_due is not None and (due is None or lane_due < due):
+                    due = lane_due
+            if due is None:
+                timeout: Optional[float] = None
+            else:
+                wait_ns = due - mono()
+                if wait_ns <= 0:
+                    continue
+                timeout = wait_ns * 1e-9
+            wakeups += 1
+            for fd in sel(rlist, empty, empty, timeout)[0]:
+                read = readers.get(fd)
+                if read is not None:
+                    read(due)
+    finally:
+        owner.wakeups = wakeups
 
 
 def _stderr(line: str) -> None:
@@ -236,6 +269,7 @@ class LinkEmulator:
         rt_priority: int = 0,
         batch: int = DEFAULT_BATCH,
         warn: Optional[Callable[[str], None]] = None,
+        netns: Optional[str] = None,
     ) -> None:
         if iface_a == iface_b:
             raise ValueError(f"interface {iface_a!r} given twice: the two ends must differ")
@@ -248,6 +282,7 @@ class LinkEmulator:
             )
         self.iface_a = iface_a
         self.iface_b = iface_b
+        self.netns = netns
         self.promiscuous = promiscuous
         self.rt_priority = rt_priority
         self.batch = batch
@@ -267,51 +302,8 @@ class LinkEmulator:
     def start(self) -> "LinkEmulator":
         if self._threads:
             raise RuntimeError("emulator already started")
+        self.open()
         try:
-            for name in (self.iface_a, self.iface_b):
-                try:
-                    rawsock.interface_index(name)
-                except OSError:
-                    raise ValueError(f"no such network interface: {name!r}") from None
-            rx_a, out_a = rawsock.open_rx_socket(self.iface_a, self.promiscuous)
-            self._sockets.append(rx_a)
-            rx_b, out_b = rawsock.open_rx_socket(self.iface_b, self.promiscuous)
-            self._sockets.append(rx_b)
-            tx_a = rawsock.open_tx_socket(self.iface_a)
-            self._sockets.append(tx_a)
-            tx_b = rawsock.open_tx_socket(self.iface_b)
-            self._sockets.append(tx_b)
-            self._pipe = os.pipe()
-            # Room for any frame, even a GSO/GRO super-frame of 64 KiB (cut
-            # into segments by IngressOffload): recv cost does not depend on
-            # the buffer size, and a truncated frame would be corrupt.
-            mtu_a = rawsock.interface_mtu(self.iface_a)
-            mtu_b = rawsock.interface_mtu(self.iface_b)
-            # One byte more than the largest read (vnet header + a VLAN-tagged frame
-            # of the larger MTU): a read that fills the buffer was truncated.
-            bufsize = max(mtu_a, mtu_b, 65535) + _L2_HEADROOM + VNET_HDR_LEN + 1
-            if mtu_a != mtu_b:
-                big, small = (self.iface_a, self.iface_b) if mtu_a > mtu_b else (self.iface_b, self.iface_a)
-                self.warn(
-                    f"bwn-link: warning: MTU {max(mtu_a, mtu_b)} on {big} but {min(mtu_a, mtu_b)} on "
-                    f"{small}: frames from {big} longer than {small} allows are dropped and counted "
-                    f"as oversize (ip link set {small} mtu {max(mtu_a, mtu_b)} if the far end takes it)"
-                )
-            ends = {
-                "a_to_b": (rx_a, tx_b, out_a, self.iface_a, self.iface_b, mtu_b),
-                "b_to_a": (rx_b, tx_a, out_b, self.iface_b, self.iface_a, mtu_a),
-            }
-            for name in DIRECTIONS:
-                rx, tx, ignores, ingress, egress, egress_mtu = ends[name]
-                sched = DirectionScheduler(self.config.direction(name), self.config.direction_seed(name))
-                if self._schedule_origin_ns is not None:
-                    sched.start_schedule(self._schedule_origin_ns)
-                offload = IngressOffload(sched.counters, egress_mtu + ETH_HLEN, ingress, egress,
-                                         self.warn, bufsize)
-                self.workers[name] = DirectionWorker(
-                    name, rx, tx, sched, self._pipe[0], bufsize, ignores, self.batch,
-                    self.rt_priority, offload,
-                )
             self._old_switch_interval = sys.getswitchinterval()
             sys.setswitchinterval(min(self._old_switch_interval, SWITCH_INTERVAL_S))
             self._started_ns = time.monotonic_ns()
@@ -320,15 +312,78 @@ class LinkEmulator:
                 t.start()
                 self._threads.append(t)
         except BaseException:
-            # A worker already started must not be left in select() on closed
-            # descriptors: stop it before closing them.
-            self.request_stop()
-            for t in self._threads:
-                t.join(2.0)
-            self._threads = []
-            self._close()
+            self._abort_start()
             raise
         return self
+
+    def _abort_start(self) -> None:
+        # A worker already started must not be left in select() on closed
+        # descriptors: stop it before closing them.
+        self.request_stop()
+        for t in self._threads:
+            t.join(2.0)
+        self._threads = []
+        self._close()
+
+    def open(self) -> None:
+        """Open the sockets (in ``netns`` if given) and build the two directions'
+        workers; nothing runs yet. :meth:`start` does it and starts their threads;
+        :class:`LinkGroup` serves the workers of several emulators in one thread."""
+        if self.workers:
+            raise RuntimeError("emulator already opened")
+        try:
+            with rawsock.in_netns(self.netns):
+                self._open_sockets()
+        except BaseException:
+            self.workers = {}
+            self._close()
+            raise
+
+    def _open_sockets(self) -> None:
+        for name in (self.iface_a, self.iface_b):
+            try:
+                rawsock.interface_index(name)
+            except OSError:
+                raise ValueError(f"no such network interface: {name!r}") from None
+        rx_a, out_a = rawsock.open_rx_socket(self.iface_a, self.promiscuous)
+        self._sockets.append(rx_a)
+        rx_b, out_b = rawsock.open_rx_socket(self.iface_b, self.promiscuous)
+        self._sockets.append(rx_b)
+        tx_a = rawsock.open_tx_socket(self.iface_a)
+        self._sockets.append(tx_a)
+        tx_b = rawsock.open_tx_socket(self.iface_b)
+        self._sockets.append(tx_b)
+        self._pipe = os.pipe()
+        # Room for any frame, even a GSO/GRO super-frame of 64 KiB (cut
+        # into segments by IngressOffload): recv cost does not depend on
+        # the buffer size, and a truncated frame would be corrupt.
+        mtu_a = rawsock.interface_mtu(self.iface_a)
+        mtu_b = rawsock.interface_mtu(self.iface_b)
+        # One byte more than the largest read (vnet header + a VLAN-tagged frame
+        # of the larger MTU): a read that fills the buffer was truncated.
+        bufsize = max(mtu_a, mtu_b, 65535) + _L2_HEADROOM + VNET_HDR_LEN + 1
+        if mtu_a != mtu_b:
+            big, small = (self.iface_a, self.iface_b) if mtu_a > mtu_b else (self.iface_b, self.iface_a)
+            self.warn(
+                f"bwn-link: warning: MTU {max(mtu_a, mtu_b)} on {big} but {min(mtu_a, mtu_b)} on "
+                f"{small}: frames from {big} longer than {small} allows are dropped and counted "
+                f"as oversize (ip link set {small} mtu {max(mtu_a, mtu_b)} if the far end takes it)"
+            )
+        ends = {
+            "a_to_b": (rx_a, tx_b, out_a, self.iface_a, self.iface_b, mtu_b),
+            "b_to_a": (rx_b, tx_a, out_b, self.iface_b, self.iface_a, mtu_a),
+        }
+        for name in DIRECTIONS:
+            rx, tx, ignores, ingress, egress, egress_mtu = ends[name]
+            sched = DirectionScheduler(self.config.direction(name), self.config.direction_seed(name))
+            if self._schedule_origin_ns is not None:
+                sched.start_schedule(self._schedule_origin_ns)
+            offload = IngressOffload(sched.counters, egress_mtu + ETH_HLEN, ingress, egress,
+                                     self.warn, bufsize)
+            self.workers[name] = DirectionWorker(
+                name, rx, tx, sched, self._pipe[0], bufsize, ignores, self.batch,
+                self.rt_priority, offload,
+            )
 
     def start_schedule(self, origin_ns: Optional[int] = None) -> None:
         """Start the rate schedules (``Impairment.rate_schedule``): their time 0 is
@@ -430,3 +485,138 @@ class LinkEmulator:
                     entry["error"] = repr(worker.error)
             out[name] = entry
         return out
+
+
+class _GroupLoop:
+    """The one thread of a :class:`LinkGroup`: :func:`serve` over every lane."""
+
+    def __init__(self, lanes: Sequence[DirectionWorker], rt_priority: int) -> None:
+        self.lanes = list(lanes)
+        self.rt_priority = rt_priority
+        self.stopping = False
+        self.error: Optional[BaseException] = None
+        self.rt_active = False
+        self.cpu_s: Optional[float] = None
+        self.wakeups = 0
+
+    def run(self) -> None:
+        try:
+            setup_thread(self)
+            serve(self, self.lanes)
+        except BaseException as exc:  # reported by LinkGroup.failed
+            self.error = exc
+        finally:
+            try:
+                usage = resource.getrusage(resource.RUSAGE_THREAD)
+                self.cpu_s = usage.ru_utime + usage.ru_stime
+            except (AttributeError, OSError):
+                pass
+
+
+class LinkGroup:
+    """Several links, each a :class:`LinkEmulator` (possibly in its own network
+    namespace, ``netns``), served by **one** thread: one ``select`` over every
+    direction's socket and the earliest release of them all.
+
+    Why: a bwn-link's CPU per frame is mostly its wake-ups (docs/dataplane.md,
+    "CPU of a whole experiment"); frames of different links that fall due or
+    arrive close together share one wake-up here, where separate processes each
+    pay their own. Each link keeps its own configuration, seed, counters and
+    lateness histogram (:meth:`stats`).
+
+    >>> group = LinkGroup([LinkEmulator("em0-eth0", "em0-eth1", netns="/proc/123/ns/net", ...), ...])
+    >>> group.start(); ...; stats = group.stop()   # name -> that link's stats
+    """
+
+    def __init__(self, emulators: Dict[str, LinkEmulator], rt_priority: int = 0) -> None:
+        if not emulators:
+            raise ValueError("a link group needs at least one link")
+        self.emulators = dict(emulators)
+        self.rt_priority = rt_priority
+        self.loop: Optional[_GroupLoop] = None
+        self._thread: Optional[threading.Thread] = None
+        self._old_switch_interval: Optional[float] = None
+        self.final_stats: Optional[Dict[str, Dict[str, Any]]] = None
+
+    def start(self) -> "LinkGroup":
+        if self._thread is not None:
+            raise RuntimeError("link group already started")
+        opened: List[LinkEmulator] = []
+        try:
+            for emu in self.emulators.values():
+                emu.open()
+                opened.append(emu)
+            lanes = [w for emu in opened for w in emu.workers.values()]
+            self.loop = _GroupLoop(lanes, self.rt_priority)
+            self._old_switch_interval = sys.getswitchinterval()
+            sys.setswitchinterval(min(self._old_switch_interval, SWITCH_INTERVAL_S))
+            now = time.monotonic_ns()
+            thread = threading.Thread(target=self.loop.run, name="linkem-group", daemon=True)
+            for emu in opened:
+                emu._started_ns = now
+                emu._threads = [thread]
+            thread.start()
+            self._thread = thread
+        except BaseException:
+            if self.loop is not None:
+                self.loop.stopping = True
+            for emu in opened:
+                emu._abort_start()
+            self._restore_switch_interval()
+            raise
+        return self
+
+    def start_schedule(self, origin_ns: Optional[int] = None) -> None:
+        """Every link's rate schedules get time 0 at ``origin_ns`` (default now);
+        safe from a signal handler."""
+        origin = time.monotonic_ns() if origin_ns is None else origin_ns
+        for emu in self.emulators.values():
+            emu.start_schedule(origin)
+
+    def request_stop(self) -> None:
+        """Ask the loop to stop; safe from a signal handler."""
+        if self.loop is not None:
+            self.loop.stopping = True
+        for emu in self.emulators.values():
+            emu.request_stop()   # writes its wake-up pipe, which the loop selects on
+
+    def stop(self, timeout_s: float = 2.0) -> Dict[str, Dict[str, Any]]:
+        """Stop, then each link's :meth:`LinkEmulator.stop` (pending frames
+        discarded and counted, sockets closed); link name -> its stats, each with
+        the group's thread CPU and wake-ups under ``group``."""
+        if self.final_stats is not None:
+            return self.final_stats
+        self.request_stop()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        out = {name: emu.stop(timeout_s) for name, emu in self.emulators.items()}
+        if self.loop is not None:
+            shared = {"links": len(self.emulators), "cpu_s": None if self.loop.cpu_s is None
+                      else round(self.loop.cpu_s, 4), "wakeups": self.loop.wakeups,
+                      "realtime": self.loop.rt_active}
+            for stats in out.values():
+                stats["group"] = shared
+                stats["realtime"] = self.loop.rt_active
+        self._restore_switch_interval()
+        self.final_stats = out
+        return out
+
+    def _restore_switch_interval(self) -> None:
+        if self._old_switch_interval is not None:
+            sys.setswitchinterval(self._old_switch_interval)
+            self._old_switch_interval = None
+
+    def __enter__(self) -> "LinkGroup":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def failed(self) -> Optional[BaseException]:
+        """The exception that ended the loop, if any."""
+        return None if self.loop is None else self.loop.error

@@ -26,13 +26,15 @@ Design choices:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
 import fcntl
+import os
 import socket
 import struct
-from typing import Optional, Tuple
+from typing import Iterator, Optional, Tuple
 
 __all__ = [
     "ETH_P_ALL",
@@ -42,6 +44,7 @@ __all__ = [
     "interface_mtu",
     "kernel_drops",
     "set_timer_slack_ns",
+    "in_netns",
 ]
 
 ETH_P_ALL = 0x0003
@@ -56,6 +59,7 @@ SO_RCVBUFFORCE = 33
 SO_SNDBUFFORCE = 32
 SIOCGIFMTU = 0x8921
 PR_SET_TIMERSLACK = 29
+CLONE_NEWNET = 0x40000000
 
 #: Receive buffer asked for each receive socket (bytes).
 RX_BUFFER_BYTES = 8 * 1024 * 1024
@@ -159,3 +163,42 @@ def set_timer_slack_ns(slack_ns: int) -> bool:
     except (OSError, AttributeError):
         return False
 
+
+
+def _setns(fd: int) -> None:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    if _libc.setns(fd, CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+@contextlib.contextmanager
+def in_netns(path: Optional[str]) -> Iterator[None]:
+    """Run the body with the calling thread in the network namespace ``path``
+    (``/proc/PID/ns/net``, ``/run/netns/NAME``; None: stay where it is), then
+    come back. Sockets opened inside stay in that namespace: this is how one
+    process serves links of several namespaces (:class:`bwn.linkem.LinkGroup`).
+    Needs CAP_SYS_ADMIN."""
+    if path is None:
+        yield
+        return
+    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        try:
+            target = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise OSError(exc.errno, f"network namespace {path}: {exc.strerror}") from None
+        try:
+            _setns(target)
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot enter the network namespace {path}: {exc.strerror}") from None
+        finally:
+            os.close(target)
+        try:
+            yield
+        finally:
+            _setns(home)
+    finally:
+        os.close(home)
