@@ -54,6 +54,12 @@ def one_run(run_dir: Path) -> dict[str, dict[str, Optional[float]]]:
             out["runner"] = {"cpu_s": cpu_s, "packets": None, "wall_s": wall_s}
         elif name in switch_out:
             out[f"switch {name}"] = {"cpu_s": cpu_s, "packets": switch_out.get(name), "wall_s": wall_s}
+        elif name == "bwn-links":       # one process for every link: all their frames
+            frames = 0
+            for stats_path in sorted(run_dir.glob("*-linkem.json")):
+                stats = json.loads(stats_path.read_text())
+                frames += sum((stats.get(d) or {}).get("forwarded_frames", 0) for d in ("a_to_b", "b_to_a"))
+            out["bwn-links (every link)"] = {"cpu_s": cpu_s, "packets": frames, "wall_s": wall_s}
         else:
             frames = None
             stats_path = run_dir / f"{name}-linkem.json"

@@ -54,6 +54,8 @@ class BuiltNetwork:
     net: Any
     plans: list[SwitchPlan]
     linkem_nodes: list[Any] = field(default_factory=list)
+    # With `[experiment] linkem_shared`: the one bwn-links process for every linkem node.
+    linkem_group: Any = None
     # Per link name: the interfaces at its a and b ends (through a bwn-link node if delayed).
     ends: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
@@ -172,18 +174,21 @@ def linkem_options(link: LinkConfig, rt_priority: int = 0) -> list[str]:
     return options
 
 
-def start_link_schedules(linkem_nodes: Sequence[Any]) -> list[str]:
+def start_link_schedules(linkem_nodes: Sequence[Any], group: Any = None) -> list[str]:
     """Give time 0 to the time-varying rates bwn-link serves (SIGUSR1 to each
-    bwn-link serving one), at the instant the controller starts the switches'
-    schedules; the names of the links signalled."""
+    bwn-link serving one, or once to the `group`'s bwn-links serving them all), at
+    the instant the controller starts the switches' schedules; the names of the
+    links signalled."""
     started = []
+    group_proc = getattr(group, "proc", None)
     for em in linkem_nodes:
         schedule = em.link_config.served_schedule
-        proc = getattr(em, "linkem_proc", None)
+        proc = group_proc if group is not None else getattr(em, "linkem_proc", None)
         if schedule is None or isinstance(schedule, ConstantSchedule) or proc is None:
             continue
         if proc.poll() is None:
-            proc.send_signal(signal.SIGUSR1)
+            if proc is not group_proc or not started:
+                proc.send_signal(signal.SIGUSR1)
             started.append(em.link_config.name)
     return started
 
@@ -486,13 +491,7 @@ class ScenarioNetwork:
         self.progress(f"{self.label}starting {len(cfg.switches)} BMv2 switches and {len(cfg.hosts)} hosts")
         net.start()
         configure_hosts(cfg, net)
-        for em in self.built.linkem_nodes:
-            link: LinkConfig = em.link_config
-            em_seed = seeding.linkem_seed(cfg.seed, em.name)
-            em.start_linkem(linkem_options(link, cfg.linkem_rt_priority)
-                            + (["--seed", str(em_seed)] if em_seed is not None else [])
-                            + self.linkem_args.get(link.name, []),
-                            self.out_dir / f"{em.name}-linkem.log", self.out_dir / f"{em.name}-linkem.json")
+        self._start_linkems()
         window = ent.WindowConfig(cfg.dataplane.window_us, cfg.dataplane.flow_window_us,
                                   cfg.dataplane.queue_unit_bytes or self.frame_bytes
                                   or _frame_bytes(AGENT_MSS_BYTES))
@@ -501,12 +500,41 @@ class ScenarioNetwork:
                                         queue_lookahead=cfg.queue_lookahead)
         self.controller_thread = ControllerThread(self.controller)
         self.controller_thread.start()
+        if self.built.linkem_group is not None:
+            self.built.linkem_group.wait_ready()
         for em in self.built.linkem_nodes:
-            em.wait_linkem_ready()
+            if self.built.linkem_group is None:
+                em.wait_linkem_ready()
+
+    def _start_linkems(self) -> None:
+        """A `bwn-link` per delayed link, or with `[experiment] linkem_shared` one
+        `bwn-links` for them all (the same options per link, its SCHED_FIFO priority
+        given once); each link's statistics in `<node>-linkem.json` either way."""
+        cfg, nodes = self.cfg, self.built.linkem_nodes
+        shared = cfg.linkem_shared and bool(nodes)
+        args: dict[str, list[str]] = {}
+        for em in nodes:
+            link: LinkConfig = em.link_config
+            em_seed = seeding.linkem_seed(cfg.seed, em.name)
+            args[em.name] = (linkem_options(link, 0 if shared else cfg.linkem_rt_priority)
+                             + (["--seed", str(em_seed)] if em_seed is not None else [])
+                             + self.linkem_args.get(link.name, []))
+        stats = {em.name: self.out_dir / f"{em.name}-linkem.json" for em in nodes}
+        if shared:
+            from bwn.topologies.nodes import LinkemGroup
+
+            self.built.linkem_group = LinkemGroup(nodes)
+            self.built.linkem_group.start(args, stats, self.out_dir / "linkem-links.json",
+                                          self.out_dir / "linkem.log", cfg.linkem_rt_priority)
+            return
+        for em in nodes:
+            em.start_linkem(args[em.name], self.out_dir / f"{em.name}-linkem.log", stats[em.name])
 
     def stop_linkems(self) -> None:
         """End the link emulators only (a run stops its captures after them); `stop`
         does it too."""
+        if self.built.linkem_group is not None:
+            self.built.linkem_group.stop()
         for em in self.built.linkem_nodes:
             em.stop_linkem()
 
@@ -598,7 +626,8 @@ def _run_scheme_locked(cfg: ExperimentConfig, scheme: str, out_dir: Path, durati
     ok = False
     interrupted = False
     meta: dict[str, Any] = {"scheme": scheme, "duration_s": duration_s,
-                            "delay_emulator": "bwn-link" if network.built.linkem_nodes else "none",
+                            "delay_emulator": ("none" if not network.built.linkem_nodes
+                                               else "bwn-links" if cfg.linkem_shared else "bwn-link"),
                             "linkem_rt_priority": cfg.linkem_rt_priority if network.built.linkem_nodes else None,
                             "queue_lookahead": cfg.queue_lookahead,
                             "netem_available": netem_available(),
@@ -624,7 +653,8 @@ def _run_scheme_locked(cfg: ExperimentConfig, scheme: str, out_dir: Path, durati
         monitor.start()
         launched_s = controller.now_s()
         controller.schedule_origin_s = launched_s   # the links' schedules start with the flows
-        meta["link_schedules_started"] = start_link_schedules(network.built.linkem_nodes)  # bwn-link's
+        meta["link_schedules_started"] = start_link_schedules(network.built.linkem_nodes,
+                                                              network.built.linkem_group)  # bwn-link's
         release_senders(senders)
         # Flow logs count time from each flow's start; the report aligns them with
         # the controller's clock (telemetry.csv, capacity.csv) through these.

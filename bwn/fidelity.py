@@ -741,6 +741,9 @@ class Monitor:
         stats = [out_dir / f"{em.name}-linkem.json" for em in built.linkem_nodes]
         pids = {em.name: em.linkem_proc.pid for em in built.linkem_nodes
                 if getattr(em, "linkem_proc", None) is not None}
+        group = getattr(built, "linkem_group", None)
+        if group is not None and group.proc is not None:
+            pids["bwn-links"] = group.proc.pid      # one process for every link
         return cls(out_dir, probes, ports, stats, pids, thresholds=thresholds,
                    telemetry_interval_s=telemetry_interval_s)
 

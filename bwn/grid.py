@@ -49,6 +49,13 @@ class Case:
     #: at least this many seeds in a full grid (a claim that needs a narrower
     #: interval than the grid's default gives); None: the grid's --seeds
     seeds: Optional[int] = None
+    #: keys merged into the rendered scenario's [experiment] (how it is emulated, e.g.
+    #: linkem_shared); not the ones the grid sets itself (RENDERED_EXPERIMENT_KEYS)
+    experiment: tuple[tuple[str, Any], ...] = ()
+
+
+#: [experiment] keys every rendered scenario gets from the grid, never from a case.
+RENDERED_EXPERIMENT_KEYS = ("name", "duration_s", "schemes", "seed")
 
 
 @dataclass(frozen=True)
@@ -136,10 +143,16 @@ def load_grid(paper: str, path: Optional[Path] = None) -> Grid:
         seeds = c.get("seeds")
         if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1):
             raise GridError(f"{loc}: seeds must be a whole number >= 1, not {seeds!r}")
+        experiment = c.get("experiment", {})
+        if not isinstance(experiment, dict):
+            raise GridError(f"{loc}: experiment must be a table of [experiment] keys, not {experiment!r}")
+        fixed = sorted(set(experiment) & set(RENDERED_EXPERIMENT_KEYS))
+        if fixed:
+            raise GridError(f"{loc}: experiment sets {', '.join(fixed)}, which the grid sets for every run")
         cases.append(Case(str(c["id"]), str(c.get("label", c["id"])), str(c["template"]),
                           dict(c.get("params", {})), tuple(c["schemes"]), duration, quick_duration,
                           bool(c.get("quick", False)), tuple(extra if isinstance(extra, list) else [extra]),
-                          str(c.get("note", "")), seeds))
+                          str(c.get("note", "")), seeds, tuple(sorted(experiment.items()))))
     ids = [c.id for c in cases]
     if len(set(ids)) != len(ids):
         raise GridError(f"{where}: case ids are not unique: {ids}")
@@ -220,6 +233,7 @@ def render(grid: Grid, case: Case, seed: int, scheme: str, quick: bool) -> dict[
             flows.append(flow)
     duration_s = case.quick_duration_s if quick else case.duration_s
     exp = data.setdefault("experiment", {})
+    exp.update(dict(case.experiment))
     exp["name"] = f"{grid.paper}-{case.id}"
     exp["duration_s"] = duration_s
     exp["schemes"] = list(case.schemes)

@@ -122,7 +122,7 @@ def made_with(path: Path, case: gr.Case, cfg: Any) -> bool:
 #: Fields added to the scenario after runs were fingerprinted, with the value that
 #: keeps the earlier behaviour: at that value a field is left out of the fingerprint,
 #: so the runs made before it existed still match (any other value is a new scenario).
-NEUTRAL_LATER_FIELDS = {"queue_lookahead": False}
+NEUTRAL_LATER_FIELDS = {"queue_lookahead": False, "linkem_shared": False}
 
 
 def _as_run(cfg: Any) -> dict[str, Any]:

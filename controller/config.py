@@ -164,6 +164,7 @@ class ExperimentConfig:
     receive_window_bytes: Optional[int] = None  # every receiver's advertised window (bwn-recv --window-bytes)
     sack: bool = True                          # senders use SACK (False: bwn-send --no-sack)
     linkem_rt_priority: int = sc.DEFAULT_LINKEM_RT_PRIORITY   # bwn-link --rt-priority (0: off)
+    linkem_shared: bool = False                # one bwn-links process for every delayed link
     # BMv2 queues get the schedule's rate when their packets will leave (BwnController
     # queue_lookahead); False keeps the rate of the moment, as every run before it
     queue_lookahead: bool = False
@@ -348,6 +349,7 @@ class _Resolver:
             schemes=tuple(t.experiment.schemes), seed=t.experiment.seed, source=source,
             receive_window_bytes=t.experiment.receive_window_bytes, sack=t.experiment.sack,
             linkem_rt_priority=t.experiment.linkem_rt_priority,
+            linkem_shared=t.experiment.linkem_shared,
             queue_lookahead=t.experiment.queue_lookahead,
             capture_links=capture)
         for message in config.shaper_conflicts(config.schemes):

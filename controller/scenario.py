@@ -227,6 +227,10 @@ class ExperimentTable(_Table):
         "real-time (SCHED_FIFO) priority of every bwn-link, so that the emulator releases "
         "frames on time while the switches use the CPU (bwn-link --rt-priority; 0 = the "
         "normal scheduler)"))
+    linkem_shared: StrictBool = Field(False, description=(
+        "serve every delayed link from one bwn-links process (one thread, one select for "
+        "all of them) instead of one bwn-link per link: less CPU per frame where links are "
+        "many (docs/linkem.md, \"One process for many links\")"))
     queue_lookahead: StrictBool = Field(False, description=(
         "a switch-shaped link with a time-varying schedule gets, in its BMv2 queue, the "
         "schedule's rate when the packets enqueued now will leave (the queue's drain time "

@@ -464,7 +464,7 @@ def test_what_the_cross_table_checks_accept_at_their_bounds():
                                   "switches, hosts, links, reservations, flows)"),
     (lambda d: d["experiment"].update(colour=1),
      "experiment.colour: unknown key (expected one of: name, duration_s, schemes, seed, receive_window_bytes, "
-     "sack, linkem_rt_priority, queue_lookahead)"),
+     "sack, linkem_rt_priority, linkem_shared, queue_lookahead)"),
     (lambda d: d["links"][0]["schedule"].update(b_mbit=1),
      "links[0].schedule.b_mbit: unknown key for kind 'constant' (expected one of: update_interval_s, "
      "update_threshold, kind, rate_mbit)"),

@@ -9,6 +9,7 @@ link order)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 import copy
@@ -703,7 +704,7 @@ def fake_run(monkeypatch, tmp_path, *, summaries=("main",), interrupt=False, pca
                         or seen.setdefault("capture.finish", (caps, out))
                         and {"captures": {"bottleneck": {"file": "x.pcap"}}})
     monkeypatch.setattr(fidelity, "process_cpu_s", lambda pid: seen.setdefault("cpu_of", []).append(pid) or 0.12345)
-    monkeypatch.setattr(ex, "start_link_schedules", lambda nodes: seen.setdefault("schedules_of", nodes) and ["bl"])
+    monkeypatch.setattr(ex, "start_link_schedules", lambda nodes, group=None: seen.setdefault("schedules_of", nodes) and ["bl"])
     lines: list[str] = []
     out = tmp_path / "grid" / "ebn"   # its parent does not exist yet either
     def call(duration_s=6.0):
@@ -1423,3 +1424,68 @@ def test_progress_lines_carry_no_label_unless_given(monkeypatch, tmp_path):
     bare = ex.ScenarioNetwork(sn.cfg, tmp_path, lines.append)
     bare.start()
     assert lines == ["starting 1 BMv2 switches and 2 hosts"]
+
+
+# -- one bwn-links process for every delayed link ([experiment] linkem_shared) ----------
+
+def test_shared_emulators_start_as_one_group_with_each_links_options_and_the_priority_once(
+        monkeypatch, tmp_path):
+    from bwn.topologies import nodes
+    sn, log, _, cfg = network(monkeypatch, tmp_path, linkem_args={"bottleneck": ["--jitter-ms", "1"]})
+    sn.cfg = dataclasses.replace(cfg, linkem_shared=True)
+
+    class Group:
+        def __init__(self, members):
+            log.append(("group", [m.name for m in members]))
+            self.proc = None
+
+        def start(self, args, stats, spec, group_log, rt_priority):
+            log.append(("group.start", args, stats, spec.name, group_log.name, rt_priority))
+
+        def wait_ready(self):
+            log.append(("group.ready",))
+
+        def stop(self):
+            log.append(("group.stop",))
+
+    monkeypatch.setattr(nodes, "LinkemGroup", Group)
+    sn.start()
+    from bwn import seeding
+    seed = str(seeding.linkem_seed(11, "em1"))
+    assert [e for e in log if e[0].startswith("group") or e[0] in ("start_linkem", "wait_linkem_ready")] == [
+        ("group", ["em1"]),
+        ("group.start", {"em1": ["--delay-ms", "10", "--seed", seed, "--jitter-ms", "1"]},
+         {"em1": tmp_path / "em1-linkem.json"}, "linkem-links.json", "linkem.log", 10),
+        ("group.ready",),
+    ]
+    sn.stop_linkems()
+    assert log[-2:] == [("group.stop",), ("stop_linkem", "em1")]
+
+
+def test_shared_emulators_get_one_sigusr1_for_every_link_that_varies():
+    import signal
+    from types import SimpleNamespace
+
+    sine = {"kind": "sine", "b_mbit": 1.0, "w_rad_s": 1.0}
+    varying = scenario("smoke", lambda d: (_serve_by_link(d), d["links"][1].update(schedule=sine))
+                       ).link("bottleneck")
+    constant = scenario("smoke", _serve_by_link).link("bottleneck")
+    group = SimpleNamespace(proc=_Proc(True))
+    nodes = [SimpleNamespace(name=f"em{i}", link_config=link, linkem_proc=None)
+             for i, link in enumerate((varying, constant, varying))]
+    assert ex.start_link_schedules(nodes, group) == ["bottleneck", "bottleneck"]
+    assert group.proc.signals == [signal.SIGUSR1]
+    ended = SimpleNamespace(proc=_Proc(False))
+    assert ex.start_link_schedules(nodes, ended) == [] and ended.proc.signals == []
+    assert ex.start_link_schedules(nodes, SimpleNamespace(proc=None)) == []
+
+
+def test_the_fidelity_monitor_counts_the_shared_emulators_cpu_once(tmp_path):
+    from types import SimpleNamespace
+    from bwn import fidelity
+    em = [SimpleNamespace(name=f"em{i}", linkem_proc=None) for i in range(3)]
+    built = SimpleNamespace(net=SimpleNamespace(get=lambda name: None), plans=[], linkem_nodes=em,
+                            linkem_group=SimpleNamespace(proc=SimpleNamespace(pid=4321)))
+    monitor = fidelity.Monitor.for_network(tmp_path, built, 0.25)
+    assert monitor.linkem_pids == {"bwn-links": 4321}
+    assert monitor.linkem_stats == [tmp_path / f"em{i}-linkem.json" for i in range(3)]

@@ -14,9 +14,10 @@ from bwn import reproduce
 
 
 def _fingerprint_before_the_field(cfg) -> str:
-    """The fingerprint as computed before queue_lookahead existed (2026-11-26)."""
+    """The fingerprint as computed before queue_lookahead and linkem_shared existed
+    (2026-11-26)."""
     run = dataclasses.asdict(dataclasses.replace(cfg, source=None, schemes=()))
-    del run["queue_lookahead"]
+    del run["queue_lookahead"], run["linkem_shared"]
     return hashlib.sha256(json.dumps(run, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -27,6 +28,9 @@ def test_a_later_field_at_its_neutral_value_keeps_earlier_runs_fingerprints():
     assert reproduce.scenario_fingerprint(cfg) == _fingerprint_before_the_field(cfg)
     ahead = dataclasses.replace(cfg, queue_lookahead=True)
     assert reproduce.scenario_fingerprint(ahead) != reproduce.scenario_fingerprint(cfg)
+    assert cfg.linkem_shared is False
+    shared = dataclasses.replace(cfg, linkem_shared=True)
+    assert reproduce.scenario_fingerprint(shared) != reproduce.scenario_fingerprint(cfg)
 
 
 def test_a_scenario_that_sets_the_look_ahead_renders_it():

@@ -646,3 +646,25 @@ def test_a_grid_whose_template_is_missing_is_refused_when_loaded(tmp_path, monke
     path.write_text('[paper]\ntitle = "t"\n\n[[cases]]\nid = "a"\ntemplate = "nowhere"\nschemes = ["x"]\n')
     with pytest.raises(gr.GridError, match=r"^no scenario template 'nowhere' in "):
         gr.load_grid("t", path)
+
+
+def test_a_case_sets_how_it_is_emulated_but_not_what_the_grid_sets(tmp_path):
+    path = tmp_path / "g.toml"
+    head = '[paper]\ntitle = "t"\n\n[[cases]]\nid = "a"\ntemplate = "dumbbell"\nschemes = ["newreno"]\n'
+    path.write_text(head + "params = { rate_mbit = 10, delay_ms = 10, queue_packets = 50, loss = 0 }\n"
+                    "experiment = { linkem_shared = true, linkem_rt_priority = 0 }\n")
+    grid = gr.load_grid("t", path)
+    (case,) = grid.cases
+    assert case.experiment == (("linkem_rt_priority", 0), ("linkem_shared", True))
+    exp = gr.render(grid, case, 2, "newreno", quick=False)["experiment"]
+    assert exp["linkem_shared"] is True and exp["linkem_rt_priority"] == 0
+    assert exp["seed"] == 2 and exp["name"] == "t-a"
+    path.write_text(head + 'experiment = { seed = 4, name = "x" }\n')
+    with pytest.raises(gr.GridError) as err:
+        gr.load_grid("t", path)
+    assert str(err.value) == f"{path}: cases[0]: experiment sets name, seed, which the grid sets for every run"
+    path.write_text(head + 'experiment = "shared"\n')
+    with pytest.raises(gr.GridError) as err:
+        gr.load_grid("t", path)
+    assert str(err.value) == f"{path}: cases[0]: experiment must be a table of [experiment] keys, not 'shared'"
+

@@ -6,12 +6,14 @@
   MTU-sized frames; no router solicitations in the switches' counters).
 * :class:`LinkemNode` is the "small node between the two ends of a link" that
   adds propagation delay (and loss, reordering...) in user space with
-  `bwn-link`, for kernels without netem (issue 5).
+  `bwn-link`, for kernels without netem (issue 5); :class:`LinkemGroup` serves
+  the links of several such nodes from one `bwn-links` process.
 """
 from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -175,25 +177,78 @@ class LinkemNode(Host):
 
     def wait_linkem_ready(self, timeout_s: float = 30.0) -> None:
         """Until `bwn-link` says its sockets are open (frames sent before are lost)."""
-        from bwn.linkem.cli import READY_MARKER
-
-        deadline = time.monotonic() + timeout_s
-        while READY_MARKER not in self.linkem_log.read_text(errors="replace"):
-            if self.linkem_proc is None or self.linkem_proc.poll() is not None:
-                raise RuntimeError(f"bwn-link on {self.name} exited: see {self.linkem_log}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"bwn-link on {self.name} not ready after {timeout_s:.0f} s: see {self.linkem_log}")
-            time.sleep(0.05)
+        wait_linkem_ready(self.linkem_proc, self.linkem_log, f"bwn-link on {self.name}", timeout_s)
 
     def stop_linkem(self) -> None:
         proc, self.linkem_proc = getattr(self, "linkem_proc", None), None
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+        stop_linkem_process(proc)
+
+
+def wait_linkem_ready(proc: Optional[subprocess.Popen], log_path: Path, who: str,
+                      timeout_s: float = 30.0) -> None:
+    """Until the emulator `proc` writes its ready line to `log_path`."""
+    from bwn.linkem.cli import READY_MARKER
+
+    deadline = time.monotonic() + timeout_s
+    while READY_MARKER not in log_path.read_text(errors="replace"):
+        if proc is None or proc.poll() is not None:
+            raise RuntimeError(f"{who} exited: see {log_path}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{who} not ready after {timeout_s:.0f} s: see {log_path}")
+        time.sleep(0.05)
+
+
+def stop_linkem_process(proc: Optional[subprocess.Popen]) -> None:
+    """SIGTERM (it writes its statistics), then SIGKILL after 5 s."""
+    if proc is not None and proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+class LinkemGroup:
+    """One `bwn-links` process serving the links of several :class:`LinkemNode`s
+    (`[experiment] linkem_shared`): it runs in this namespace and opens each link's
+    sockets in its node's namespace, so the nodes and their interfaces are the same
+    as with a `bwn-link` per node. Each link's statistics go where that node's
+    `bwn-link` would write them. It ends with the process that started it."""
+
+    def __init__(self, nodes: list[LinkemNode]) -> None:
+        self.nodes = list(nodes)
+        self.proc: subprocess.Popen | None = None
+        self.log_path: Path | None = None
+
+    def start(self, args_by_node: dict[str, list[str]], stats_paths: dict[str, Path],
+              spec_path: Path, log_path: Path, rt_priority: int = 0) -> None:
+        import json
+
+        links = []
+        for em in self.nodes:
+            intfs = [i.name for i in em.intfList() if i.name != "lo"]
+            if len(intfs) != 2:
+                raise RuntimeError(f"link-emulator node {em.name} needs exactly 2 interfaces, has {intfs}")
+            links.append({"name": em.name, "netns": f"/proc/{em.pid}/ns/net",
+                          "args": [*intfs, *args_by_node[em.name], "--stats-json", str(stats_paths[em.name])]})
+        spec_path.write_text(json.dumps({"links": links}, indent=1) + "\n")
+        # It ends with this process even if this one is killed (as bwn/capture.py's captures).
+        guard = ["setpriv", "--pdeathsig", "TERM", "--"] if shutil.which("setpriv") else []
+        cmd = [*guard, str(VENV_BIN / "bwn-links"), str(spec_path)]
+        if rt_priority:
+            cmd += ["--rt-priority", str(rt_priority)]
+        self.log_path = log_path
+        with open(log_path, "ab") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def wait_ready(self, timeout_s: float = 30.0) -> None:
+        assert self.log_path is not None, "start() first"
+        wait_linkem_ready(self.proc, self.log_path, "bwn-links", timeout_s)
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        stop_linkem_process(proc)
 
 
 class Bmv2MininetSwitch(Switch):
