@@ -36,8 +36,10 @@ def _parsers() -> list[tuple[str, Callable[[], argparse.ArgumentParser]]]:
     from bwn.controller import scenario
     from bwn.hosts import recv, send
     from bwn.linkem import cli as linkem_cli
+    from bwn.linkem import group_cli
     return [("bwn", cli.build_parser), ("bwn-send", send.build_parser),
             ("bwn-recv", recv.build_parser), ("bwn-link", linkem_cli.build_parser),
+            ("bwn-links", group_cli.build_parser),
             ("python -m bwn.report", report.build_parser),
             ("python -m bwn.controller.scenario", scenario.build_parser)]
 
