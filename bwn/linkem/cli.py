@@ -278,6 +278,41 @@ def format_stats(stats: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def handle_signals(emulator: Any) -> threading.Event:
+    """SIGINT, SIGTERM, SIGHUP stop ``emulator`` (a LinkEmulator or LinkGroup) and set
+    the event returned; SIGUSR1 starts its rate schedules (``bwn run`` sends it when
+    the flows start)."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop.set()
+        emulator.request_stop()
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+    signal.signal(signal.SIGUSR1, lambda _signum, _frame: emulator.start_schedule())
+    return stop
+
+
+def run_until_stopped(emulator: Any, stop: threading.Event, duration_s: Optional[float]) -> None:
+    """Until a signal (``stop``), ``duration_s`` or the emulator's end."""
+    deadline = None if duration_s is None else time.monotonic() + duration_s
+    while not stop.is_set() and emulator.running:
+        timeout = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
+        if timeout <= 0:
+            break
+        stop.wait(timeout)
+
+
+def write_stats_json(path: str, stats: Dict[str, Any]) -> None:
+    """``stats`` to ``path`` whole or not at all (a temporary file, then a rename)."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as fh:
+        json.dump(stats, fh, indent=2, sort_keys=True)
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -301,16 +336,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args.iface_a, args.iface_b, config=config,
         promiscuous=not args.no_promisc, rt_priority=args.rt_priority,
     )
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        stop.set()
-        emulator.request_stop()
-
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, on_signal)
-    # SIGUSR1: the rate schedules' time 0 is now (bwn run sends it when the flows start).
-    signal.signal(signal.SIGUSR1, lambda _signum, _frame: emulator.start_schedule())
+    stop = handle_signals(emulator)
     try:
         emulator.start()
     except PermissionError:
@@ -325,21 +351,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             f"pid {os.getpid()}); SIGINT/SIGTERM to stop",
             file=sys.stderr, flush=True,
         )
-    deadline = None if args.duration_s is None else time.monotonic() + args.duration_s
-    while not stop.is_set() and emulator.running:
-        timeout = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
-        if timeout <= 0:
-            break
-        stop.wait(timeout)
+    run_until_stopped(emulator, stop, args.duration_s)
     failure = emulator.failed
     stats = emulator.stop()
     stats["exit"] = "error" if failure else "stopped"
     if args.stats_json:
-        tmp = f"{args.stats_json}.tmp{os.getpid()}"
-        with open(tmp, "w") as fh:
-            json.dump(stats, fh, indent=2, sort_keys=True)
-            fh.write("\n")
-        os.replace(tmp, args.stats_json)
+        write_stats_json(args.stats_json, stats)
     if not args.quiet:
         print(format_stats(stats), flush=True)
     if failure is not None:

@@ -95,11 +95,7 @@ class DirectionWorker:
         except BaseException as exc:  # reported by LinkEmulator.failed
             self.error = exc
         finally:
-            try:
-                usage = resource.getrusage(resource.RUSAGE_THREAD)
-                self.cpu_s = usage.ru_utime + usage.ru_stime
-            except (AttributeError, OSError):
-                pass
+            self.cpu_s = thread_cpu_s()
 
     def _setup_thread(self) -> None:
         setup_thread(self)
@@ -107,6 +103,15 @@ class DirectionWorker:
     def _loop(self) -> None:
         self._setup_thread()
         serve(self, [self])
+
+
+def thread_cpu_s() -> Optional[float]:
+    """The calling thread's CPU time, user + system (None where it cannot be read)."""
+    try:
+        usage = resource.getrusage(resource.RUSAGE_THREAD)
+    except (AttributeError, OSError):
+        return None
+    return usage.ru_utime + usage.ru_stime
 
 
 def setup_thread(owner: Any) -> None:
@@ -506,11 +511,7 @@ class _GroupLoop:
         except BaseException as exc:  # reported by LinkGroup.failed
             self.error = exc
         finally:
-            try:
-                usage = resource.getrusage(resource.RUSAGE_THREAD)
-                self.cpu_s = usage.ru_utime + usage.ru_stime
-            except (AttributeError, OSError):
-                pass
+            self.cpu_s = thread_cpu_s()
 
 
 class LinkGroup:

@@ -28,14 +28,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
-import threading
-import time
 from pathlib import Path
-from typing import Any, Dict, List, NoReturn, Optional, Sequence
+from typing import Dict, List, NoReturn, Optional, Sequence
 
-from .cli import READY_MARKER, _nonneg_int, _seconds, build_parser as link_parser, config_from_args, format_stats
+from .cli import (READY_MARKER, _nonneg_int, _seconds, build_parser as link_parser, config_from_args,
+                  format_stats, handle_signals, run_until_stopped, write_stats_json)
 from .engine import LinkEmulator, LinkGroup
 
 __all__ = ["main", "build_parser", "load_spec", "LinkSpec"]
@@ -156,14 +154,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _write_json(path: str, stats: Dict[str, Any]) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as fh:
-        json.dump(stats, fh, indent=2, sort_keys=True)
-        fh.write("\n")
-    os.replace(tmp, path)
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -176,15 +166,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     group = LinkGroup({s.name: LinkEmulator(s.iface_a, s.iface_b, config=s.config,
                                             promiscuous=s.promiscuous, netns=s.netns)
                        for s in specs}, rt_priority=args.rt_priority)
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        stop.set()
-        group.request_stop()
-
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, on_signal)
-    signal.signal(signal.SIGUSR1, lambda _signum, _frame: group.start_schedule())
+    stop = handle_signals(group)
     try:
         group.start()
     except PermissionError:
@@ -198,19 +180,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"{READY_MARKER}: {len(specs)} links in one process ("
               + ", ".join(f"{s.name} seed {group.emulators[s.name].config.seed}" for s in specs)
               + f"; pid {os.getpid()}); SIGINT/SIGTERM to stop", file=sys.stderr, flush=True)
-    deadline = None if args.duration_s is None else time.monotonic() + args.duration_s
-    while not stop.is_set() and group.running:
-        timeout = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
-        if timeout <= 0:
-            break
-        stop.wait(timeout)
+    run_until_stopped(group, stop, args.duration_s)
     failure = group.failed
     all_stats = group.stop()
     for spec in specs:
         stats = all_stats[spec.name]
         stats["exit"] = "error" if failure else "stopped"
         if spec.stats_json:
-            _write_json(spec.stats_json, stats)
+            write_stats_json(spec.stats_json, stats)
         if not args.quiet:
             print(f"{spec.name}: " + format_stats(stats), flush=True)
     if failure is not None:
