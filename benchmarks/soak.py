@@ -150,6 +150,9 @@ def _watch_network(network: Any) -> list[soak.Watched]:
         proc = em.linkem_proc
         if proc is not None:
             out.append(soak.Watched(em.name, "bwn-link", proc.pid, proc.poll))
+    group = getattr(network.built, "linkem_group", None)
+    if group is not None and group.proc is not None:      # [experiment] linkem_shared
+        out.append(soak.Watched("bwn-links", "bwn-link", group.proc.pid, group.proc.poll))
     return out
 
 

@@ -217,9 +217,14 @@ def describe(network: Any, out_dir: Path) -> str:
         pid = sw.proc.pid if sw.proc is not None else "?"
         lines.append(f"  {sw.name}: simple_switch_grpc pid {pid}, P4Runtime {sw.grpc_addr}, "
                      f"Thrift {sw.thrift_port} (simple_switch_CLI --thrift-port {sw.thrift_port})")
+    group = getattr(network.built, "linkem_group", None)
+    if group is not None:
+        lines.append(f"  bwn-links pid {group.proc.pid if group.proc else '?'} serves every delayed link "
+                     f"({', '.join(em.name for em in network.built.linkem_nodes)}; [experiment] linkem_shared)")
     for em in network.built.linkem_nodes:
-        proc = getattr(em, "linkem_proc", None)
-        lines.append(f"  {em.name}: bwn-link pid {proc.pid if proc else '?'}, link {em.link_config.name}, "
+        proc = group.proc if group is not None else getattr(em, "linkem_proc", None)
+        lines.append(f"  {em.name}: {'bwn-links' if group is not None else 'bwn-link'} pid "
+                     f"{proc.pid if proc else '?'}, link {em.link_config.name}, "
                      f"{em.link_config.delay_ms:g} ms each way"
                      + _served(em.link_config))
     lines.append("  hosts: " + ", ".join(f"{h.name} {h.ip.ip}" for h in cfg.hosts))

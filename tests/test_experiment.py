@@ -1489,3 +1489,21 @@ def test_the_fidelity_monitor_counts_the_shared_emulators_cpu_once(tmp_path):
     monitor = fidelity.Monitor.for_network(tmp_path, built, 0.25)
     assert monitor.linkem_pids == {"bwn-links": 4321}
     assert monitor.linkem_stats == [tmp_path / f"em{i}-linkem.json" for i in range(3)]
+
+
+def test_bwn_net_describes_the_shared_emulator_and_the_links_it_serves(tmp_path):
+    from types import SimpleNamespace
+    from bwn import session
+    cfg = scenario("smoke")
+    ems = [SimpleNamespace(name=f"em{i}", link_config=cfg.links[i], linkem_proc=SimpleNamespace(pid=50 + i))
+           for i in range(2)]
+    net = SimpleNamespace(switches=[])
+    alone = SimpleNamespace(cfg=cfg, net=net, built=SimpleNamespace(linkem_nodes=ems, linkem_group=None))
+    text = session.describe(alone, tmp_path)
+    assert "  em0: bwn-link pid 50, link h1-s1, 10 ms each way" in text
+    assert "bwn-links" not in text
+    shared = SimpleNamespace(cfg=cfg, net=net, built=SimpleNamespace(
+        linkem_nodes=ems, linkem_group=SimpleNamespace(proc=SimpleNamespace(pid=77))))
+    text = session.describe(shared, tmp_path)
+    assert "  bwn-links pid 77 serves every delayed link (em0, em1; [experiment] linkem_shared)" in text
+    assert "  em1: bwn-links pid 77, link bottleneck, 10 ms each way" in text

@@ -216,3 +216,41 @@ def test_a_link_served_by_bwn_link_carries_its_rate(tmp_path):
     payload_bps = 5e6 * 1000 / 1102                                            # 1000-byte segments
     assert 0.5 * payload_bps < float(summary["goodput_bps"]) <= 1.02 * payload_bps, summary
     assert _links() - before == set()
+
+
+def test_one_bwn_links_process_serves_every_delayed_link(tmp_path):
+    """[experiment] linkem_shared: one bwn-links process serves the smoke's two delayed
+    links (em0, em1) from the root namespace, each with its own options and stats file
+    as a bwn-link per node would have; the bottleneck's rate steps it serves start with
+    the flows (one SIGUSR1); its CPU is counted once; nothing is left afterwards."""
+    import json
+
+    text = (REPO / "topologies" / "scenarios" / "smoke.toml").read_text()
+    scenario = tmp_path / "shared.toml"
+    scenario.write_text(text.replace("[experiment]\n", "[experiment]\nlinkem_shared = true\n", 1)
+                        .replace(SMOKE_STEPS, 'shaper = "link"\n' + SMOKE_STEPS))
+    before = _links()
+    out = tmp_path / "run"
+    res = subprocess.run([sys.executable, "-m", "bwn.cli", "run", str(scenario), "--schemes", "newreno",
+                          "--duration", "6", "--out", str(out)],
+                         capture_output=True, text=True, timeout=300, cwd=REPO)
+    print(res.stdout[-5000:], res.stderr[-5000:])
+    assert res.returncode == 0
+    run_dir = out / "newreno"
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["delay_emulator"] == "bwn-links"
+    assert run["link_schedules_started"] == ["bottleneck"]
+    assert run["fidelity"]["checks"]["linkem_schedule"]["held"] is True
+    cpu = run["fidelity"]["measurements"]["process_cpu_s"]
+    assert "bwn-links" in cpu and not any(name.startswith("em") for name in cpu)
+    em0 = json.loads((run_dir / "em0-linkem.json").read_text())
+    em1 = json.loads((run_dir / "em1-linkem.json").read_text())
+    assert em0["group"]["links"] == 2 and em0["group"] == em1["group"] and em0["realtime"] is True
+    assert em0["a_to_b"]["config"]["delay_us"] == em1["a_to_b"]["config"]["delay_us"] == 10_000
+    assert em0["a_to_b"]["forwarded_frames"] > 100 and em1["a_to_b"]["forwarded_frames"] > 100
+    assert em1["a_to_b"]["config"]["rate_schedule"]["kind"] == "steps" and em1["schedule_started_s"] is not None
+    assert em0["a_to_b"]["config"]["rate_schedule"] is None
+    assert "bwn-link: ready: 2 links in one process" in (run_dir / "linkem.log").read_text()
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert str(run_dir / "linkem-links.json") not in ps, "bwn-links outlived its run"
+    assert _links() - before == set()
