@@ -548,6 +548,10 @@ class LinkGroup:
                 emu.open()
                 opened.append(emu)
             lanes = [w for emu in opened for w in emu.workers.values()]
+            # One wake-up pipe for the loop (request_stop writes every link's): select()
+            # polls each descriptor on every call, and the sockets are many already.
+            for lane in lanes:
+                lane.wake_fd = lanes[0].wake_fd
             self.loop = _GroupLoop(lanes, self.rt_priority)
             self._old_switch_interval = sys.getswitchinterval()
             sys.setswitchinterval(min(self._old_switch_interval, SWITCH_INTERVAL_S))
