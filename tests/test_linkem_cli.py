@@ -620,3 +620,38 @@ def test_bwn_links_console_script_answers_help():
     assert res.returncode == 0
     for needle in ("SPEC.json", "--rt-priority", "--duration-s", "one thread serves them all"):
         assert needle in res.stdout.replace("\n", " ").replace("  ", " "), needle
+
+
+class _Running:
+    """An emulator as run_until_stopped sees it: running until `ends_after` polls."""
+
+    def __init__(self, ends_after: Optional[int] = None) -> None:
+        self.polls, self.ends_after = 0, ends_after
+
+    @property
+    def running(self) -> bool:
+        self.polls += 1
+        return self.ends_after is None or self.polls <= self.ends_after
+
+
+def test_run_until_stopped_ends_on_a_signal_on_the_emulators_end_or_after_its_duration():
+    import threading
+    import time as clock
+
+    stop = threading.Event()
+    stop.set()
+    emulator = _Running()
+    cli.run_until_stopped(emulator, stop, None)            # a signal came first: no wait
+    assert emulator.polls == 0
+    emulator = _Running(ends_after=2)
+    started = clock.monotonic()
+    cli.run_until_stopped(emulator, threading.Event(), None)   # ends when the emulator does
+    assert emulator.polls == 3 and clock.monotonic() - started < 5
+    started = clock.monotonic()
+    cli.run_until_stopped(_Running(), threading.Event(), 0.3)  # or after its duration
+    assert clock.monotonic() - started >= 0.3
+    later = threading.Event()
+    threading.Timer(0.2, later.set).start()
+    started = clock.monotonic()
+    cli.run_until_stopped(_Running(), later, None)         # a signal wakes the wait at once
+    assert clock.monotonic() - started < 5

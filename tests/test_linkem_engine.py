@@ -1210,3 +1210,15 @@ def test_bwn_links_runs_a_spec_and_writes_each_links_stats(ns_pairs, tmp_path, c
     assert em1["b_to_a"]["config"]["loss"] == 1.0 and em1["iface_a"] == p["c0"]
     assert em0["group"]["links"] == 2 and em1["group"] == em0["group"]
     assert "em0: bwn-link: stopped after" in printed.out and "em1: bwn-link: stopped after" in printed.out
+
+
+def test_a_link_groups_schedules_all_start_at_one_time_0():
+    here = LinkEmulator("x0", "x1", warn=lambda line: None)
+    there = LinkEmulator("y0", "y1", warn=lambda line: None)
+    group = LinkGroup({"here": here, "there": there})
+    group.start_schedule(123_456_789)
+    assert here._schedule_origin_ns == there._schedule_origin_ns == 123_456_789
+    before = time.monotonic_ns()
+    group.start_schedule()
+    after = time.monotonic_ns()
+    assert before <= here._schedule_origin_ns == there._schedule_origin_ns <= after
