@@ -1222,3 +1222,21 @@ def test_a_link_groups_schedules_all_start_at_one_time_0():
     group.start_schedule()
     after = time.monotonic_ns()
     assert before <= here._schedule_origin_ns == there._schedule_origin_ns <= after
+
+
+def test_bwn_links_whose_thread_fails_says_so_exits_1_and_still_writes_the_stats(pairs, tmp_path, capsys,
+                                                                                  monkeypatch):
+    from bwn.linkem import engine
+
+    def broken(owner, lanes):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(engine, "serve", broken)
+    spec = tmp_path / "links.json"
+    spec.write_text(json.dumps({"links": [{"name": "em0", "args": [
+        pairs["a0"], pairs["b0"], "--stats-json", str(tmp_path / "em0.json")]}]}))
+    assert group_cli.main([str(spec), "--duration-s", "5", "--quiet"]) == 1
+    assert capsys.readouterr().err == ("bwn-links: error: the thread failed: "
+                                       "OSError(5, 'Input/output error')\n")
+    stats = json.loads((tmp_path / "em0.json").read_text())
+    assert stats["exit"] == "error" and stats["group"]["links"] == 1
