@@ -190,3 +190,106 @@ def test_hidden_bottleneck_drops_only_at_the_port_without_bwn_and_measures_after
     assert set(res.drops) == {"plain-5M"} and res.drops["plain-5M"] > 0
     flow = res.flows[0]
     assert 0.8 * 5.0 <= flow.frame_mbps <= 5.0 and flow.retransmits > 0
+
+
+def _wiring(monkeypatch, scenario, **kwargs):
+    """What ``scenario`` builds (network, flows, metered port, span), without running it."""
+    import bwn.hosts.netsim_scenarios as ns
+    seen: dict = {}
+
+    def capture(net, flows, meter_port, warmup_us, duration_us):
+        seen.update(net=net, flows=flows, meter=meter_port, warmup_us=warmup_us, duration_us=duration_us)
+        return "measured"
+
+    monkeypatch.setattr(ns, "_measure", capture)
+    assert getattr(ns, scenario)(**kwargs) == "measured"
+    return seen
+
+
+def _port(p) -> tuple:
+    return (p.name, p.rate_bps, p.delay_us, p.queue_packets, p.af_threshold_packets, p.bwn, p.loss)
+
+
+def _start_times_us(net) -> list:
+    return sorted(t for t, _, _ in net._events)
+
+
+def test_the_gtcp_scenario_is_the_papers_basic_case_on_the_af_edge(monkeypatch) -> None:
+    """GTCP paper sec. IV-A as netsim_scenarios builds it: 10 Mb/s, 20 ms bottleneck
+    (60 packets, AF threshold 30) with 100 Mb/s, 1 ms access links; three GTCP flows
+    reserving 4, 2, 1 Mb/s metered with 15 000-byte bursts, three best-effort
+    NewReno flows; SACK; 1000-byte segments; measured at the bottleneck after 10 s."""
+    w = _wiring(monkeypatch, "gtcp_reservations", seed=3, duration_s=30, warmup_s=7)
+    assert (w["warmup_us"], w["duration_us"]) == (7_000_000, 30_000_000)
+    flows = w["flows"]
+    assert [f.name for f in flows] == ["g4", "g2", "g1", "be1", "be2", "be3"]
+    forward = [_port(p) for p in flows[0].forward]
+    assert forward == [("h1-s1", 100e6, 1_000, 1000, None, False, 0.0),
+                       ("s1-s2", 10e6, 20_000, 60, 30, False, 0.0),
+                       ("s2-h2", 100e6, 1_000, 1000, None, False, 0.0)]
+    assert [_port(p) for p in flows[0].reverse] == [("h2-s2", 100e6, 1_000, 1000, None, False, 0.0),
+                                                    ("s2-s1", 10e6, 20_000, 60, None, False, 0.0),
+                                                    ("s1-h1", 100e6, 1_000, 1000, None, False, 0.0)]
+    assert w["meter"] is flows[0].forward[1]
+    assert all(f.forward == flows[0].forward and f.reverse == flows[0].reverse and f.dst == "h2"
+               for f in flows)
+    for f, rate in zip(flows, (4e6, 2e6, 1e6)):
+        assert f.sender.cc.name == "gtcp" and f.sender.cc.rate_g_bps == rate
+        assert (f.meter.rate_bps, f.meter.burst_bytes) == (rate, 15_000)
+        assert f.sender.cc.cwnd_g_rtt == "base"
+    assert all(f.sender.cc.name == "newreno" and f.meter is None for f in flows[3:])
+    assert all(f.sender.cfg.sack and f.sender.cfg.mss_bytes == 1000 for f in flows)
+    starts = _start_times_us(w["net"])
+    assert len(starts) == 6 and all(0 <= t < 500_000 for t in starts) and len(set(starts)) > 1
+    assert starts == _start_times_us(_wiring(monkeypatch, "gtcp_reservations", seed=3)["net"])
+    assert starts != _start_times_us(_wiring(monkeypatch, "gtcp_reservations", seed=4)["net"])
+    w = _wiring(monkeypatch, "gtcp_reservations", sack=False, gtcp_params=["cwnd_g_rtt=srtt"],
+                best_effort="reno", af_threshold_packets=10, queue_packets=40, burst_bytes=3000)
+    flows = w["flows"]
+    assert _port(flows[0].forward[1]) == ("s1-s2", 10e6, 20_000, 40, 10, False, 0.0)
+    assert flows[0].reverse[1].queue_packets == 40
+    assert flows[0].sender.cc.cwnd_g_rtt == "srtt" and flows[0].meter.burst_bytes == 3000
+    assert flows[3].sender.cc.name == "reno" and not flows[3].sender.cfg.sack
+    assert (w["warmup_us"], w["duration_us"]) == (10_000_000, 60_000_000)
+
+
+def test_the_parking_lot_scenario_crosses_each_bottleneck_with_its_own_flow(monkeypatch) -> None:
+    """netsim_scenarios.parking_lot: a long flow h0 -> h9 over 3 bottlenecks of 10 Mb/s,
+    10 ms and 100 packets, behind 100 Mb/s, 1 ms host links; cross flow i over
+    bottleneck i only, behind 100 Mb/s, 5 ms links; ACKs back over the reverse
+    bottlenecks; every flow OBP with SACK; measured after 20 s of 60."""
+    w = _wiring(monkeypatch, "parking_lot", seed=2)
+    assert (w["warmup_us"], w["duration_us"], w["meter"]) == (20_000_000, 60_000_000, None)
+    long, *cross = w["flows"]
+    assert long.name == "long" and long.dst == "h9" and [f.name for f in cross] == ["cross1", "cross2", "cross3"]
+    bottlenecks = [("b1", 10e6, 10_000, 100, None, True, 0.0), ("b2", 10e6, 10_000, 100, None, True, 0.0),
+                   ("b3", 10e6, 10_000, 100, None, True, 0.0)]
+    assert [_port(p) for p in long.forward] == ([("h0-s1", 100e6, 1_000, 1000, None, True, 0.0)]
+                                                + bottlenecks + [("s-h9", 100e6, 1_000, 1000, None, True, 0.0)])
+    assert [p.name for p in long.reverse] == ["h9-s", "b3-back", "b2-back", "b1-back", "s1-h0"]
+    assert all(p.rate_bps == 10e6 and p.queue_packets == 100 for p in long.reverse[1:4])
+    for i, f in enumerate(cross):
+        assert f.dst == f"x{i + 2}"
+        assert [_port(p) for p in f.forward] == [(f"x{i + 1}-s{i + 1}", 100e6, 5_000, 1000, None, True, 0.0),
+                                                 bottlenecks[i],
+                                                 (f"s{i + 2}-x{i + 2}", 100e6, 5_000, 1000, None, True, 0.0)]
+        assert f.forward[1] is long.forward[i + 1]                 # the very same port
+        assert [p.name for p in f.reverse] == [f"x{i + 2}-s{i + 2}", f"b{i + 1}-back", f"s{i + 1}-x{i + 1}"]
+        assert f.sender.cfg.app_rate_bps is None
+    assert all(f.sender.cc.name == "obp" and f.sender.cfg.sack and f.sender.cfg.mss_bytes == 1000
+               for f in w["flows"])
+    assert all(p.ab_period_us == 10_000 and p.stamp_only is None for p in w["net"].ports.values())
+    starts = _start_times_us(w["net"])
+    assert len(starts) == 4 and all(0 <= t < 500_000 for t in starts)
+    w = _wiring(monkeypatch, "parking_lot", algo="newreno", bottlenecks=2, cross_app_rate_bps=3e6,
+                loss=0.01, queue_packets=50, ab_period_us=50_000, long_sees_only_link=2, sack=False,
+                duration_s=9, warmup_s=3)
+    long, *cross = w["flows"]
+    assert [p.name for p in long.forward] == ["h0-s1", "b1", "b2", "s-h9"] and len(cross) == 2
+    assert [(p.loss, p.queue_packets) for p in long.forward[1:3]] == [(0.01, 50), (0.01, 50)]
+    assert long.reverse[1].loss == 0.0
+    assert long.forward[1].stamp_only == {"cross1"} and long.forward[2].stamp_only == {"cross2", "long"}
+    assert all(p.ab_period_us == 50_000 for p in w["net"].ports.values())
+    assert all(f.sender.cfg.app_rate_bps == 3e6 for f in cross) and long.sender.cfg.app_rate_bps is None
+    assert all(f.sender.cc.name == "newreno" and not f.sender.cfg.sack for f in w["flows"])
+    assert (w["warmup_us"], w["duration_us"]) == (3_000_000, 9_000_000)
