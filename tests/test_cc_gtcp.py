@@ -199,3 +199,21 @@ def test_timeout_recovery_sends_new_data_and_no_retransmission_storm(sack):
         assert len(retx) == 1                            # only the hole: the rest was SACKed
     summary = s.summary(sim.now_us)
     assert summary["spurious_retransmits"] <= (0 if sack else outstanding)
+
+
+@pytest.mark.parametrize("outstanding,ssthresh_be", [(30, 10.0), (13, 2.0), (4, 2.0)])
+def test_a_timeout_starts_recovery_from_one_segment_with_the_reservation_in_ssthresh(outstanding, ssthresh_be):
+    """At a timeout the window is the best-effort part's one segment, and ssthresh is
+    cwnd_G + max((outstanding - cwnd_G) / 2, 2): half the best-effort share, at least 2
+    (the same floor as NewReno's); fast recovery and the start-up phase are over, no
+    segment is forced yet, and the flow log says so."""
+    cc, st = fresh()
+    cc.on_enter_recovery(st)                             # a fast recovery under way
+    st.snd_una, st.snd_max = 10 * MSS, (10 + outstanding) * MSS
+    st.cwnd, st.bytes_in_flight = float(outstanding), outstanding * MSS
+    cc.on_timeout(st)
+    assert st.cwnd == 1.0 and st.ssthresh == pytest.approx(10.0 + ssthresh_be)
+    assert cc.fr_active is False and cc.initial_phase is False and cc.to_active is True
+    assert cc.forced == 0.0 and cc.cwnd_be == 1.0 and cc.to_high == st.snd_max
+    assert st.extra["phase"] == "timeout_recovery" and st.extra["cwnd_be"] == 1.0
+    assert st.extra["forced"] == 0.0 and st.extra["cwnd_g"] == pytest.approx(10.0)
