@@ -586,3 +586,52 @@ def test_jsonl_log_rows_are_compact_json_one_per_line(tmp_path: Any) -> None:
     log.close()
     assert path.read_text() == ('{"time_s":0.5,"flow_id":1,"cwnd":"inf","extra":{"a":null}}\n'
                                 '{"time_s":1.5,"flow_id":1,"cwnd":null,"extra":null}\n')
+
+
+# -- the simulated link itself (bwn.hosts.transport_sim.Direction) --------------------
+
+class _Draws:
+    """A random source that hands out the given draws, and fails if asked for more."""
+
+    def __init__(self, *draws: float) -> None:
+        self.draws = list(draws)
+
+    def random(self) -> float:
+        assert self.draws, "the link drew a random number it should not have"
+        return self.draws.pop(0)
+
+
+def _direction(model, rng):
+    from bwn.hosts.transport_sim import Direction
+    out: list = []
+    return Direction(model, rng, lambda t, pkt: out.append((t, pkt))), out
+
+
+def test_the_simulated_link_serializes_frames_at_its_rate_behind_a_drop_tail_queue():
+    """8 Mb/s is one byte per us: a 958-byte packet plus the 42-byte frame overhead
+    leaves 1000 us after the one before it; `queue_packets` = 2 keeps one frame in
+    service and two waiting, and a frame that has left frees its place at its very
+    departure time."""
+    from bwn.hosts.transport_sim import LinkModel
+    link, out = _direction(LinkModel(delay_us=500, rate_bps=8e6, queue_packets=2), _Draws())
+    for i in range(5):
+        link.send(bytes([i]) * 958, 0)
+    assert [t for t, _ in out] == [1500, 2500, 3500]
+    assert link.stats.dropped_queue == 2 and link.stats.packets == 5
+    link.send(b"\x05" * 958, 1000)                    # the first frame left at 1000: room
+    assert out[-1] == (4500, b"\x05" * 958) and link.stats.dropped_queue == 2
+    link.send(b"\x06" * 958, 1000)                    # full again
+    assert link.stats.dropped_queue == 3 and len(out) == 4
+
+
+def test_the_simulated_link_holds_back_the_packets_its_draw_reorders_and_counts_them():
+    from bwn.hosts.transport_sim import LinkModel
+    model = LinkModel(delay_us=1_000, reorder=0.5, reorder_extra_us=7_000)
+    link, out = _direction(model, _Draws(0.5, 0.49, 0.9, 0.1))
+    for i in range(4):
+        link.send(bytes([i]), 100 * i)
+    assert out == [(1_000, b"\x00"), (8_100, b"\x01"), (1_200, b"\x02"), (8_300, b"\x03")]
+    assert link.stats.reordered == 2
+    plain, out = _direction(LinkModel(delay_us=1_000), _Draws())   # no reordering: no draw
+    plain.send(b"x", 5)
+    assert out == [(1_005, b"x")] and plain.stats.reordered == 0
