@@ -635,3 +635,29 @@ def test_the_simulated_link_holds_back_the_packets_its_draw_reorders_and_counts_
     plain, out = _direction(LinkModel(delay_us=1_000), _Draws())   # no reordering: no draw
     plain.send(b"x", 5)
     assert out == [(1_005, b"x")] and plain.stats.reordered == 0
+
+
+def test_udp_sockets_ask_for_big_buffers_forced_as_root_and_plain_otherwise(monkeypatch):
+    """Both buffers get `buffer_bytes`: beyond rmem_max with SO_*BUFFORCE when allowed,
+    else the plain option (the kernel then caps it). Python's socket module has no
+    name for the forcing options: Linux's numbers, 33 and 32 (asm-generic/socket.h)."""
+    import socket
+    from bwn.hosts import transport_loop
+    SO_RCVBUFFORCE, SO_SNDBUFFORCE = 33, 32
+
+    class Refusing:
+        def __init__(self, forced: bool) -> None:
+            self.forced, self.set = forced, []
+
+        def setsockopt(self, level, opt, value):
+            if opt in (SO_RCVBUFFORCE, SO_SNDBUFFORCE) and not self.forced:
+                raise PermissionError(1, "Operation not permitted")
+            self.set.append((level, opt, value))
+
+    for forced, expected in ((True, [SO_RCVBUFFORCE, SO_SNDBUFFORCE]),
+                             (False, [socket.SO_RCVBUF, socket.SO_SNDBUF])):
+        sock = Refusing(forced)
+        monkeypatch.setattr(transport_loop.socket, "socket", lambda *a, s=sock: s)
+        sock.bind = sock.connect = sock.setblocking = lambda *a: None
+        assert transport_loop.open_udp_socket(buffer_bytes=123_456) is sock
+        assert sock.set == [(socket.SOL_SOCKET, opt, 123_456) for opt in expected]
