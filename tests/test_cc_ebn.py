@@ -186,3 +186,13 @@ def test_bad_parameters_say_which(kw, says):
     with pytest.raises(ValueError) as err:
         TcpEbn(**kw)
     assert str(err.value) == says
+
+
+def test_ssthresh_follows_never_lowers_ssthresh_on_an_increase():
+    """ssthresh_follows acts on decreases only: in slow start (ssthresh infinite) an
+    increase of the share, however small, leaves ssthresh infinite."""
+    for code in (101, 108, 120):                         # x 1.09, x 2, x 5.7 the share
+        cc, st = fresh(cwnd=10.0, ssthresh=float("inf"), ssthresh_follows="true")
+        cc.on_feedback(st, ack(100))
+        cc.on_feedback(st, ack(code))
+        assert st.cwnd > 10.0 and st.ssthresh == float("inf"), code

@@ -127,3 +127,33 @@ def test_ocwnd_after_duplicate_acks_and_timeout():
     st.cwnd, st.bytes_in_flight = 30.0, 30 * MSS
     cc.on_timeout(st)
     assert st.ssthresh == pytest.approx(15) and st.cwnd == 1
+
+
+def test_the_gain_is_the_instability_over_its_largest_recent_value_even_below_one_bps():
+    """eq. (4) alpha = U_k / max(U) whatever the scale of U: samples 1 b/s apart give
+    U = 0.2 then 0.16 (beta = 0.8), so the second update weighs the old estimate 0.8."""
+    cc, st = fresh()
+    for sample in (1000.0, 1001.0, 1001.0):
+        cc._filter(sample)
+    assert cc.u == pytest.approx(0.16) and cc.alpha == pytest.approx(0.8)
+    assert cc.ebw == pytest.approx(0.8 * 1000.0 + 0.2 * 1001.0)
+
+
+def test_stale_acks_count_nothing_and_acks_sent_in_the_same_microsecond_carry_their_bytes():
+    """An ACK that is neither new nor a duplicate (a SYN-ACK, one below snd_una: 0
+    bytes, filters.AckedCounter) makes no sample; ACKs sent in the same microsecond
+    carry their bytes to the next sample (no division by a zero interval)."""
+    cc, st = fresh()
+    cc.on_feedback(st, ack(0))
+    stale = AckInfo(now_us=5_000, ack_seq=0, acked_bytes=0, rtt_sample_us=None,
+                    ack_send_time_us=5_000, feedback=None, dupacks=0)
+    cc.on_feedback(st, stale)
+    assert st.extra["bw_sample_bps"] is None and st.estimate_bps is None
+    cc.on_feedback(st, ack(10_000))
+    assert st.extra["bw_sample_bps"] == pytest.approx(8000 / 0.010)
+    cc.on_feedback(st, ack(10_000))                     # sent in the same microsecond: carried
+    assert st.extra["bw_sample_bps"] == pytest.approx(8000 / 0.010)
+    cc.on_feedback(st, ack(11_000))
+    assert st.extra["bw_sample_bps"] == pytest.approx(16000 / 0.001)
+    cc.on_feedback(st, ack(11_001))                     # 1 us apart is a sample
+    assert st.extra["bw_sample_bps"] == pytest.approx(8000 / 1e-6)

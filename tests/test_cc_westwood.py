@@ -229,3 +229,15 @@ def test_defaults_are_the_papers():
     TCP_WESTWOOD_RTT_MIN of 50 ms as the shortest sampling interval."""
     w = Westwood()
     assert (w.variant, w.beta, w.plus_window_min_us) == ("westwood", 19.0 / 21.0, 50_000)
+
+
+def test_the_flow_log_gets_each_ack_s_bandwidth_sample_and_the_minimum_rtt():
+    """What Westwood's flow log shows per ACK (extra columns): the last bandwidth
+    sample and RTT_min, the smallest RTT sample so far, which sets ssthresh at a loss."""
+    cc, st = fresh()
+    cc.on_feedback(st, ack(0, 1000, rtt_us=30_000))
+    assert st.extra["rtt_min_us"] == 30_000 and st.extra["bw_sample_bps"] is None
+    cc.on_feedback(st, ack(10_000, 1000, rtt_us=20_000))
+    assert st.extra["rtt_min_us"] == 20_000 and st.extra["bw_sample_bps"] == pytest.approx(800_000)
+    cc.on_feedback(st, ack(15_000, 0, rtt_us=25_000))       # a duplicate ACK: no new sample
+    assert st.extra["rtt_min_us"] == 20_000 and st.extra["bw_sample_bps"] == pytest.approx(800_000)
