@@ -554,9 +554,14 @@ class Receiver:
         was_complete = flow.complete
         ooo_before = flow.ooo_bytes
         delivered_before = flow.rcv_nxt
+        dups_before, spurious_before = flow.duplicate_segments, flow.spurious_retransmissions
         view = data if isinstance(data, memoryview) else memoryview(data)
         immediate = flow.on_segment(seq, view[hdr_len:n], bool(flags & F_FIN),
                                     bool(flags & F_RETX))
+        # The receiver's totals count as the flows do, also after a flow's end (copies
+        # that arrive in TIME_WAIT): summed at the end, those would be missing.
+        stats.duplicate_segments += flow.duplicate_segments - dups_before
+        stats.spurious_retransmissions += flow.spurious_retransmissions - spurious_before
         new_data = flow.rcv_nxt > delivered_before or flow.ooo_bytes > ooo_before
         self._take_echo(flow, hop, ebn, narrow, tight, ts_val, flags, new_data)
         if flow.complete and not was_complete:
@@ -648,8 +653,6 @@ class Receiver:
 
     def _end_flow(self, flow: ReceiverFlow, now_us: int) -> None:
         flow.closed_us = now_us
-        self.stats.duplicate_segments += flow.duplicate_segments
-        self.stats.spurious_retransmissions += flow.spurious_retransmissions
         flow.sink.close()
         if self.log is not None:
             self.log.offer((flow.addr, flow.flow_id), now_us, self._row(flow, now_us),

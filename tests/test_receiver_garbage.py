@@ -248,3 +248,35 @@ def test_a_flows_end_is_counted_logged_closed_and_reported(tmp_path) -> None:
     log.close()
     rows = (tmp_path / "r.csv").read_text().splitlines()
     assert len(rows) == 3 and rows[-1].split(",")[:5] == ["2e-05", "4", "h:1", "100", "0"]   # 20 us after its first packet
+
+
+def test_the_receivers_totals_add_up_every_ended_flows_duplicates_and_spurious_retransmissions() -> None:
+    """Two flows over a link that duplicates a tenth of their packets: the receiver-wide
+    counters (bwn-recv --stats-json) are the sums of the two flows' own counts,
+    copies that came after a flow's end included; and a flow's summary rounds its duration to the microsecond and
+    its goodput to 0.1 b/s."""
+    sim = Simulation(LinkModel(delay_us=5_000, rate_bps=20e6, queue_packets=100, duplicate=0.1),
+                     LinkModel(delay_us=5_000), seed=3)
+    senders = [sim.add_flow(NewReno(), PatternSource(N // 4, MSS), flow_id=fid,
+                            config=SenderConfig(mss_bytes=MSS)) for fid in (5, 6)]
+    sim.run(until_us=30_000_000)
+    flows = list(sim.receiver.flows.values())
+    assert len(flows) == 2 and all(s.state is SenderState.DONE for s in senders)
+    dups = [f.duplicate_segments for f in flows]
+    assert all(d > 0 for d in dups)
+    totals = sim.receiver.stats_dict()
+    assert totals["duplicate_segments"] == sum(dups)
+    assert totals["spurious_retransmissions"] == sum(f.spurious_retransmissions for f in flows)
+    assert totals["half_open_flows"] == 0 and totals["ooo_bytes_held"] == 0
+    flow = flows[0]
+    summary = flow.summary(sim.now_us)
+    duration_s = (flow.closed_us - flow.first_us) / 1e6
+    assert summary["duration_s"] == round(duration_s, 6)
+    assert summary["goodput_bps"] == round(flow.rcv_nxt * 8 / duration_s, 1)
+
+
+def test_half_open_flows_and_held_out_of_order_bytes_are_in_the_receivers_totals() -> None:
+    rx = Receiver(lambda pkt, addr: None, lambda addr, fid: MemorySink())
+    for fid in (1, 2, 3):
+        rx.on_datagram(syn(fid), ("10.0.0.9", 4000 + fid), 0)
+    assert rx.stats_dict()["half_open_flows"] == 3
