@@ -241,3 +241,21 @@ def test_the_flow_log_gets_each_ack_s_bandwidth_sample_and_the_minimum_rtt():
     assert st.extra["rtt_min_us"] == 20_000 and st.extra["bw_sample_bps"] == pytest.approx(800_000)
     cc.on_feedback(st, ack(15_000, 0, rtt_us=25_000))       # a duplicate ACK: no new sample
     assert st.extra["rtt_min_us"] == 20_000 and st.extra["bw_sample_bps"] == pytest.approx(800_000)
+
+
+def test_an_estimate_without_any_rtt_sample_falls_back_to_newreno():
+    """Both halves of BWE * RTT_min are needed: with a bandwidth estimate but no RTT
+    sample yet (no ACK carried one), a timeout and a fast recovery are NewReno's."""
+    cc, st = fresh()
+    gap = 2000                                           # 1000-byte ACKs every 2 ms: 4 Mb/s
+    for i in range(50):
+        cc.on_feedback(st, ack(i * gap, 1000))
+    assert st.estimate_bps == pytest.approx(4e6) and cc.rtt_min.get(st) is None
+    st.cwnd, st.bytes_in_flight = 20.0, 10 * MSS
+    cc.on_timeout(st)
+    assert (st.ssthresh, st.cwnd) == (5.0, 1.0)
+    st.cwnd, st.ssthresh, st.bytes_in_flight = 30.0, 40.0, 30 * MSS
+    cc.on_enter_recovery(st)
+    assert st.ssthresh == 15.0 and st.cwnd == 18.0      # NewReno: half the flight, + 3
+    cc.on_exit_recovery(st, ack(200_000, 30 * MSS))
+    assert st.cwnd == min(15.0, st.flight_segments + 1.0)
