@@ -485,3 +485,33 @@ def test_recv_option_bounds(option: str, good: list, bad: list, says: str,
         assert exc.value.code == 2
         err = capsys.readouterr().err.strip().splitlines()[-1]
         assert option in err and repr(text) in err and says in err, err
+
+
+def test_list_algos_entries_give_the_first_doc_line_and_each_parameter_with_its_default(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`bwn-send --list-algos`, one entry: the name in 9 columns, the docstring's first
+    line, then the parameters with their types and defaults (a required one has none)."""
+    assert registry.describe("reno") == "reno      Reno (RFC 5681): fast recovery ends at the first new ACK."
+    assert registry.describe("gtcp").splitlines()[1] == (
+        "          params: rate_g_bps: float = 0.0, initial_ssthresh: float = inf, "
+        "cwnd_g_rtt: Literal['base', 'srtt'] = 'base'")
+
+    class Bare(CongestionControl):
+        name = "bare"
+
+        def __init__(self, gain: float, rounds: int = 3) -> None:
+            self.gain, self.rounds = gain, rounds
+
+    monkeypatch.setattr(registry, "load", lambda name: Bare)   # no docstring: the base class's
+    assert registry.describe("bare") == (
+        "bare      NewReno by default; subclasses override what their paper changes.\n"
+        "          params: gain: float, rounds: int = 3")
+
+
+def test_available_says_which_algorithms_load_and_why_the_others_do_not(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert registry.available() == {name: None for name in registry.ALGORITHMS}
+    monkeypatch.setattr(registry, "ALGORITHMS", ("newreno", "notyet"))
+    with pytest.raises(registry.RegistryError) as err:
+        registry.load("notyet")
+    assert registry.available() == {"newreno": None, "notyet": str(err.value)}
