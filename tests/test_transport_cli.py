@@ -311,6 +311,11 @@ def test_ready_file_and_start_gate(tmp_path: Path) -> None:
     wait_for_start(False, 0.2, io.StringIO(""))               # no go needed; the delay is kept
     assert time.monotonic() - t0 >= 0.2
     assert signal.getsignal(signal.SIGINT) is before          # the handler is put back
+    import threading
+    threading.Timer(0.1, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    with pytest.raises(NotStarted, match="^interrupted$"):      # SIGINT during the delay
+        wait_for_start(False, 30, io.StringIO(""))
+    assert signal.getsignal(signal.SIGINT) is before
 
 
 def test_file_source_sends_the_file_or_its_first_bytes(tmp_path: Path) -> None:
