@@ -661,3 +661,34 @@ def test_udp_sockets_ask_for_big_buffers_forced_as_root_and_plain_otherwise(monk
         sock.bind = sock.connect = sock.setblocking = lambda *a: None
         assert transport_loop.open_udp_socket(buffer_bytes=123_456) is sock
         assert sock.set == [(socket.SOL_SOCKET, opt, 123_456) for opt in expected]
+
+
+def test_the_simulation_runs_the_receivers_delayed_ack_timer():
+    """delayed_ack reaches the receiver: one ACK per two segments, and the ACK held
+    back for an odd last segment leaves when the receiver's 40 ms timer fires (the
+    run loop serves the receiver's deadline), not at the sender's 200 ms RTO."""
+    for delayed in (False, True):
+        sim = Simulation(LinkModel(delay_us=5_000), LinkModel(delay_us=5_000), delayed_ack=delayed)
+        s = sim.add_flow(NewReno(), PatternSource(11 * 1000, 1000), config=SenderConfig(mss_bytes=1000))
+        sim.run(until_us=5_000_000)
+        assert s.state is SenderState.DONE and s.retransmits == 0
+        flow = next(iter(sim.receiver.flows.values()))
+        if delayed:
+            assert flow.acks_sent < 11 and sim.now_us < 200_000
+        else:
+            assert flow.acks_sent >= 11 + 2                  # SYN, every segment, FIN
+
+
+def test_a_flows_clock_and_an_injected_packet_follow_the_times_given():
+    """add_flow(start_us=T): the sender's SYN is sent at once, its retransmission timer
+    counted from T (the initial RTO, 1 s, after it); inject(at_us=T): the receiver
+    gets the datagram at T, not before (the flow, 100 kB at 1 Mb/s, runs past both)."""
+    sim = Simulation(LinkModel(delay_us=1_000, rate_bps=1e6), LinkModel(delay_us=1_000))
+    s = sim.add_flow(NewReno(), PatternSource(100_000, 1000), start_us=300_000,
+                     config=SenderConfig(mss_bytes=1000))
+    assert s.next_deadline_us() == 300_000 + 1_000_000
+    sim.inject(b"\x00" * 7, ("10.9.9.9", 9), at_us=50_000)   # garbage, later
+    sim.run(until_us=40_000)
+    assert sim.receiver.stats_dict()["malformed_short"] == 0
+    sim.run(until_us=60_000)
+    assert sim.receiver.stats_dict()["malformed_short"] == 1
