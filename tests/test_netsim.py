@@ -293,3 +293,17 @@ def test_the_parking_lot_scenario_crosses_each_bottleneck_with_its_own_flow(monk
     assert all(f.sender.cfg.app_rate_bps == 3e6 for f in cross) and long.sender.cfg.app_rate_bps is None
     assert all(f.sender.cc.name == "newreno" and not f.sender.cfg.sack for f in w["flows"])
     assert (w["warmup_us"], w["duration_us"]) == (3_000_000, 9_000_000)
+
+
+def test_the_long_flows_max_min_share_is_what_greedy_or_limited_cross_flows_leave() -> None:
+    """Every link alike: with greedy cross flows the long flow's share is half a link;
+    with cross flows limited to an application rate (payload), what they leave of the
+    link in frame bits, never less than half."""
+    from bwn.hosts.netsim_scenarios import max_min_long_share_mbps
+    from bwn.hosts.transport_netsim import payload_to_frame
+    assert max_min_long_share_mbps(None) == 5.0 and max_min_long_share_mbps(None, 4.0) == 2.0
+    cross_mbps = payload_to_frame(2e6, 1000) / 1e6
+    assert cross_mbps > 2.0                                        # frames are longer than payload
+    assert max_min_long_share_mbps(2e6) == pytest.approx(10.0 - cross_mbps)
+    assert max_min_long_share_mbps(2e6, 20.0) == pytest.approx(20.0 - cross_mbps)
+    assert max_min_long_share_mbps(8e6) == 5.0                     # greedy enough: half a link
