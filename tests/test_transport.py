@@ -692,3 +692,20 @@ def test_a_flows_clock_and_an_injected_packet_follow_the_times_given():
     assert sim.receiver.stats_dict()["malformed_short"] == 0
     sim.run(until_us=60_000)
     assert sim.receiver.stats_dict()["malformed_short"] == 1
+
+
+def test_a_finished_senders_last_log_row_is_written_whatever_the_interval(tmp_path):
+    """However long the log interval, a sender writes a row when it is done: the
+    flow log's last row is the flow's final state, at its end."""
+    from bwn.hosts.flowlog import SENDER_FIELDS, TimeSeriesLog
+    log = TimeSeriesLog(str(tmp_path / "s.jsonl"), SENDER_FIELDS, interval_us=10**9)
+    sim = Simulation(LinkModel(delay_us=5_000), LinkModel(delay_us=5_000))
+    s = sim.add_flow(NewReno(), PatternSource(20_000, 1000), config=SenderConfig(mss_bytes=1000), log=log)
+    sim.run(until_us=5_000_000)
+    log.close()
+    assert s.state is SenderState.DONE and s.next_deadline_us() is None
+    import json
+    rows = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+    assert len(rows) == 2                                   # the first ACK's, and the end's
+    assert rows[-1]["time_s"] == pytest.approx((s.end_us - s.start_us) / 1e6)
+    assert rows[-1]["delivered_bytes"] == 20_000
