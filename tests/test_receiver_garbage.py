@@ -23,6 +23,7 @@ from bwn.hosts.transport_sender import SenderConfig, SenderState
 from bwn.hosts.transport_sim import RECEIVER_ADDR, LinkModel, Simulation
 from bwn.hosts.transport_source import PatternSource, pattern_bytes
 from bwn.hosts.transport_wire import (
+    F_ACK,
     F_DATA,
     F_FIN,
     F_RST,
@@ -280,3 +281,32 @@ def test_half_open_flows_and_held_out_of_order_bytes_are_in_the_receivers_totals
     for fid in (1, 2, 3):
         rx.on_datagram(syn(fid), ("10.0.0.9", 4000 + fid), 0)
     assert rx.stats_dict()["half_open_flows"] == 3
+
+
+def test_a_reset_acknowledges_nothing_and_offers_no_window() -> None:
+    """The RST|ACK that answers a DATA segment of no flow: ack 0 and window 0, so the
+    sender takes nothing from it but the reset; it echoes the segment's timestamp."""
+    sent: List[Tuple[bytes, object]] = []
+    rx = Receiver(lambda view, addr: sent.append((bytes(view), addr)) or True, lambda a, f: MemorySink())
+    rx.on_datagram(data(9, 5000, b"x" * 10), ("h", 1), 70)
+    (pkt, addr), = sent
+    h = TransportHeader.unpack(pkt)
+    assert addr == ("h", 1) and h.flags == F_RST | F_ACK and h.flow_id == 9
+    assert (h.ack, h.rwnd_bytes, h.ts_val_us) == (0, 0, 70)
+    assert rx.stats_dict()["resets_sent"] == 1 and rx.stats_dict()["unknown_flow"] == 1
+
+
+def test_shutdown_ends_only_the_flows_still_open_at_its_time() -> None:
+    """close_all(now): the established flows that have not completed end at `now`
+    (their sink closed, the application told); complete and half-open ones are left."""
+    ended: List[object] = []
+    rx = Receiver(lambda v, a: True, lambda a, f: MemorySink(), on_flow_end=ended.append)
+    for fid, port in ((1, 1), (2, 2)):
+        rx.on_datagram(syn(fid), ("h", port), 0)
+        rx.on_datagram(data(fid, 0, b"a" * 10), ("h", port), 10)
+    rx.on_datagram(data(2, 10, b"", F_FIN), ("h", 2), 20)        # flow 2 completes
+    rx.on_datagram(syn(3), ("h", 3), 30)                         # flow 3 stays half-open
+    assert [f.flow_id for f in ended] == [2]
+    still = rx.close_all(500)
+    assert [f.flow_id for f in still] == [1] and [f.flow_id for f in ended] == [2, 1]
+    assert still[0].closed_us == 500 and still[0].sink.closed
