@@ -740,3 +740,17 @@ def test_an_idle_flow_is_closed_by_the_receiver_loop_timer() -> None:
             peer.close()
     assert r.rx.stats.flows_idle_closed == 1
     assert bytes(r.sinks[0].data) == b"\0" * 10
+
+
+def test_the_receivers_loop_sleeps_between_datagrams_and_runs_its_delayed_ack_timer() -> None:
+    """run_receiver waits for datagrams (no more turns than datagrams plus a few
+    timers: a socket polled for writing would spin) and serves the receiver's timers:
+    with delayed ACKs, the ACK of an odd last segment leaves on the 40 ms timer, so
+    the sender never has to time out (its RTO is at least 200 ms)."""
+    with LoopbackReceiver(delayed_ack=True) as r, loop.SignalWakeup() as wake:
+        sender, sock = loopback_sender(r.addr, 41 * MSS)
+        run_guarded(sender, sock, wake)
+    assert sender.state is SenderState.DONE, sender.summary(loop.now_us())
+    assert bytes(r.sinks[0].data) == pattern_bytes(0, 41 * MSS)
+    assert sender.timeouts == 0 and sender.retransmits == 0
+    assert r.iterations <= r.rx.stats_dict()["datagrams"] + 50, (r.iterations, r.rx.stats_dict())
