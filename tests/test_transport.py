@@ -709,3 +709,15 @@ def test_a_finished_senders_last_log_row_is_written_whatever_the_interval(tmp_pa
     assert len(rows) == 2                                   # the first ACK's, and the end's
     assert rows[-1]["time_s"] == pytest.approx((s.end_us - s.start_us) / 1e6)
     assert rows[-1]["delivered_bytes"] == 20_000
+
+
+def test_the_simulation_keeps_no_packet_log_unless_asked():
+    """sent_log holds every packet (memory grows with the run): off by default."""
+    for keep in (False, True):
+        sim = Simulation(LinkModel(delay_us=1_000), LinkModel(delay_us=1_000))
+        if keep:
+            sim.keep_log = True
+        sim.add_flow(NewReno(), PatternSource(5_000, 1000), config=SenderConfig(mss_bytes=1000))
+        sim.run(until_us=1_000_000)
+        directions = {d for _, d, _ in sim.sent_log}
+        assert directions == ({"fwd", "rev"} if keep else set())
