@@ -721,3 +721,59 @@ def test_the_simulation_keeps_no_packet_log_unless_asked():
         sim.run(until_us=1_000_000)
         directions = {d for _, d, _ in sim.sent_log}
         assert directions == ({"fwd", "rev"} if keep else set())
+
+
+class _ForcesOnce(NewReno):
+    """NewReno that, at the `at`-th duplicate ACK, asks the transport for `n` forced
+    segments (as GTCP does in its recoveries)."""
+
+    def __init__(self, n: int, at: int = 4) -> None:
+        super().__init__()
+        self.n, self.at, self.asked_at_snd_max = n, at, None
+
+    def on_dupack(self, st, ack):
+        super().on_dupack(st, ack)
+        if ack.dupacks == self.at:
+            st.force_segments = self.n
+
+
+@pytest.mark.parametrize("length", [200_000, 11_500], ids=["new-data", "stream-end"])
+def test_forced_segments_are_new_data_outside_the_window_counted_once_each(length):
+    """Without SACK, force_segments = 3 sends the next new segments at once, beyond
+    cwnd, from snd_max on, each counted once in forced_segments; at the stream's end
+    the last one is the rest of the stream and the unused credits are dropped."""
+    from bwn.hosts.transport_wire import F_DATA, F_RETX, TransportHeader
+
+    def drop(t, pkt):                           # the 5th segment, once: duplicate ACKs follow
+        h = TransportHeader.unpack(pkt)
+        return bool(h.flags & F_DATA) and h.seq == 4000 and not h.flags & F_RETX
+
+    sim = Simulation(LinkModel(delay_us=10_000, drop_if=drop), LinkModel(delay_us=10_000))
+    sim.keep_log = True
+    cc = _ForcesOnce(3)
+    s = sim.add_flow(cc, PatternSource(length, 1000), config=SenderConfig(mss_bytes=1000, sack=False))
+    marks = {}
+    real = cc.on_dupack
+
+    def spy(st, ack):
+        real(st, ack)
+        if ack.dupacks == cc.at:
+            marks.update(snd_max=s.snd_max, sent=len(sim.sent_log))
+
+    cc.on_dupack = spy
+    sim.run(until_us=30_000_000)
+    assert s.state is SenderState.DONE and bytes(sim.sink_of(s).data) == pattern_bytes(0, length)
+    rest, expected_lengths = length - marks["snd_max"], []
+    while rest > 0 and len(expected_lengths) < 3:
+        expected_lengths.append(min(1000, rest))
+        rest -= expected_lengths[-1]
+    if length == 11_500:                          # the case is there for its short last one
+        assert expected_lengths[-1] == 500 and len(expected_lengths) < 3, marks
+    after = [TransportHeader.unpack(p) for _, d, p in sim.sent_log[marks["sent"]:] if d == "fwd"]
+    forced = [h for h in after if h.flags & F_DATA and not h.flags & F_RETX][:len(expected_lengths)]
+    lengths = [len(p) - HEADERS_LEN for _, d, p in sim.sent_log[marks["sent"]:]
+               if d == "fwd" and TransportHeader.unpack(p).flags & F_DATA
+               and not TransportHeader.unpack(p).flags & F_RETX][:len(expected_lengths)]
+    assert [h.seq for h in forced] == [marks["snd_max"] + 1000 * i for i in range(len(expected_lengths))]
+    assert lengths == expected_lengths
+    assert s.forced_segments == len(expected_lengths)
