@@ -217,3 +217,20 @@ def test_a_timeout_starts_recovery_from_one_segment_with_the_reservation_in_ssth
     assert cc.forced == 0.0 and cc.cwnd_be == 1.0 and cc.to_high == st.snd_max
     assert st.extra["phase"] == "timeout_recovery" and st.extra["cwnd_be"] == 1.0
     assert st.extra["forced"] == 0.0 and st.extra["cwnd_g"] == pytest.approx(10.0)
+
+
+def test_leaving_fast_recovery_ends_it_and_logs_the_open_phase():
+    """After the recovery's full ACK the flow is back in the open phase: the next
+    three duplicate ACKs start a new fast recovery (not a continuation), and the log
+    says 'open'. Without a window chosen in recovery (cwnd_update), NewReno's exit."""
+    cc, st = fresh()
+    st.cwnd, st.bytes_in_flight = 30.0, 30 * MSS
+    cc.on_enter_recovery(st)
+    assert cc.fr_active and st.extra["phase"] != "open"
+    cc.on_exit_recovery(st, ack(seq=40 * MSS, acked=30 * MSS))
+    assert cc.fr_active is False and st.extra["phase"] == "open"
+    assert st.cwnd == pytest.approx(10.0 + 20.0 / 2)
+    cc2, st2 = fresh()
+    st2.cwnd, st2.ssthresh, st2.bytes_in_flight = 30.0, 12.0, 5 * MSS
+    cc2.on_exit_recovery(st2, ack(seq=40 * MSS, acked=30 * MSS))     # never entered: NewReno's rule
+    assert st2.cwnd == pytest.approx(min(12.0, 5 + 1.0)) and st2.extra["phase"] == "open"
