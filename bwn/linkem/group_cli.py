@@ -17,8 +17,9 @@ messages); the run-control options that belong to the process (``--rt-priority``
 (optional) is a network namespace file; without it the interfaces are looked up
 in this process's namespace. Each link writes its ``--stats-json`` on exit, with
 the shared thread's CPU and wake-ups under ``group``. One thread serves every
-direction of every link: frames of different links share its wake-ups, which is
-where a bwn-link spends its CPU (docs/linkem.md, "One process for many links").
+direction of every link: frames of different links share its wake-ups (measured:
+10 % less CPU per frame in a 9-link parking lot; docs/linkem.md, "One process for
+many links").
 
 Usage errors print one line and exit with status 2; a runtime failure exits 1.
 """
