@@ -222,3 +222,25 @@ def test_defaults_are_the_papers():
     start."""
     v = Vegas()
     assert (v.alpha, v.beta, v.gamma, v.every_other_rtt) == (1.0, 3.0, 1.0, True)
+
+
+def test_a_window_at_ssthresh_is_in_congestion_avoidance():
+    """cwnd == ssthresh is congestion avoidance (slow start is cwnd < ssthresh): with
+    Diff between alpha and beta the window holds, where slow start's gamma rule
+    would end slow start and cut it to cwnd * BaseRTT / RTT + 1."""
+    d = Driver(cwnd=20.0, ssthresh=20.0)
+    d.one_rtt(110_000)                                    # Diff 1.82: hold
+    assert d.st.cwnd == 20.0 and d.st.ssthresh == 20.0
+
+
+def test_slow_start_ends_only_when_diff_exceeds_gamma_not_at_it():
+    gamma = 29.0 * (1.0 - BASE / 110_000)                 # the Diff this round will have
+    d = Driver(cwnd=20.0, ssthresh=float("inf"), gamma=gamma)
+    d.one_rtt(110_000)
+    assert d.cc.diff == gamma and d.st.ssthresh == float("inf")   # still slow start
+
+
+def test_the_window_never_falls_below_two_segments():
+    d = Driver(cwnd=2.5, ssthresh=2.0, alpha=0.1, beta=0.5)
+    d.one_rtt(1_000_000)                                  # Diff 2.25 > beta: -1 -> 1.5
+    assert d.st.cwnd == 2.0
