@@ -29,6 +29,14 @@ def _missing() -> str | None:
     return stale_build()
 
 
+def bwn_run(*args: str) -> None:
+    """`bwn run ARGS` as a user types it; its output is printed, its exit status must be 0."""
+    res = subprocess.run([sys.executable, "-m", "bwn.cli", "run", *args],
+                         capture_output=True, text=True, timeout=300, cwd=REPO)
+    print(res.stdout[-5000:], res.stderr[-5000:])
+    assert res.returncode == 0
+
+
 @pytest.fixture(autouse=True)
 def _needs_mininet_and_bmv2():
     missing(_missing(), "Mininet smoke test")
@@ -48,11 +56,7 @@ def _links() -> set[str]:
 def test_smoke_experiment(tmp_path):
     before = _links()
     out = tmp_path / "run"
-    res = subprocess.run([sys.executable, "-m", "bwn.cli", "run", "smoke", "--schemes", "ebn,newreno",
-                          "--duration", "6", "--pcap", "--out", str(out)],
-                         capture_output=True, text=True, timeout=300, cwd=REPO)
-    print(res.stdout[-5000:], res.stderr[-5000:])
-    assert res.returncode == 0
+    bwn_run("smoke", "--schemes", "ebn,newreno", "--duration", "6", "--pcap", "--out", str(out))
     rows = list(csv.DictReader(open(out / "summary.csv")))
     assert {r["scheme"] for r in rows} == {"ebn", "newreno"}
     for r in rows:
@@ -168,11 +172,7 @@ def test_a_link_served_by_bwn_link_follows_its_steps_from_the_flows_start(tmp_pa
     scenario.write_text(text.replace(SMOKE_STEPS, 'shaper = "link"\n' + SMOKE_STEPS))
     before = _links()
     out = tmp_path / "run"
-    res = subprocess.run([sys.executable, "-m", "bwn.cli", "run", str(scenario), "--schemes", "newreno",
-                          "--out", str(out)],
-                         capture_output=True, text=True, timeout=300, cwd=REPO)
-    print(res.stdout[-5000:], res.stderr[-5000:])
-    assert res.returncode == 0
+    bwn_run(str(scenario), "--schemes", "newreno", "--out", str(out))
     run = json.loads((out / "newreno" / "run.json").read_text())
     assert run["link_schedules_started"] == ["bottleneck"]
     assert run["fidelity"]["checks"]["linkem_schedule"]["held"] is True
@@ -200,11 +200,7 @@ def test_a_link_served_by_bwn_link_carries_its_rate(tmp_path):
     scenario.write_text(text.replace(SMOKE_STEPS, 'shaper = "link"\nschedule = { kind = "constant", rate_mbit = 5 }'))
     before = _links()
     out = tmp_path / "run"
-    res = subprocess.run([sys.executable, "-m", "bwn.cli", "run", str(scenario), "--schemes", "newreno",
-                          "--duration", "5", "--out", str(out)],
-                         capture_output=True, text=True, timeout=300, cwd=REPO)
-    print(res.stdout[-5000:], res.stderr[-5000:])
-    assert res.returncode == 0
+    bwn_run(str(scenario), "--schemes", "newreno", "--duration", "5", "--out", str(out))
     (row,) = [r for r in csv.DictReader(open(out / "newreno" / "capacity.csv")) if r["link"] == "bottleneck"]
     assert (row["rate_bps"], row["queue_pps"]) == ("5000000", "")
     stats = json.loads((out / "newreno" / "em1-linkem.json").read_text())
@@ -231,11 +227,7 @@ def test_one_bwn_links_process_serves_every_delayed_link(tmp_path):
                         .replace(SMOKE_STEPS, 'shaper = "link"\n' + SMOKE_STEPS))
     before = _links()
     out = tmp_path / "run"
-    res = subprocess.run([sys.executable, "-m", "bwn.cli", "run", str(scenario), "--schemes", "newreno",
-                          "--duration", "6", "--out", str(out)],
-                         capture_output=True, text=True, timeout=300, cwd=REPO)
-    print(res.stdout[-5000:], res.stderr[-5000:])
-    assert res.returncode == 0
+    bwn_run(str(scenario), "--schemes", "newreno", "--duration", "6", "--out", str(out))
     run_dir = out / "newreno"
     run = json.loads((run_dir / "run.json").read_text())
     assert run["delay_emulator"] == "bwn-links"
