@@ -188,13 +188,16 @@ class ReceiverFlow:
         "ts_recent", "ts_recent_retx", "unacked_segments", "delack_deadline_us",
         "first_us", "last_us", "closed_us", "segments", "duplicate_segments",
         "out_of_order_segments", "spurious_retransmissions", "beyond_window_segments",
-        "acks_sent", "sack_blocks_sent", "reordered_segments", "_first_end",
+        "acks_sent", "sack_blocks_sent", "reordered_segments", "_first_end", "totals",
     )
 
     def __init__(self, addr: Addr, flow_id: int, sink: Optional[Sink], window_bytes: int,
                  now_us: int, *, budget: Optional[OooBudget] = None,
-                 sack_ok: bool = False) -> None:
+                 sack_ok: bool = False, totals: Optional["ReceiverStats"] = None) -> None:
         self.addr = addr
+        # The receiver's counters, to which duplicates are added as they are counted
+        # (also after the flow's end: copies that arrive in TIME_WAIT).
+        self.totals = totals
         self.flow_id = flow_id
         self.sink: Sink = sink if sink is not None else Sink()
         self.established = sink is not None
@@ -315,6 +318,9 @@ class ReceiverFlow:
         self.duplicate_segments += 1
         if retx:
             self.spurious_retransmissions += 1
+        if self.totals is not None:
+            self.totals.duplicate_segments += 1
+            self.totals.spurious_retransmissions += int(retx)
 
     def _release(self, size: int) -> None:
         self.ooo_bytes -= size
@@ -554,14 +560,9 @@ class Receiver:
         was_complete = flow.complete
         ooo_before = flow.ooo_bytes
         delivered_before = flow.rcv_nxt
-        dups_before, spurious_before = flow.duplicate_segments, flow.spurious_retransmissions
         view = data if isinstance(data, memoryview) else memoryview(data)
         immediate = flow.on_segment(seq, view[hdr_len:n], bool(flags & F_FIN),
                                     bool(flags & F_RETX))
-        # The receiver's totals count as the flows do, also after a flow's end (copies
-        # that arrive in TIME_WAIT): summed at the end, those would be missing.
-        stats.duplicate_segments += flow.duplicate_segments - dups_before
-        stats.spurious_retransmissions += flow.spurious_retransmissions - spurious_before
         new_data = flow.rcv_nxt > delivered_before or flow.ooo_bytes > ooo_before
         self._take_echo(flow, hop, ebn, narrow, tight, ts_val, flags, new_data)
         if flow.complete and not was_complete:
@@ -605,7 +606,7 @@ class Receiver:
             self.flows.pop(old, None)
             self.stats.half_open_evicted += 1
         flow = ReceiverFlow(addr, flow_id, None, self.window_bytes, now_us,
-                            budget=self.budget, sack_ok=sack_ok)
+                            budget=self.budget, sack_ok=sack_ok, totals=self.stats)
         self.flows[key] = flow
         self._half_open[key] = None
         self.stats.half_open_opened += 1
