@@ -3,7 +3,7 @@
 
     sudo .venv/bin/python benchmarks/switch_pps.py [--seconds 8] [--rounds 7]
         [--builds default,fast] [--programs plain,bwn] [--classes data,plain,window-first]
-        [--callgrind 2000]
+        [--callgrind 2000] [--candidate build/try]
 
 Method. One `simple_switch_grpc` in a private network namespace, two veth ports.
 A closed-loop generator (this process, AF_PACKET) keeps `--inflight` 1000-byte
@@ -23,6 +23,13 @@ Traffic classes (bwn.p4 only; the plain program forwards them all alike):
   plain         UDP packets of 8 flows that are not BWN (forwarded, counted, not stamped);
   window-first  BWN DATA with 1 us measurement and flow windows, so that every
                 packet is the first of its window (the window-close path).
+
+--candidate DIR adds a third program, `candidate`: bwn.p4 as compiled into DIR
+(bwn.json and bwn.p4info.txtpb, e.g. `p4c ... -o build/try` from a changed copy),
+measured in the same rounds as the other two, so that a change to the program is
+judged by its own paired ratio against the plain router, next to the committed
+program's, rather than against a figure from another day (the VM's speed drifts
+by tens of per cent between days).
 
 --callgrind N runs each (program, class) once more under valgrind's callgrind
 on the fast build and counts the instructions the switch executes per packet
@@ -59,6 +66,7 @@ SW_MAC = "00:00:00:00:01:01"
 H2_MAC = "00:00:00:00:00:02"
 DST_IP = "10.0.2.2"
 PROGRAMS = ("plain", "bwn")
+CANDIDATE_DIR = REPO / "build"   # --candidate
 
 
 # ----------------------------------------------------------------------------- netns
@@ -124,7 +132,7 @@ def program_switch(sw: Bmv2Switch, program: str, window_us: int | None) -> objec
                                                           dst_mac=ent.mac_to_int(H2_MAC),
                                                           src_mac=ent.mac_to_int(SW_MAC)))])
         return s
-    p4info, blob = pipeline_files()
+    p4info, blob = pipeline_files(CANDIDATE_DIR) if program == "candidate" else pipeline_files()
     s = SyncSwitch(sw.name, sw.grpc_addr, p4info=p4info, p4blob=blob)
     window = ent.WindowConfig()
     # What the controller installs (controller/switchctl.py, _on_ready).
@@ -289,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--inflight", type=int, default=32, help="frames kept inside the switch")
     ap.add_argument("--callgrind", type=int, default=0, metavar="N",
                     help="also count instructions per packet over N packets under callgrind (fast build)")
+    ap.add_argument("--candidate", metavar="DIR", help="also measure bwn.p4 as compiled into DIR (program `candidate`)")
     ap.add_argument("--profile-dir", default="build/switch-pps", help="callgrind profiles and switch logs")
     ap.add_argument("--log-dir", default="build/switch-pps")
     args = ap.parse_args(argv)
@@ -311,8 +320,15 @@ def main(argv: list[str] | None = None) -> int:
         if c not in ("data", "plain", "window-first"):
             ap.error(f"unknown traffic class {c!r}")
     programs = [p for p in args.programs.split(",") if p]
+    if args.candidate:
+        global CANDIDATE_DIR
+        CANDIDATE_DIR = Path(args.candidate)
+        for f in ("bwn.json", "bwn.p4info.txtpb"):
+            if not (CANDIDATE_DIR / f).exists():
+                ap.error(f"--candidate {args.candidate}: {CANDIDATE_DIR / f} missing (compile bwn.p4 with p4c -o {args.candidate})")
+        programs.append("candidate")
     for p in programs:
-        if p not in PROGRAMS:
+        if p not in PROGRAMS and p != "candidate":
             ap.error(f"unknown program {p!r} (plain, bwn)")
     for prog, path in (("plain", REPO / "build/plain/plain_ipv4.json"), ("bwn", REPO / "build/bwn.json")):
         if prog in programs and not path.exists():
@@ -363,6 +379,16 @@ def main(argv: list[str] | None = None) -> int:
               f"{statistics.median(s.cpu_us_per_pkt for s in ss):.1f} "
               f"({statistics.median(s.user_us_per_pkt for s in ss):.1f}) | {ratio:.2f} | "
               f"{paired_ratio([x.pps for x in ss], [x.pps for x in plain]) if plain else '-'} |")
+    pairs = [(k, results.get((k[0], "bwn", k[2]))) for k in results if k[1] == "candidate"]
+    if pairs:
+        print("\n| BMv2 build | traffic | candidate / bwn.p4, per-round pps ratio, mean [95 % CI] "
+              "| per-round CPU/packet ratio |")
+        print("|---|---|---|---|")
+        for (b, _, c), bwn in pairs:
+            cand = results[(b, "candidate", c)]
+            if cand and bwn:
+                print(f"| {b} | {c} | {paired_ratio([x.pps for x in cand], [x.pps for x in bwn])} | "
+                      f"{paired_ratio([x.cpu_us_per_pkt for x in cand], [x.cpu_us_per_pkt for x in bwn])} |")
     if ir:
         print("\n| program | traffic | instructions/packet (callgrind, fast build) | / plain |")
         print("|---|---|---|---|")

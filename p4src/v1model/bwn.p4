@@ -343,21 +343,13 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
     }
 
     /* ---- the common path: one action per packet ------------------------- */
-    /* Next hop (port, MACs), TTL with its checksum (RFC 1624 eq. 3; a TTL
-     * decrement adds the constant ~m + m' = 0xFEFF, so IPv4 options stay
-     * correct), and the port's state: its received bytes grow by this packet
-     * (OBP's BR counts bytes received, before any queue can drop them). */
+    /* Next hop (port, MACs) and the port's state: its received bytes grow by
+     * this packet (OBP's BR counts bytes received, before any queue can drop
+     * them). The TTL is decremented in the egress (BwnEgress), where BMv2
+     * runs it beside the ingress of the next packet. */
     action forward(PortId_t port, bit<96> macs) {
         standard_metadata.egress_spec = port;
         hdr.ethernet.macs = macs;
-        /* TTL - 1 (the parser let only TTL >= 2 in) and the checksum HC by
-         * RFC 1624 eq. 3: ~(~HC + 0xFEFF) in one's complement, which is HC + 0x0100,
-         * or HC + 0x0101 when that sum carries (exactly when HC >= 0xFEFF), mod
-         * 2^16. In one addition to TTL ++ protocol ++ HC: -0x01000000 + 0x0100, or
-         * -0x01000000 + 0x0101 - 0x10000 (HC + 0x0101 carries out of HC then);
-         * tests/test_dataplane_math.py checks it against eq. 3 for every HC. */
-        hdr.ipv4.ttl_csum = hdr.ipv4.ttl_csum
-                            + (IP_CSUM(hdr.ipv4) < 16w0xFEFF ? 32w0xFF000100 : 32w0xFEFF0101);
         port_state.read(hdr.w.ps, port);
         hdr.w.ps = hdr.w.ps + ((bit<176>)standard_metadata.packet_length << 144);
         port_state.write(port, hdr.w.ps);
@@ -725,7 +717,25 @@ control BwnEgress(inout v1_headers_t hdr, inout metadata_t meta,
         }
     }
 
+    /* TTL - 1 (the parser let only TTL >= 2 in) and the checksum HC by
+     * RFC 1624 eq. 3 (a TTL decrement adds the constant ~m + m' = 0xFEFF, so
+     * IPv4 options stay correct): ~(~HC + 0xFEFF) in one's complement, which is
+     * HC + 0x0100, or HC + 0x0101 when that sum carries (exactly when
+     * HC >= 0xFEFF), mod 2^16. In one addition to TTL ++ protocol ++ HC:
+     * -0x01000000 + 0x0100, or -0x01000000 + 0x0101 - 0x10000 (HC + 0x0101
+     * carries out of HC then); tests/test_dataplane_math.py checks it against
+     * eq. 3 for every HC. In the egress, not the ingress: BMv2 runs the ingress
+     * of all packets in one thread and the egress in others, and a packet that
+     * is not BWN DATA has no other egress work (docs/dataplane.md, "Per-packet
+     * cost on BMv2"); a GTCP edge's re-marking in the ingress updates the same
+     * checksum, and one's complement updates commute. */
+    action decrement_ttl() {
+        hdr.ipv4.ttl_csum = hdr.ipv4.ttl_csum
+                            + (IP_CSUM(hdr.ipv4) < 16w0xFEFF ? 32w0xFF000100 : 32w0xFEFF0101);
+    }
+
     apply {
+        decrement_ttl();
         if (standard_metadata.deq_qdepth == 0) {
             queue_emptied.count(standard_metadata.egress_port);
         }
