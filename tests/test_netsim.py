@@ -133,6 +133,7 @@ def test_stamps_lower_narrow_and_tight_along_a_path() -> None:
 
 
 # -- what the papers' senders get ---------------------------------------------------------------
+@pytest.mark.scenario
 def test_gtcp_reserved_flows_get_reservation_plus_equal_share_srtt_variant() -> None:
     res = gtcp_reservations(seed=1, duration_s=40, warmup_s=10,
                             gtcp_params=["cwnd_g_rtt=srtt"]).by_name()
@@ -146,6 +147,7 @@ def test_gtcp_reserved_flows_get_reservation_plus_equal_share_srtt_variant() -> 
         assert res[f"be{i}"].frame_mbps >= 0.8 * excess
 
 
+@pytest.mark.scenario
 def test_gtcp_paper_variant_keeps_the_reserved_flows_ahead_of_best_effort() -> None:
     res = gtcp_reservations(seed=1, duration_s=40, warmup_s=10).by_name()
     be = max(res[f"be{i}"].frame_mbps for i in (1, 2, 3))
@@ -153,6 +155,7 @@ def test_gtcp_paper_variant_keeps_the_reserved_flows_ahead_of_best_effort() -> N
     assert all(res[f"g{int(r)}"].in_profile_mbps >= 0.75 * r for r in GTCP_RESERVATIONS_MBIT)
 
 
+@pytest.mark.scenario
 def test_obp_long_flow_gets_its_max_min_share_when_cross_traffic_leaves_it() -> None:
     app = 3e6
     res = parking_lot(seed=1, duration_s=40, warmup_s=15, cross_app_rate_bps=app).by_name()
@@ -162,6 +165,7 @@ def test_obp_long_flow_gets_its_max_min_share_when_cross_traffic_leaves_it() -> 
     assert all(res[f"cross{i}"].frame_mbps >= 0.95 * cross for i in (1, 2, 3))
 
 
+@pytest.mark.scenario
 def test_obp_backs_off_on_losses_its_feedback_does_not_explain() -> None:
     """Issue 10's hidden bottleneck: one OBP flow through a stamped 10 Mb/s port, then
     a 5 Mb/s port without BWN whose drops the feedback never shows. With the sender's

@@ -430,7 +430,9 @@ def test_duration_mode_and_interrupt() -> None:
     assert len(got) == s.stream_end and got == pattern_bytes(0, len(got))
     assert 0.5 < s.summary(sim.now_us)["duration_s"] < 1.5
 
-    sim = Simulation(LinkModel(delay_us=5_000), LinkModel(delay_us=5_000), seed=2)
+    # A rate, so that 0.3 s is a few hundred segments to deliver and check, not
+    # everything an unlimited link would let a sender's cwnd grow to.
+    sim = Simulation(LinkModel(delay_us=5_000, rate_bps=20e6), LinkModel(delay_us=5_000), seed=2)
     s = sim.add_flow(NewReno(), PatternSource(10**9, MSS), config=cfg())
     sim.run(until_us=300_000)
     s.finish_now(sim.now_us)
