@@ -234,3 +234,127 @@ def test_leaving_fast_recovery_ends_it_and_logs_the_open_phase():
     st2.cwnd, st2.ssthresh, st2.bytes_in_flight = 30.0, 12.0, 5 * MSS
     cc2.on_exit_recovery(st2, ack(seq=40 * MSS, acked=30 * MSS))     # never entered: NewReno's rule
     assert st2.cwnd == pytest.approx(min(12.0, 5 + 1.0)) and st2.extra["phase"] == "open"
+
+
+def test_timeout_recovery_grows_the_best_effort_part_by_slow_start_then_avoidance():
+    """III-D(2) with TCP's growth after a timeout, applied to the best-effort part: by
+    the segments an ACK covers, at most 1 per ACK, up to ssthresh_BE; from there by
+    acked / cwnd_BE. The window is that part alone, the log says timeout_recovery, and
+    the ACK past ssexit_thresh leaves with cwnd_G + cwnd_BE in the open phase."""
+    cc, st = fresh()
+    st.snd_una, st.snd_max = 10 * MSS, 40 * MSS         # 30 outstanding: ssthresh_BE = 10
+    st.cwnd, st.bytes_in_flight = 30.0, 30 * MSS
+    cc.on_timeout(st)
+    assert cc.ssthresh_be == pytest.approx(10.0)
+    steps = [(500, 1.5), (0, 1.5)] + [(MSS, 2.5 + i) for i in range(8)] + [(500, 10.0), (MSS, 10.1)]
+    seq = 10 * MSS
+    for acked, cwnd_be in steps:
+        seq += acked
+        cc.on_ack(st, ack(seq=seq, acked=acked))
+        assert (cc.cwnd_be, st.cwnd) == (pytest.approx(cwnd_be), pytest.approx(cwnd_be)), (acked, seq)
+        assert st.extra["phase"] == "timeout_recovery" and st.extra["cwnd_be"] == pytest.approx(cwnd_be)
+    rest = 40 * MSS - seq
+    cc.on_ack(st, ack(seq=40 * MSS, acked=rest))         # passes ssexit_thresh
+    assert cc.to_active is False and st.extra["phase"] == "open"
+    assert st.cwnd == pytest.approx(10.0 + 10.1 + rest / MSS / 10.1)
+    before = st.cwnd
+    cc.on_ack(st, ack(seq=41 * MSS))                     # open: NewReno's increase of the whole window
+    assert st.cwnd == pytest.approx(before + 1 / before) and st.extra["phase"] == "open"
+
+
+@pytest.mark.parametrize("sack", [False, True])
+def test_forced_segments_are_counted_one_per_duplicate_ack_and_logged(sack):
+    """The log's `forced` is the number of segments forced in the current recovery:
+    1, 2, ... cwnd_G in fast recovery (then no more), and in timeout recovery again
+    after the outstanding count; a new recovery starts it from 0."""
+    cc, st = fresh()
+    st.sack = sack
+    st.cwnd, st.bytes_in_flight = 30.0, 30 * MSS
+    cc.on_enter_recovery(st)
+    st.in_recovery = True
+    assert st.extra["forced"] == 0.0 and st.extra["phase"] == "fast_recovery"
+    logged = []
+    for n in range(4, 4 + 22):
+        cc.on_dupack(st, dup(n))
+        logged.append(st.extra["forced"])
+        assert st.extra["phase"] == "fast_recovery"
+    assert logged == [float(i) for i in range(1, 11)] + [10.0] * 12
+    st.in_recovery = False
+    st.snd_una, st.snd_max = 10 * MSS, 25 * MSS          # 15 outstanding at the timeout
+    st.bytes_in_flight = 15 * MSS
+    cc.on_timeout(st)
+    logged = []
+    for n in range(1, 18):
+        cc.on_dupack(st, dup(n))
+        logged.append(st.extra["forced"])
+        assert st.extra["phase"] == "timeout_recovery"
+    assert logged == [float(i) for i in range(1, 11)] + [10.0] * 5 + [11.0, 12.0]
+    cc.on_enter_recovery(st)                             # a new loss: fast recovery again
+    assert cc.forced == 0.0 and st.extra["forced"] == 0.0
+
+
+def test_fast_recovery_during_timeout_recovery_ends_it():
+    """A fast recovery that begins while timeout recovery is under way replaces it:
+    after its full ACK the window grows as a whole (NewReno's rule), not as the
+    best-effort part of a timeout recovery; and the start-up phase is over, so RTT
+    samples no longer reset ssthresh to the initial threshold + cwnd_G."""
+    cc, st = fresh(initial_ssthresh=50.0)
+    st.snd_una, st.snd_max = 10 * MSS, 40 * MSS
+    st.cwnd, st.bytes_in_flight = 30.0, 30 * MSS
+    cc.on_timeout(st)
+    st.cwnd, st.bytes_in_flight = 24.0, 24 * MSS
+    cc.on_enter_recovery(st)
+    assert cc.to_active is False
+    cc.on_exit_recovery(st, ack(seq=40 * MSS, acked=MSS))
+    assert st.cwnd == pytest.approx(10.0 + 14.0 / 2)
+    cc.on_ack(st, ack(seq=41 * MSS))
+    assert st.cwnd == pytest.approx(17.0 + 1 / 17.0)    # congestion avoidance (ssthresh 17)
+    cc2, st2 = fresh(initial_ssthresh=50.0)
+    st2.cwnd, st2.bytes_in_flight = 30.0, 30 * MSS
+    cc2.on_enter_recovery(st2)
+    assert st2.ssthresh == pytest.approx(20.0)
+    cc2.on_feedback(st2, ack(rtt_us=RTT_BASE - 1000))    # a lower rtt_base: still 20
+    assert st2.ssthresh == pytest.approx(20.0) and cc2.initial_phase is False
+
+
+def test_fast_recovery_ssthresh_is_at_least_two_segments():
+    """With a tiny reservation and window (cwnd_update below 2), ssthresh is 2, as
+    NewReno's floor."""
+    cc, st = fresh(rate=4e5)                             # cwnd_G = 0.5 segment
+    st.cwnd, st.bytes_in_flight = 1.0, MSS
+    cc.on_enter_recovery(st)
+    assert cc.cwnd_update == pytest.approx(0.5 + 0.5 / 2)
+    assert st.ssthresh == 2.0
+
+
+def test_a_timeout_during_fast_recovery_hands_its_end_to_newreno():
+    """A timeout ends fast recovery: if the transport later reports the end of a
+    recovery, the window is NewReno's (min(ssthresh, FlightSize + 1)), not the
+    cwnd_update that fast recovery had chosen."""
+    cc, st = fresh()
+    st.cwnd, st.bytes_in_flight = 30.0, 30 * MSS
+    cc.on_enter_recovery(st)
+    assert cc.cwnd_update == pytest.approx(20.0)
+    st.snd_una, st.snd_max = 10 * MSS, 40 * MSS
+    cc.on_timeout(st)
+    st.bytes_in_flight = 3 * MSS
+    cc.on_exit_recovery(st, ack(seq=40 * MSS, acked=30 * MSS))
+    assert st.cwnd == pytest.approx(min(st.ssthresh, 3 + 1.0))
+
+
+def test_cwnd_g_variants_and_no_reservation():
+    """cwnd_G uses rtt_base; the srtt variant uses the smoothed RTT when there is one
+    (and rtt_base before); no reservation or no RTT sample yet: 0."""
+    cc, st = fresh()
+    st.srtt_us = 2 * RTT_BASE
+    assert cc.cwnd_g(st) == pytest.approx(10.0)
+    cs, sst = fresh(cwnd_g_rtt="srtt")
+    assert cs.cwnd_g(sst) == pytest.approx(10.0)         # no srtt yet: rtt_base
+    sst.srtt_us = 2 * RTT_BASE
+    assert cs.cwnd_g(sst) == pytest.approx(20.0)
+    none, nst = fresh(rate=0.0)
+    assert none.cwnd_g(nst) == 0.0
+    early = Gtcp(rate_g_bps=RATE_G)
+    est = CcState(mss_bytes=MSS)
+    early.on_init(est)
+    assert early.cwnd_g(est) == 0.0
