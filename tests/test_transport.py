@@ -739,7 +739,7 @@ class _ForcesOnce(NewReno):
             st.force_segments = self.n
 
 
-@pytest.mark.parametrize("length", [200_000, 11_500], ids=["new-data", "stream-end"])
+@pytest.mark.parametrize("length", [200_000, 11_500, 11_001], ids=["new-data", "stream-end", "one-byte-end"])
 def test_forced_segments_are_new_data_outside_the_window_counted_once_each(length):
     """Without SACK, force_segments = 3 sends the next new segments at once, beyond
     cwnd, from snd_max on, each counted once in forced_segments; at the stream's end
@@ -769,8 +769,8 @@ def test_forced_segments_are_new_data_outside_the_window_counted_once_each(lengt
     while rest > 0 and len(expected_lengths) < 3:
         expected_lengths.append(min(1000, rest))
         rest -= expected_lengths[-1]
-    if length == 11_500:                          # the case is there for its short last one
-        assert expected_lengths[-1] == 500 and len(expected_lengths) < 3, marks
+    if length in (11_500, 11_001):                # the cases are there for their short last one
+        assert expected_lengths[-1] == length - 11_000 and len(expected_lengths) < 3, marks
     after = [TransportHeader.unpack(p) for _, d, p in sim.sent_log[marks["sent"]:] if d == "fwd"]
     forced = [h for h in after if h.flags & F_DATA and not h.flags & F_RETX][:len(expected_lengths)]
     lengths = [len(p) - HEADERS_LEN for _, d, p in sim.sent_log[marks["sent"]:]
@@ -779,3 +779,120 @@ def test_forced_segments_are_new_data_outside_the_window_counted_once_each(lengt
     assert [h.seq for h in forced] == [marks["snd_max"] + 1000 * i for i in range(len(expected_lengths))]
     assert lengths == expected_lengths
     assert s.forced_segments == len(expected_lengths)
+    # The forced segments moved snd_nxt with them: none of them is sent again.
+    assert [h.seq for h in after if h.flags & F_RETX] in ([], [4000])
+    assert s.summary(sim.now_us)["spurious_retransmits"] == 0
+
+
+def _forced_run(sack: bool, n: int, length: int, lost: set, window_bytes: int = 4 * 1024 * 1024,
+                cc_cls: type = _ForcesOnce, **config: Any):
+    """A flow whose CC forces `n` segments at the 4th duplicate ACK, over a link that
+    drops the first transmission of the segments at `lost`. Returns (sender, the
+    forward packets sent at that duplicate ACK, marks: snd_una and snd_max then and
+    forced_segments at the next duplicate ACK, simulation)."""
+    from bwn.hosts.transport_wire import F_DATA, F_RETX, TransportHeader
+
+    def drop(t, pkt):
+        h = TransportHeader.unpack(pkt)
+        return bool(h.flags & F_DATA) and h.seq in lost and not h.flags & F_RETX
+
+    sim = Simulation(LinkModel(delay_us=10_000, drop_if=drop), LinkModel(delay_us=10_000),
+                     window_bytes=window_bytes)
+    sim.keep_log = True
+    cc = cc_cls(n)
+    s = sim.add_flow(cc, PatternSource(length, MSS), config=SenderConfig(mss_bytes=MSS, sack=sack, **config))
+    marks = {}
+    real = cc.on_dupack
+
+    def spy(st, ack):
+        real(st, ack)
+        if ack.dupacks == cc.at:
+            marks.update(t=ack.now_us, sent=len(sim.sent_log), una=s.snd_una, snd_max=s.snd_max)
+        elif ack.dupacks == cc.at + 1:
+            marks.update(forced_next=s.forced_segments)    # all of them at once, not later
+
+    cc.on_dupack = spy
+    sim.run(until_us=30_000_000)
+    assert s.state is SenderState.DONE and bytes(sim.sink_of(s).data) == pattern_bytes(0, length)
+    at = [TransportHeader.unpack(p) for t, d, p in sim.sent_log[marks["sent"]:]
+          if d == "fwd" and t == marks["t"]]
+    return s, at, marks, sim
+
+
+def test_forced_segments_in_sack_recovery_take_the_lost_data_first_then_new_data():
+    """With SACK, forced segments are what NextSeg() picks (RFC 6675 sec. 4): the
+    lost, unSACKed segment first (rule 1), then new data (rule 2), at once, each
+    counted once; nothing is resent that was not lost."""
+    from bwn.hosts.transport_wire import F_RETX
+    s, at, marks, sim = _forced_run(True, 2, 200_000, {4000, 6000})
+    assert (marks["una"], marks["snd_max"]) == (4000, 12_000)
+    assert [(h.seq, bool(h.flags & F_RETX)) for h in at] == [(6000, True), (12_000, False)]
+    assert s.forced_segments == 2 and s.st.force_segments == 0
+    assert marks["forced_next"] == 2                     # both at once, none left for later
+    assert s.summary(sim.now_us)["spurious_retransmits"] == 0
+
+
+def test_forced_credits_beyond_what_can_be_sent_are_dropped():
+    """Asked for 30 segments with only one lost segment to resend and the stream all
+    sent (its FIN too), a SACK recovery forces that one segment and drops the other
+    credits: none is left to fire later, and the flow ends normally."""
+    from bwn.hosts.transport_wire import F_RETX
+    s, at, _, _ = _forced_run(True, 30, 12_000, {4000, 6000})
+    assert [(h.seq, bool(h.flags & F_RETX)) for h in at] == [(6000, True)]
+    assert s.forced_segments == 1 and s.st.force_segments == 0
+
+
+@pytest.mark.parametrize("window_bytes,sent", [(8000, 2), (9000, 3)])
+def test_forced_new_data_stays_within_the_receive_window(window_bytes, sent):
+    """Forced segments are sent outside cwnd but never beyond the receiver's window:
+    with 6 segments outstanding from snd_una 4000, an 8000-byte window leaves room
+    for exactly two of the three asked (the last one ending at its edge), a
+    9000-byte one for all three; the rest of the credits are dropped."""
+    s, at, marks, _ = _forced_run(False, 3, 200_000, {4000}, window_bytes)
+    assert (marks["una"], marks["snd_max"]) == (4000, 10_000)
+    assert [h.seq for h in at] == [10_000 + MSS * i for i in range(sent)]
+    assert s.forced_segments == sent and s.st.force_segments == 0
+
+
+class _ForcesPaced(_ForcesOnce):
+    """Forces its segments and sets a pacing rate (2 Mb/s) at the same duplicate ACK."""
+
+    def on_dupack(self, st, ack):
+        super().on_dupack(st, ack)
+        if ack.dupacks == self.at:
+            st.pacing_rate_bps = 2e6
+
+
+@pytest.mark.parametrize("sack,first_new", [(False, 10_000), (True, 12_000)])
+def test_forced_segments_wait_for_the_pacing_rate(sack, first_new):
+    """Pacing delays forced segments and does not drop them: the first leaves at
+    once, the next ones at the pacing rate (a 1000-byte segment is 1102 bytes of
+    frame, 4 408 us at 2 Mb/s, after the 3 ms of lateness pacing may catch up),
+    each still counted as forced, before the next ACK arrives."""
+    from bwn.hosts.transport_wire import F_RETX, TransportHeader
+    s, _, marks, sim = _forced_run(sack, 3, 200_000, {4000}, cc_cls=_ForcesPaced)
+    t = marks["t"]
+    sent = {TransportHeader.unpack(p).seq: when for when, d, p in sim.sent_log
+            if d == "fwd" and when >= t and not TransportHeader.unpack(p).flags & F_RETX}
+    assert [sent[first_new + MSS * i] for i in range(3)] == [t, t + 4408 - 3000, t + 2 * 4408 - 3000]
+    assert s.forced_segments == 3 and marks["forced_next"] == 1
+
+
+def test_forced_credits_are_dropped_when_the_application_has_no_new_data():
+    """An application-limited source (1 Mb/s): at the duplicate ACK the application
+    has written one more segment than was sent, so one forced segment leaves and the
+    other two credits are dropped rather than kept to fire later; the stream is still
+    delivered whole."""
+    s, at, marks, _ = _forced_run(False, 3, 40_000, {4000}, app_rate_bps=1e6)
+    assert [h.seq for h in at] == [marks["snd_max"]] == [10_000]
+    assert s.forced_segments == 1 and s.st.force_segments == 0
+
+
+def test_forced_credits_left_at_the_stream_end_let_the_fin_go_at_once():
+    """Forced segments that reach the stream's end (the last one a single byte) are
+    followed, at the same duplicate ACK, by the FIN: the credits left over are
+    dropped and the pump goes on to what the window allows."""
+    from bwn.hosts.transport_wire import F_FIN
+    s, at, _, _ = _forced_run(False, 3, 11_001, {4000})
+    assert [(h.seq, bool(h.flags & F_FIN)) for h in at] == [(10_000, False), (11_000, False), (11_001, True)]
+    assert s.forced_segments == 2 and s.st.force_segments == 0
