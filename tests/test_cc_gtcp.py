@@ -185,7 +185,7 @@ def test_timeout_recovery_sends_new_data_and_no_retransmission_storm(sack):
 
     s._on_rto = spy
     sim.run(until_us=60_000_000)
-    assert s.state.value == "done" and s.timeouts >= 1 and len(seen) == 2
+    assert s.state.value == "done" and s.timeouts == 1 and len(seen) == 2
     assert sim.forward.stats.dropped_queue == 0
     assert bytes(sim.sink_of(s).data) == pattern_bytes(0, 1500 * MSS)
     pkts = [(t, TransportHeader.unpack(p)) for t, d, p in sim.sent_log if d == "fwd"]
@@ -358,3 +358,35 @@ def test_cwnd_g_variants_and_no_reservation():
     est = CcState(mss_bytes=MSS)
     early.on_init(est)
     assert early.cwnd_g(est) == 0.0
+
+
+@pytest.mark.parametrize("sack,timeouts", [(False, 2), (True, 1)])
+def test_forced_new_data_in_timeout_recovery_does_not_cut_the_resending_short(sack, timeouts):
+    """Two segments lost twice each (the original and its first resend): after the
+    timeout, GTCP's forced segments go out at snd_max while the transport goes on
+    resending from snd_una (without SACK, go-back-N) or the holes (with SACK), so
+    each loss costs no timeout beyond what the dropped resends force: with SACK one
+    (the second hole is resent from the scoreboard), without it two (the walk's
+    resend of the second segment is dropped as well). Were the forced segments to
+    move the walk to snd_max, the second loss would wait for one more timeout."""
+    from bwn.hosts.transport_sim import LinkModel, Simulation
+    from bwn.hosts.transport_sender import SenderConfig
+    from bwn.hosts.transport_source import PatternSource, pattern_bytes
+    from bwn.hosts.transport_wire import F_DATA, TransportHeader
+    drops = {300 * MSS: 0, 310 * MSS: 0}
+
+    def drop(t, pkt):
+        h = TransportHeader.unpack(pkt)
+        if h.flags & F_DATA and h.seq in drops and drops[h.seq] < 2:
+            drops[h.seq] += 1
+            return True
+        return False
+
+    sim = Simulation(LinkModel(delay_us=20_000, rate_bps=10e6, queue_packets=300, drop_if=drop),
+                     LinkModel(delay_us=20_000), seed=1)
+    s = sim.add_flow(Gtcp(rate_g_bps=6e6, initial_ssthresh=40), PatternSource(1500 * MSS, MSS),
+                     config=SenderConfig(mss_bytes=MSS, sack=sack))
+    sim.run(until_us=60_000_000)
+    assert s.state.value == "done" and bytes(sim.sink_of(s).data) == pattern_bytes(0, 1500 * MSS)
+    assert drops == {300 * MSS: 2, 310 * MSS: 2} and s.forced_segments > 0
+    assert s.timeouts == timeouts
