@@ -311,3 +311,28 @@ def test_the_long_flows_max_min_share_is_what_greedy_or_limited_cross_flows_leav
     assert max_min_long_share_mbps(2e6) == pytest.approx(10.0 - cross_mbps)
     assert max_min_long_share_mbps(2e6, 20.0) == pytest.approx(20.0 - cross_mbps)
     assert max_min_long_share_mbps(8e6) == 5.0                     # greedy enough: half a link
+
+
+def test_the_hidden_bottleneck_scenario_is_wired_as_documented(monkeypatch) -> None:
+    """netsim_scenarios.hidden_bottleneck: one OBP flow (SACK, 1000-byte segments)
+    through a BWN port of 10 Mb/s, 10 ms, 100 packets, then a 5 Mb/s, 1 ms port of
+    50 packets without BWN (the bottleneck the feedback does not see), ACKs back over
+    10 Mb/s, 11 ms; started within the seed's start spread; measured after 10 s of 40."""
+    w = _wiring(monkeypatch, "hidden_bottleneck", seed=2)
+    assert (w["warmup_us"], w["duration_us"], w["meter"]) == (10_000_000, 40_000_000, None)
+    (flow,) = w["flows"]
+    assert flow.name == "obp" and flow.dst == "d" and flow.meter is None
+    assert [_port(p) for p in flow.forward] == [("bwn-10M", 10e6, 10_000, 100, None, True, 0.0),
+                                                ("plain-5M", 5e6, 1_000, 50, None, False, 0.0)]
+    assert [(p.name, p.rate_bps, p.delay_us, p.bwn) for p in flow.reverse] == [("back", 10e6, 11_000, False)]
+    assert flow.sender.cc.name == "obp" and flow.sender.cfg.sack and flow.sender.cfg.mss_bytes == 1000
+    assert flow.sender.cfg.app_rate_bps is None
+    starts = _start_times_us(w["net"])
+    assert len(starts) == 1 and 0 <= starts[0] < 500_000
+    assert starts == _start_times_us(_wiring(monkeypatch, "hidden_bottleneck", seed=2)["net"])
+    assert starts != _start_times_us(_wiring(monkeypatch, "hidden_bottleneck", seed=5)["net"])
+    w = _wiring(monkeypatch, "hidden_bottleneck", sack=False, params=["unexplained_loss_factor=1.0"],
+                duration_s=9, warmup_s=3)
+    (flow,) = w["flows"]
+    assert not flow.sender.cfg.sack and (w["warmup_us"], w["duration_us"]) == (3_000_000, 9_000_000)
+    assert flow.sender.cc.unexplained_loss_factor == 1.0
