@@ -896,3 +896,26 @@ def test_forced_credits_left_at_the_stream_end_let_the_fin_go_at_once():
     s, at, _, _ = _forced_run(False, 3, 11_001, {4000})
     assert [(h.seq, bool(h.flags & F_FIN)) for h in at] == [(10_000, False), (11_000, False), (11_001, True)]
     assert s.forced_segments == 2 and s.st.force_segments == 0
+
+
+def test_the_simulated_link_counts_what_it_drops_and_duplicates():
+    """Direction.send: each packet draws once for loss (dropped and counted) and, if
+    kept, once for duplication (two copies, counted once); the counts and the copies
+    scheduled are what the same random sequence gives, packet by packet."""
+    from bwn.hosts.transport_sim import Direction
+    arrivals: list = []
+    d = Direction(LinkModel(delay_us=1_000, loss=0.3, duplicate=0.2), random.Random(7),
+                  lambda t, pkt: arrivals.append((t, pkt)))
+    replay = random.Random(7)
+    expected_lost = expected_dup = expected_copies = 0
+    for i in range(400):
+        d.send(i.to_bytes(2, "big"), i * 10)
+        if replay.random() < 0.3:
+            expected_lost += 1
+            continue
+        dup = replay.random() < 0.2
+        expected_dup += dup
+        expected_copies += 2 if dup else 1
+    assert (d.stats.packets, d.stats.dropped_loss, d.stats.duplicated) == (400, expected_lost, expected_dup)
+    assert len(arrivals) == expected_copies and 80 < expected_lost < 160 and 30 < expected_dup < 90
+    assert all(t == int.from_bytes(p, "big") * 10 + 1_000 for t, p in arrivals)
