@@ -390,3 +390,26 @@ def test_forced_new_data_in_timeout_recovery_does_not_cut_the_resending_short(sa
     assert s.state.value == "done" and bytes(sim.sink_of(s).data) == pattern_bytes(0, 1500 * MSS)
     assert drops == {300 * MSS: 2, 310 * MSS: 2} and s.forced_segments > 0
     assert s.timeouts == timeouts
+
+
+@pytest.mark.parametrize("kw,message", [
+    ({"rate_g_bps": -1.0}, "rate_g_bps must be >= 0, got -1.0"),
+    ({"rate_g_bps": 1e6, "initial_ssthresh": 0.0}, "initial_ssthresh must be > 0, got 0.0"),
+    ({"rate_g_bps": 1e6, "cwnd_g_rtt": "min"}, "cwnd_g_rtt must be 'base' (the paper's rtt_base) or 'srtt', got 'min'"),
+])
+def test_bad_parameters_are_refused_with_the_rule(kw, message):
+    with pytest.raises(ValueError) as err:
+        Gtcp(**kw)
+    assert str(err.value) == message
+
+
+def test_a_fresh_flow_logs_no_recovery_and_accepts_the_smallest_threshold():
+    """Before any loss the log shows the open phase, nothing forced and the
+    best-effort part as cwnd - cwnd_G; a threshold just above 0 is accepted."""
+    cc, st = fresh()
+    st.cwnd = 14.0
+    cc.on_ack(st, ack())
+    assert st.extra["phase"] == "open" and st.extra["forced"] == 0.0
+    assert st.extra["cwnd_be"] == pytest.approx(st.cwnd - 10.0)
+    assert cc.fr_active is False and cc.to_active is False and cc.cwnd_update is None
+    assert Gtcp(rate_g_bps=1e6, initial_ssthresh=0.5).initial_ssthresh == 0.5

@@ -237,3 +237,28 @@ def test_unexplained_losses_are_counted_and_logged_and_ab_zero_is_room():
     cc.on_feedback(st, ack(1_000, fb(100, 0)))
     cc.on_enter_recovery(st)
     assert st.extra["unexplained_losses"] == 2 == cc.unexplained_losses
+
+
+@pytest.mark.parametrize("kw,message", [
+    ({"delta": -0.1}, "delta must be in [0, 1]"), ({"delta": 1.01}, "delta must be in [0, 1]"),
+    ({"gamma": -0.01}, "gamma must be >= 0"),
+    ({"inflight_gain": 0.0}, "inflight_gain must be > 0"),
+    ({"timeout_factor": 0.0}, "timeout_factor must be in (0, 1]"),
+    ({"timeout_factor": 1.01}, "timeout_factor must be in (0, 1]"),
+    ({"unexplained_loss_factor": 0.0}, "unexplained_loss_factor must be in (0, 1]"),
+    ({"unexplained_loss_factor": 1.5}, "unexplained_loss_factor must be in (0, 1]"),
+    ({"min_segments_per_rtt": 0.0}, "min_segments_per_rtt must be > 0"),
+])
+def test_parameters_out_of_range_are_refused_with_the_rule(kw, message):
+    """A bad --cc-param gets an error that names the parameter and its range."""
+    with pytest.raises(ValueError) as err:
+        Obp(**kw)
+    assert str(err.value).startswith(message)
+
+
+def test_parameters_at_the_ends_of_their_ranges_are_accepted():
+    for kw in ({"delta": 0.0}, {"delta": 1.0}, {"gamma": 0.0}, {"timeout_factor": 1.0},
+               {"unexplained_loss_factor": 1.0}, {"inflight_gain": 0.01}, {"min_segments_per_rtt": 0.5}):
+        cc = Obp(**kw)
+        (name, value), = kw.items()
+        assert getattr(cc, name) == value

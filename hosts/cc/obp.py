@@ -93,6 +93,10 @@ class Obp(CongestionControl):
         unexplained_loss_factor: float = 0.5,
         min_segments_per_rtt: float = 4.0,
     ) -> None:
+        if not 0 <= delta <= 1:
+            raise ValueError(f"delta must be in [0, 1] (eq. (3)'s fairness factor; the paper's 0.9), got {delta}")
+        if gamma < 0:
+            raise ValueError(f"gamma must be >= 0 (eq. (2)'s growth at AB = 0; the paper's 0.09), got {gamma}")
         if inflight_gain <= 0:
             raise ValueError("inflight_gain must be > 0")
         if not 0 < timeout_factor <= 1:
