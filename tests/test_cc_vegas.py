@@ -244,3 +244,10 @@ def test_the_window_never_falls_below_two_segments():
     d = Driver(cwnd=2.5, ssthresh=2.0, alpha=0.1, beta=0.5)
     d.one_rtt(1_000_000)                                  # Diff 2.25 > beta: -1 -> 1.5
     assert d.st.cwnd == 2.0
+
+
+def test_a_negative_gamma_is_refused_and_zero_accepted():
+    from bwn.hosts.cc.vegas import Vegas
+    with pytest.raises(ValueError, match=r"^gamma must be >= 0 \(segments of Diff that end slow start\), got -0.5$"):
+        Vegas(gamma=-0.5)
+    assert Vegas(gamma=0.0).gamma == 0.0

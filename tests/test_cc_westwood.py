@@ -259,3 +259,10 @@ def test_an_estimate_without_any_rtt_sample_falls_back_to_newreno():
     assert st.ssthresh == 15.0 and st.cwnd == 18.0      # NewReno: half the flight, + 3
     cc.on_exit_recovery(st, ack(200_000, 30 * MSS))
     assert st.cwnd == min(15.0, st.flight_segments + 1.0)
+
+
+def test_a_negative_plus_window_is_refused_and_zero_accepted():
+    from bwn.hosts.cc.westwood import Westwood
+    with pytest.raises(ValueError, match=r"^plus_window_min_us must be >= 0 .*got -1$"):
+        Westwood(variant="westwood+", plus_window_min_us=-1)
+    assert Westwood(variant="westwood+", plus_window_min_us=0).plus_window_min_us == 0

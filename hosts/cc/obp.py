@@ -94,7 +94,8 @@ class Obp(CongestionControl):
         min_segments_per_rtt: float = 4.0,
     ) -> None:
         if not 0 <= delta <= 1:
-            raise ValueError(f"delta must be in [0, 1] (eq. (3)'s fairness factor; the paper's 0.9), got {delta}")
+            raise ValueError(f"delta must be in [0, 1] (eq. (3)'s fairness factor; the paper's 0.9), "
+                             f"got {delta}")
         if gamma < 0:
             raise ValueError(f"gamma must be >= 0 (eq. (2)'s growth at AB = 0; the paper's 0.09), got {gamma}")
         if inflight_gain <= 0:

@@ -63,6 +63,8 @@ class Vegas(CongestionControl):
     ) -> None:
         if not 0 <= alpha <= beta:
             raise ValueError(f"need 0 <= alpha <= beta, got alpha={alpha} beta={beta}")
+        if gamma < 0:
+            raise ValueError(f"gamma must be >= 0 (segments of Diff that end slow start), got {gamma}")
         self.alpha = float(alpha)
         self.beta = float(beta)
         self.gamma = float(gamma)

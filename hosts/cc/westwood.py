@@ -71,6 +71,9 @@ class Westwood(EstimateRecoveryMixin, CongestionControl):
             raise ValueError(f"westwood variant must be one of {VARIANTS}, got {variant!r}")
         if not 0.0 <= beta < 1.0:
             raise ValueError(f"beta must be in [0, 1), got {beta}")
+        if plus_window_min_us < 0:
+            raise ValueError(f"plus_window_min_us must be >= 0 (the shortest of Westwood+'s sample "
+                             f"windows, which are at least an RTT), got {plus_window_min_us}")
         self.variant = variant
         self.beta = float(beta)
         self.plus_window_min_us = int(plus_window_min_us)
