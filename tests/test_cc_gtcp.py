@@ -413,3 +413,9 @@ def test_a_fresh_flow_logs_no_recovery_and_accepts_the_smallest_threshold():
     assert st.extra["cwnd_be"] == pytest.approx(st.cwnd - 10.0)
     assert cc.fr_active is False and cc.to_active is False and cc.cwnd_update is None
     assert Gtcp(rate_g_bps=1e6, initial_ssthresh=0.5).initial_ssthresh == 0.5
+
+
+def test_gtcp_without_a_reservation_by_default():
+    """`--algo gtcp` with no reserved rate is NewReno (rate_G = 0 disables GTCP's rules)."""
+    cc = Gtcp()
+    assert cc.rate_g_bps == 0.0 and not cc.enabled and cc.cwnd_g_rtt == "base"
