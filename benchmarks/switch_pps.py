@@ -66,7 +66,6 @@ SW_MAC = "00:00:00:00:01:01"
 H2_MAC = "00:00:00:00:00:02"
 DST_IP = "10.0.2.2"
 PROGRAMS = ("plain", "bwn")
-CANDIDATE_DIR = REPO / "build"   # --candidate
 
 
 # ----------------------------------------------------------------------------- netns
@@ -117,8 +116,10 @@ def frames(traffic: str) -> list[bytes]:
 
 
 # ----------------------------------------------------------------------------- programming
-def program_switch(sw: Bmv2Switch, program: str, window_us: int | None) -> object:
-    """Push the pipeline and the state a one-route experiment has; returns the session."""
+def program_switch(sw: Bmv2Switch, program: str, window_us: int | None,
+                   candidate_dir: Path | None = None) -> object:
+    """Push the pipeline and the state a one-route experiment has; returns the session.
+    Program `candidate` is bwn.p4 as compiled into `candidate_dir` (--candidate)."""
     from bwn.controller import entries as ent
     from bwn.controller.p4rt import SyncSwitch, pipeline_files
 
@@ -132,7 +133,7 @@ def program_switch(sw: Bmv2Switch, program: str, window_us: int | None) -> objec
                                                           dst_mac=ent.mac_to_int(H2_MAC),
                                                           src_mac=ent.mac_to_int(SW_MAC)))])
         return s
-    p4info, blob = pipeline_files(CANDIDATE_DIR) if program == "candidate" else pipeline_files()
+    p4info, blob = pipeline_files(candidate_dir) if program == "candidate" else pipeline_files()
     s = SyncSwitch(sw.name, sw.grpc_addr, p4info=p4info, p4blob=blob)
     window = ent.WindowConfig()
     # What the controller installs (controller/switchctl.py, _on_ready).
@@ -228,7 +229,8 @@ class Bench:
     def measure(self, binary: str, program: str, traffic: str) -> Sample:
         sw = self.switch(binary)
         try:
-            session = program_switch(sw, program, 1 if traffic == "window-first" else None)
+            session = program_switch(sw, program, 1 if traffic == "window-first" else None,
+                                     Path(self.args.candidate) if self.args.candidate else None)
             try:
                 sw.cli("set_queue_depth 1000\n")
                 pkts = frames("data" if traffic == "window-first" else traffic)
@@ -252,7 +254,8 @@ class Bench:
         wrapper = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
         sw = self.switch(binary, wrapper)
         try:
-            session = program_switch(sw, program, 1 if traffic == "window-first" else None)
+            session = program_switch(sw, program, 1 if traffic == "window-first" else None,
+                                     Path(self.args.candidate) if self.args.candidate else None)
             try:
                 sw.cli("set_queue_depth 1000\n")
                 pkts = frames("data" if traffic == "window-first" else traffic)
@@ -321,11 +324,10 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"unknown traffic class {c!r}")
     programs = [p for p in args.programs.split(",") if p]
     if args.candidate:
-        global CANDIDATE_DIR
-        CANDIDATE_DIR = Path(args.candidate)
         for f in ("bwn.json", "bwn.p4info.txtpb"):
-            if not (CANDIDATE_DIR / f).exists():
-                ap.error(f"--candidate {args.candidate}: {CANDIDATE_DIR / f} missing (compile bwn.p4 with p4c -o {args.candidate})")
+            if not (Path(args.candidate) / f).exists():
+                ap.error(f"--candidate {args.candidate}: {Path(args.candidate) / f} missing "
+                         f"(compile bwn.p4 with p4c -o {args.candidate})")
         programs.append("candidate")
     for p in programs:
         if p not in PROGRAMS and p != "candidate":
