@@ -336,3 +336,53 @@ def test_the_hidden_bottleneck_scenario_is_wired_as_documented(monkeypatch) -> N
     (flow,) = w["flows"]
     assert not flow.sender.cfg.sack and (w["warmup_us"], w["duration_us"]) == (3_000_000, 9_000_000)
     assert flow.sender.cc.unexplained_loss_factor == 1.0
+
+
+def test_a_scenario_measures_each_flow_between_warmup_and_end() -> None:
+    """_measure: each figure is the difference between the end and the warm-up, over
+    the measured seconds (payload goodput, the same as frames, the meter's in-profile
+    bytes of that flow), the counts likewise, and the drops of every port that dropped
+    (queue and precedence drops summed)."""
+    from types import SimpleNamespace as NS
+
+    import bwn.hosts.netsim_scenarios as ns
+    from bwn.hosts.transport_netsim import payload_to_frame
+
+    def sender(algo):
+        return NS(st=NS(delivered_bytes=0), retransmits=0, timeouts=0, forced_segments=0,
+                  packets_sent=0, cc=NS(name=algo))
+
+    flows = [NS(name="a", index=0, sender=sender("gtcp")), NS(name="b", index=1, sender=sender("newreno"))]
+    meter = NS(stats=NS(in_profile_bytes_by_flow={}))
+    ports = {"p": NS(stats=NS(dropped_queue=0, dropped_precedence=0)),
+             "q": NS(stats=NS(dropped_queue=0, dropped_precedence=0)),
+             "r": NS(stats=NS(dropped_queue=0, dropped_precedence=0))}
+    grow = {"a": (1_000_000, 400_000, 3, 1, 2, 900), "b": (2_500_000, 0, 5, 2, 0, 2_000)}
+
+    def run(until_us):
+        for f in flows:
+            s, (delivered, prof, retx, tos, forced, sent) = f.sender, grow[f.name]
+            s.st.delivered_bytes += delivered
+            s.retransmits, s.timeouts = s.retransmits + retx, s.timeouts + tos
+            s.forced_segments, s.packets_sent = s.forced_segments + forced, s.packets_sent + sent
+            if prof:
+                meter.stats.in_profile_bytes_by_flow[f.index] = meter.stats.in_profile_bytes_by_flow.get(f.index, 0) + prof
+        ports["p"].stats.dropped_queue += 4
+        ports["q"].stats.dropped_precedence += 7
+        ports["q"].stats.dropped_queue += 1
+        ports["r"].stats.dropped_queue += 2           # as many of each: still drops
+        ports["r"].stats.dropped_precedence += 2
+
+    res = ns._measure(NS(run=run, ports=ports), flows, meter, 2_000_000, 10_000_000)
+    assert res.seconds == 8.0
+    a, b = res.flows
+    assert (a.name, a.algo, b.name, b.algo) == ("a", "gtcp", "b", "newreno")
+    assert a.goodput_mbps == 1_000_000 * 8 / 8 / 1e6
+    assert a.frame_mbps == payload_to_frame(1_000_000 * 8 / 8, 1000) / 1e6
+    assert a.in_profile_mbps == 400_000 * 8 / 8 / 1e6 and b.in_profile_mbps == 0.0
+    assert (a.retransmits, a.timeouts, a.forced_segments, a.packets_sent) == (3, 1, 2, 900)
+    assert (b.retransmits, b.timeouts, b.forced_segments, b.packets_sent) == (5, 2, 0, 2_000)
+    assert b.goodput_mbps == 2.5
+    assert res.drops == {"p": 8, "q": 16, "r": 8}
+    res = ns._measure(NS(run=run, ports={}), flows, None, 0, 4_000_000)
+    assert [f.in_profile_mbps for f in res.flows] == [0.0, 0.0] and res.drops == {}
