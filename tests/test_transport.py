@@ -919,3 +919,39 @@ def test_the_simulated_link_counts_what_it_drops_and_duplicates():
     assert (d.stats.packets, d.stats.dropped_loss, d.stats.duplicated) == (400, expected_lost, expected_dup)
     assert len(arrivals) == expected_copies and 80 < expected_lost < 160 and 30 < expected_dup < 90
     assert all(t == int.from_bytes(p, "big") * 10 + 1_000 for t, p in arrivals)
+
+
+@pytest.mark.parametrize("limit", [3, 5])
+def test_a_sender_gives_up_after_its_consecutive_timeouts(limit):
+    """A path that stops carrying data after the 5th segment: the sender times out
+    with backoff and fails at the timeout after `max_consecutive_timeouts` of them,
+    saying how many, at that moment."""
+    from bwn.hosts.transport_wire import F_DATA, TransportHeader
+
+    def black_hole(t, pkt):
+        h = TransportHeader.unpack(pkt)
+        return bool(h.flags & F_DATA) and h.seq >= 5 * MSS
+
+    sim = Simulation(LinkModel(delay_us=5_000, drop_if=black_hole), LinkModel(delay_us=5_000))
+    s = sim.add_flow(NewReno(), PatternSource(20 * MSS, MSS), config=cfg(max_consecutive_timeouts=limit))
+    sim.run(until_us=3_600_000_000)
+    assert s.state is SenderState.FAILED and s.fail_reason == f"{limit} consecutive timeouts"
+    assert s.timeouts == limit + 1 and s.snd_una == 5 * MSS
+    assert isinstance(s.end_us, int) and s.end_us > 1_000_000
+    assert s.summary(sim.now_us)["status"] == f"failed: {limit} consecutive timeouts"
+
+
+@pytest.mark.parametrize("give_up", [1, 3])
+def test_a_sender_whose_fin_is_never_acknowledged_ends_complete(give_up):
+    """Every data byte acknowledged but the FIN lost every time: after
+    `fin_give_up_timeouts` further timeouts the sender ends, complete (the data
+    arrived), not failed."""
+    from bwn.hosts.transport_wire import F_FIN, TransportHeader
+    sim = Simulation(LinkModel(delay_us=5_000, drop_if=lambda t, p: bool(TransportHeader.unpack(p).flags & F_FIN)),
+                     LinkModel(delay_us=5_000))
+    s = sim.add_flow(NewReno(), PatternSource(20 * MSS, MSS), config=cfg(fin_give_up_timeouts=give_up))
+    sim.run(until_us=3_600_000_000)
+    assert s.state is SenderState.DONE and s.summary(sim.now_us)["status"] == "complete"
+    assert s.timeouts == give_up + 1 and s.snd_una == 20 * MSS
+    assert isinstance(s.end_us, int) and s.end_us > 0
+    assert bytes(sim.sink_of(s).data) == pattern_bytes(0, 20 * MSS)
