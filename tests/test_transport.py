@@ -935,3 +935,68 @@ def test_a_sender_whose_fin_is_never_acknowledged_ends_complete(give_up):
     assert s.timeouts == give_up + 1 and s.snd_una == 20 * MSS
     assert isinstance(s.end_us, int) and s.end_us > 0
     assert bytes(sim.sink_of(s).data) == pattern_bytes(0, 20 * MSS)
+
+
+def _lost_thrice_then_late(sack: bool, log: Any = None) -> Tuple[Simulation, Any, Recorder]:
+    """20 segments; segment 10 is lost three times (its first transmission, the
+    fast retransmit and the retransmission at the first timeout) and 13-19 arrive
+    300 ms late, after that timeout."""
+    held = {fwd_index_of_seq(k * MSS) for k in range(13, 20)}
+    losses: List[int] = []
+
+    def drop(t: int, pkt: bytes) -> bool:
+        h = TransportHeader.unpack(pkt)
+        if h.flags & F_DATA and h.seq == 10 * MSS and len(losses) < 3:
+            losses.append(t)
+            return True
+        return False
+
+    fwd = LinkModel(delay_us=10_000, drop_if=drop, reorder_extra_us=300_000)
+    sim = Simulation(fwd, LinkModel(delay_us=10_000), seed=1)
+    sent = {"n": 0}
+    orig_send = sim.forward._one
+
+    def one(pkt: bytes, now_us: int) -> None:
+        fwd.reorder = 1.0 if sent["n"] in held else 0.0
+        sent["n"] += 1
+        orig_send(pkt, now_us)
+
+    sim.forward._one = one  # type: ignore[assignment]
+    cc = Recorder()
+    s = sim.add_flow(cc, PatternSource(20 * MSS, MSS), config=cfg(sack=sack), log=log)
+    sim.run(until_us=30_000_000)
+    assert s.state is SenderState.DONE and len(losses) == 3
+    assert bytes(sim.sink_of(s).data) == pattern_bytes(0, 20 * MSS)
+    return sim, s, cc
+
+
+@pytest.mark.parametrize("sack", [True, False], ids=["sack", "no-sack"])
+def test_a_timeout_starts_the_duplicate_ack_count_afresh_and_old_dupacks_trigger_nothing(sack):
+    """The late segments' duplicate ACKs count from 1 again (the count before the
+    timeout does not carry over), and although there are seven of them they start no
+    fast recovery: they acknowledge nothing beyond the timeout's recovery point
+    (RFC 6582 sec. 3.2 step 2; RFC 6675 sec. 5.1)."""
+    _, s, cc = _lost_thrice_then_late(sack)
+    names = cc.names()
+    before = names[:names.index("timeout")]
+    assert before.count("dupack") == 3 and before.count("enter") == 1
+    first_timeout = [n for n, _ in cc.events].index("timeout")
+    after = [v.dupacks for n, v in cc.events[first_timeout:] if n == "dupack"]
+    assert after[:7] == [1, 2, 3, 4, 5, 6, 7]
+    assert s.fast_recoveries == 1 and s.timeouts == 2
+
+
+def test_the_flow_log_shows_a_fast_recovery_ended_by_a_timeout(tmp_path):
+    """Every row is logged (interval 0): rows in the fast recovery say so, and from
+    the first timeout on every row says out of recovery (a timeout ends it, RFC 6582
+    sec. 3.2) and counts the timeouts so far."""
+    import json
+    from bwn.hosts.flowlog import SENDER_FIELDS, TimeSeriesLog
+    log = TimeSeriesLog(str(tmp_path / "s.jsonl"), SENDER_FIELDS, interval_us=0)
+    _, s, _ = _lost_thrice_then_late(False, log)
+    log.close()
+    rows = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+    assert [r["in_recovery"] for r in rows if r["timeouts"] == 0 and r["in_recovery"]]
+    after = [r for r in rows if r["timeouts"] >= 1]
+    assert after and all(r["in_recovery"] == 0 for r in after)
+    assert rows[-1]["timeouts"] == s.timeouts == 2
