@@ -38,7 +38,7 @@ def eq1(ep, ab, mx):
 def test_starts_window_based_and_switches_at_first_feedback_at_the_window_per_rtt():
     cc, st = fresh()
     assert cc.rate_based
-    assert st.cwnd == 2 and st.pacing_rate_bps is None
+    assert st.cwnd == 2 and st.pacing_rate_bps is None and st.estimate_bps is None
     cc.on_feedback(st, ack(0, None))                     # no echo: still NewReno
     cc.on_ack(st, ack(0, None))
     assert st.cwnd == 3 and st.pacing_rate_bps is None
@@ -49,6 +49,16 @@ def test_starts_window_based_and_switches_at_first_feedback_at_the_window_per_rt
     assert st.pacing_rate_bps == pytest.approx(tr)
     assert st.estimate_bps == pytest.approx(tr)
     assert st.cwnd == pytest.approx(2 * tr * 0.1 / 8000)  # in-flight bound 2 * TR * srtt
+
+
+def test_the_flow_logs_extras_carry_ep_ab_narrow_link_and_mode():
+    """What `extra` of a flow log row holds (docs/algorithms.md, OBP): EP, the tight
+    link's AB and the narrow link's Max.TR in b/s, and the mode."""
+    cc, st = fresh(cwnd=125)
+    cc.on_feedback(st, ack(0, fb(100, -50)))
+    assert st.extra == {"ep_bps": pytest.approx(10e6), "ab_bps": -50e6, "max_tr_bps": 100e6, "mode": "rate"}
+    cc.on_feedback(st, ack(50_000, fb(80, 20)))
+    assert (st.extra["ab_bps"], st.extra["max_tr_bps"]) == (20e6, 80e6)
 
 
 def test_eq1_positive_available_bandwidth():
