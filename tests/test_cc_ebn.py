@@ -196,3 +196,16 @@ def test_ssthresh_follows_never_lowers_ssthresh_on_an_increase():
         cc.on_feedback(st, ack(100))
         cc.on_feedback(st, ack(code))
         assert st.cwnd > 10.0 and st.ssthresh == float("inf"), code
+
+
+@pytest.mark.parametrize("variant", ["literal", "relative"])
+def test_the_factor_of_an_unchanged_share_is_one_in_both_variants(variant):
+    """A ratio of 1 leaves cwnd alone whatever the betas (the literal rule,
+    beta2 * ratio, would otherwise double it); below and above 1 each variant
+    uses its beta (EBN sec. III-C; docs/algorithms.md for "relative")."""
+    cc = TcpEbn(beta1=0.5, beta2=2.0, variant=variant)
+    assert cc.factor(1.0) == 1.0
+    if variant == "literal":
+        assert (cc.factor(0.5), cc.factor(2.0)) == (0.25, 4.0)
+    else:
+        assert (cc.factor(0.5), cc.factor(2.0)) == (0.75, 3.0)

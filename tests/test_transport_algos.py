@@ -88,3 +88,16 @@ def test_each_estimators_parameters_outside_their_range_say_so(name, kw, message
 def test_each_estimators_parameters_at_the_ends_of_their_range_are_taken(name, kw):
     cc = registry.load(name)(**kw)
     assert all(getattr(cc, k) == v for k, v in kw.items())
+
+
+@pytest.mark.parametrize("name", registry.ALGORITHMS)
+def test_every_algorithm_starts_without_an_estimate_or_a_pacing_rate(name: str) -> None:
+    """A flow log's first rows, before any ACK: no algorithm claims an estimate of
+    the bandwidth or a pacing rate it has not measured (null in the log, not 0 or
+    an empty string)."""
+    from bwn.hosts.cc.base import CcState
+    cls = registry.load(name)
+    cc = cls(**registry.parse_params(cls, [], 2.0 if name == "gtcp" else None))
+    st = CcState(mss_bytes=1000)
+    cc.on_init(st)
+    assert st.estimate_bps is None and st.pacing_rate_bps is None
