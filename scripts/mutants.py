@@ -153,7 +153,7 @@ def _sync_tree(src: Path, dst: Path) -> None:
             path.unlink()
 
 
-def _stage(module: str) -> Path:
+def _stage(module: str, timeout_multiplier: float = 10.0) -> Path:
     """build/mutation/MODULE/ with bwn/ laid out as one package, tests and data, and the
     mutmut configuration for MODULE."""
     stage = WORK / module
@@ -176,7 +176,7 @@ def _stage(module: str) -> Path:
         f"also_copy = {json.dumps(DATA_DIRS + DATA_FILES)}",
         f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "no:randomly"]',
-        "timeout_multiplier = 10.0",
+        f"timeout_multiplier = {timeout_multiplier!r}",
         "timeout_constant = 5.0",
         "",
         "[tool.pytest.ini_options]",
@@ -256,10 +256,10 @@ def _mutmut(stage: Path, args: list[str]) -> int:
 
 
 def run_module(module: str, jobs: int, retest: bool, fresh: bool, only_survivors: bool = False,
-               match: str = "*") -> int:
+               match: str = "*", timeout_multiplier: float = 10.0) -> int:
     if fresh and (WORK / module).exists():
         shutil.rmtree(WORK / module)
-    stage = _stage(module)
+    stage = _stage(module, timeout_multiplier)
     rc = 0 if only_survivors else _mutmut(stage, ["run", "--max-children", str(jobs)])
     if rc != 0:
         return rc
@@ -318,12 +318,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fresh", action="store_true", help="discard the module's results and start over")
     ap.add_argument("--report-only", action="store_true", help="print the scores so far; run nothing")
     ap.add_argument("--survivors", action="store_true", help="print each survivor's diff")
+    ap.add_argument("--timeout-multiplier", type=float, default=10.0, metavar="X",
+                    help="mutmut's limit is (the mutant's tests' own time + 5 s) * X * 2 CPU "
+                         "seconds (default 10: a hanging mutant of the transport's event loop then "
+                         "runs for 5-15 min; 3 still allows 6x the tests' time)")
     args = ap.parse_args(argv)
     unknown = [m for m in args.modules if m not in MODULES]
     if unknown:
         ap.error(f"unknown module {', '.join(unknown)}; choose from {', '.join(MODULES)}")
     if args.jobs < 1:
         ap.error("--jobs must be at least 1")
+    if args.timeout_multiplier < 1:
+        ap.error("--timeout-multiplier must be at least 1 (below, a slow but passing test run "
+                 "would count as a timeout)")
     if shutil.which("mutmut", path=str(Path(sys.executable).parent)) is None:
         print("mutants: mutmut is not installed in this venv: .venv/bin/pip install -e '.[mutation]'",
               file=sys.stderr)
@@ -333,7 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.report_only:
         for module in modules:
             print(f"== {module}: {', '.join(MODULES[module])}", flush=True)
-            rc = run_module(module, args.jobs, args.retest, args.fresh, args.only_survivors, args.match)
+            rc = run_module(module, args.jobs, args.retest, args.fresh, args.only_survivors, args.match,
+                            args.timeout_multiplier)
             if rc != 0:
                 print(f"mutants: mutmut failed on {module} (exit {rc}); its output is above", file=sys.stderr)
                 failed.append(module)
