@@ -61,6 +61,7 @@ def test_window_below_cwnd_g_keeps_the_reservation():
     cc, st = fresh()
     st.cwnd, st.bytes_in_flight = 6.0, 6 * MSS
     cc.on_enter_recovery(st)
+    assert (st.extra["cwnd_g"], st.extra["cwnd_be"]) == (pytest.approx(10.0), 0.0)  # the log: no BE part
     cc.on_exit_recovery(st, ack(seq=6 * MSS))
     assert st.cwnd == pytest.approx(10.0)               # cwnd_G + 0/2
 

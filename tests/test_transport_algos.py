@@ -44,6 +44,7 @@ def test_algorithm_runs_on_the_transport(name: str, seed: int) -> None:
     ("0x10", int, 16), ("12", int, 12), ("3.0", int, 3), ("-4", int, -4),
     ("Off", bool, False), ("YES", bool, True), ("b", typing.Literal["a", "b"], "b"),
     ("anything", str, "anything"),
+    ("3", typing.Union[None, int], 3),                      # None first: the others still tried
 ])
 def test_param_values_convert_to_the_parameters_type(text, tp, value):
     got = registry._convert(text, tp, "k")
@@ -101,3 +102,17 @@ def test_every_algorithm_starts_without_an_estimate_or_a_pacing_rate(name: str) 
     st = CcState(mss_bytes=1000)
     cc.on_init(st)
     assert st.estimate_bps is None and st.pacing_rate_bps is None
+
+
+def test_a_parameter_without_annotation_or_default_is_described_as_a_string():
+    """An algorithm written without type hints still gets its parameters listed
+    (`bwn-send --list-algos`): the type shown is that of its default, or str."""
+    from bwn.hosts.cc.newreno import NewReno
+
+    class Untyped(NewReno):
+        def __init__(self, label, scale=1.5):     # no annotations on purpose
+            self.label, self.scale = label, scale
+
+    specs = {p.name: p for p in registry.param_specs(Untyped)}
+    assert (specs["label"].type_name, specs["label"].required) == ("str", True)
+    assert (specs["scale"].type_name, specs["scale"].default, specs["scale"].required) == ("float", 1.5, False)
