@@ -138,3 +138,31 @@ def test_a_duplicate_ack_counts_one_segment_in_the_ack_variant():
     cc.on_feedback(st, AckInfo(now_us=2_000, ack_seq=0, acked_bytes=0, rtt_sample_us=None,
                                ack_send_time_us=None, feedback=None, dupacks=0))   # nothing new: no sample
     assert st.extra["raw_bps"] == pytest.approx(8e6)
+
+
+def test_defaults_are_the_papers():
+    """DFT's alpha = 0.99 (its Fig. 6) and T0 = 1 s (sec. 3), per sent segment."""
+    d = Dft()
+    assert (d.variant, d.alpha, d.t0_us) == ("sent", 0.99, 1_000_000)
+
+
+def test_no_estimate_is_logged_as_none_until_the_second_sample():
+    """The first ACK only starts the clock: the log's raw rate and estimate are
+    null, not 0 or empty."""
+    cc, st = fresh(variant="ack")
+    cc.on_feedback(st, ack(0, MSS))
+    assert st.estimate_bps is None and st.extra["raw_bps"] is None
+
+
+def test_a_one_byte_ack_and_a_sub_microsecond_mean_interval_still_make_an_estimate():
+    """A stream's last segment may carry one byte, and on loopback two segments can
+    leave 50 us apart, so that the mean interval (alpha = 0.99, from 0) is 0.5 us:
+    both are samples with a finite rate."""
+    cc, st = fresh(variant="ack")
+    cc.on_feedback(st, ack(0, MSS))
+    cc.on_feedback(st, ack(1_000, 1))                      # one byte, 1 ms later
+    assert st.estimate_bps == pytest.approx(8 * 1 / 1e-3)  # 8 b/s per ms = 8 kb/s
+    cc, st = fresh()
+    cc.on_packet_sent(st, sent(0))
+    cc.on_packet_sent(st, sent(50))
+    assert st.estimate_bps == pytest.approx(MSS * 8 / 50e-6)   # 160 Mb/s

@@ -157,3 +157,9 @@ def test_stale_acks_count_nothing_and_acks_sent_in_the_same_microsecond_carry_th
     assert st.extra["bw_sample_bps"] == pytest.approx(16000 / 0.001)
     cc.on_feedback(st, ack(11_001))                     # 1 us apart is a sample
     assert st.extra["bw_sample_bps"] == pytest.approx(8000 / 1e-6)
+
+
+def test_defaults_are_the_papers():
+    """SARBE's beta = 0.8 and N = 8 (eqs. (2)-(3))."""
+    s = Sarbe()
+    assert (s.beta, s.n) == (0.8, 8)
