@@ -163,3 +163,20 @@ def test_defaults_are_the_papers():
     """SARBE's beta = 0.8 and N = 8 (eqs. (2)-(3))."""
     s = Sarbe()
     assert (s.beta, s.n) == (0.8, 8)
+
+
+def test_the_log_before_any_sample_has_no_estimate_gain_or_window_and_zero_instability():
+    """The first ACK starts the clock: bandwidth sample, estimate, gain alpha and oCwnd
+    are null in the flow log, and the instability U starts at 0 (eq. (2)'s U_0)."""
+    cc, st = fresh()
+    cc.on_feedback(st, ack(0, rtt_us=20_000))
+    assert st.estimate_bps is None
+    assert st.extra == {"bw_sample_bps": None, "instability": 0.0, "gain_alpha": None, "ocwnd": None}
+
+
+def test_a_one_byte_ack_is_a_sample():
+    """A stream's last segment may carry one byte: 8 bits in 1 ms is 8 kb/s."""
+    cc, st = fresh()
+    cc.on_feedback(st, ack(0))
+    cc.on_feedback(st, ack(1_000, acked=1))
+    assert st.extra["bw_sample_bps"] == pytest.approx(8_000.0)
