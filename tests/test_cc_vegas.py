@@ -251,3 +251,36 @@ def test_a_negative_gamma_is_refused_and_zero_accepted():
     with pytest.raises(ValueError, match=r"^gamma must be >= 0 \(segments of Diff that end slow start\), got -0.5$"):
         Vegas(gamma=-0.5)
     assert Vegas(gamma=0.0).gamma == 0.0
+
+
+def test_after_a_recovery_a_round_of_two_samples_is_too_few_for_the_vegas_rule():
+    """A fast recovery restarts the rounds with no RTT sample counted; a round that
+    then carries only two samples uses Reno's increase (Linux tcp_vegas: cnt_rtt <= 2),
+    however far its RTT is above the base."""
+    d = Driver(cwnd=20.0, ssthresh=10.0)
+    d.one_rtt(200_000)                                     # a full round: Vegas cuts
+    assert d.st.cwnd == 19.0
+    d.cc.on_exit_recovery(d.st, AckInfo(now_us=d.now, ack_seq=d.una, acked_bytes=0, rtt_sample_us=None,
+                                        ack_send_time_us=None, feedback=None, dupacks=0))
+    d.st.cwnd = 19.0
+    d.send(3)
+    while d.una < d.cc.beg_snd_nxt - MSS:
+        d.ack_one(None)                                    # no samples inside the round...
+    d.ack_one(200_000)                                     # ...but one,
+    d.ack_one(200_000)                                     # and the boundary's: two in all
+    assert d.cc.diff is not None and d.st.cwnd == pytest.approx(19.0 + 1 / 19.0)
+
+
+def test_a_one_microsecond_rtt_is_a_sample_and_a_one_byte_ack_grows_slow_start():
+    """Loopback can measure 1 us; a stream's last segment may carry one byte
+    (slow start grows by what the ACK covers, at most one segment)."""
+    v = Vegas()
+    st = CcState(mss_bytes=MSS)
+    v.on_init(st)
+    v.on_feedback(st, AckInfo(now_us=1, ack_seq=0, acked_bytes=MSS, rtt_sample_us=1,
+                              ack_send_time_us=None, feedback=None, dupacks=0))
+    assert v.cnt_rtt == 1 and v.round_min_rtt_us == 1 and v.base_rtt.get(st) == 1.0
+    before = st.cwnd
+    v.on_ack(st, AckInfo(now_us=2, ack_seq=0, acked_bytes=1, rtt_sample_us=None,
+                         ack_send_time_us=None, feedback=None, dupacks=0))
+    assert st.cwnd == pytest.approx(before + 1 / MSS)
