@@ -266,3 +266,15 @@ def test_a_negative_plus_window_is_refused_and_zero_accepted():
     with pytest.raises(ValueError, match=r"^plus_window_min_us must be >= 0 .*got -1$"):
         Westwood(variant="westwood+", plus_window_min_us=-1)
     assert Westwood(variant="westwood+", plus_window_min_us=0).plus_window_min_us == 0
+
+
+def test_acks_in_the_same_microsecond_carry_their_bytes_and_one_microsecond_later_is_a_sample():
+    """Original Westwood: an ACK at the instant of the last one makes no sample (no
+    interval); its bytes go into the next one, even if that comes only 1 us later."""
+    cc, st = fresh()
+    cc.on_feedback(st, ack(0, MSS))                        # starts the clock
+    cc.on_feedback(st, ack(1_000, MSS))
+    cc.on_feedback(st, ack(1_000, MSS))                    # same instant: carried
+    assert st.extra["bw_sample_bps"] == pytest.approx(8e6)
+    cc.on_feedback(st, ack(1_001, MSS))                    # 2 segments in 1 us
+    assert st.extra["bw_sample_bps"] == pytest.approx(2 * MSS * 8 / 1e-6)
