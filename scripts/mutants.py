@@ -25,7 +25,8 @@ function. Code that only those slow tests reach shows up as "no tests"
 
 Each mutant is
   killed     a test failed (or the type of crash pytest reports as an error),
-  timeout    the tests ran past mutmut's limit (counted as killed: the fault is seen),
+  timeout    the tests ran past mutmut's limit, or one test past --test-cpu-limit seconds
+             of CPU (counted as killed: the fault is seen),
   survived   every test passed,
   no tests   no fast test calls the mutated function (counted as not killed),
   equivalent listed in EQUIVALENT_FILE with the reason it cannot change behaviour
@@ -241,7 +242,7 @@ def score(module: str, stage: Path, equivalents: Equivalents) -> Score:
     return Score(counts, listed, survivors)
 
 
-def _mutmut(stage: Path, args: list[str]) -> int:
+def _mutmut(stage: Path, args: list[str], test_cpu_s: float) -> int:
     cmd = [str(Path(sys.executable).parent / "mutmut"), *args]
     print(f"  [{stage.name}] $ {' '.join(cmd)}", flush=True)
     # SIGINT back to its default: a shell starts background jobs with it ignored, and
@@ -249,18 +250,19 @@ def _mutmut(stage: Path, args: list[str]) -> int:
     # The inner loop leaves out the tests marked `scenario` (tests/conftest.py): whole
     # simulated scenarios of 15-50 s each, which every surviving mutant of the sender or
     # receiver would otherwise run (about 3 minutes a survivor). A mutant that only
-    # they would catch counts as survived: the score is a lower bound.
-    env = dict(os.environ, BWN_MUTATION_INNER_LOOP="1")
+    # they would catch counts as survived: the score is a lower bound. A test that uses
+    # more than test_cpu_s of CPU ends the mutant's run as a timeout (tests/conftest.py).
+    env = dict(os.environ, BWN_MUTATION_INNER_LOOP="1", BWN_MUTATION_TEST_CPU_S=str(test_cpu_s))
     return subprocess.call(cmd, cwd=stage, env=env,
                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def run_module(module: str, jobs: int, retest: bool, fresh: bool, only_survivors: bool = False,
-               match: str = "*", timeout_multiplier: float = 10.0) -> int:
+               match: str = "*", timeout_multiplier: float = 10.0, test_cpu_s: float = 30.0) -> int:
     if fresh and (WORK / module).exists():
         shutil.rmtree(WORK / module)
     stage = _stage(module, timeout_multiplier)
-    rc = 0 if only_survivors else _mutmut(stage, ["run", "--max-children", str(jobs)])
+    rc = 0 if only_survivors else _mutmut(stage, ["run", "--max-children", str(jobs)], test_cpu_s)
     if rc != 0:
         return rc
     if retest or only_survivors:
@@ -268,7 +270,7 @@ def run_module(module: str, jobs: int, retest: bool, fresh: bool, only_survivors
         (stage / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
         again = [n for n in score(module, stage, _equivalents()).survivors if fnmatch.fnmatchcase(n, match)]
         if again:
-            rc = _mutmut(stage, ["run", "--max-children", str(jobs), *again])
+            rc = _mutmut(stage, ["run", "--max-children", str(jobs), *again], test_cpu_s)
     return rc
 
 
@@ -322,12 +324,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="mutmut's limit is (the mutant's tests' own time + 5 s) * X * 2 CPU "
                          "seconds (default 10: a hanging mutant of the transport's event loop then "
                          "runs for 5-15 min; 3 still allows 6x the tests' time)")
+    ap.add_argument("--test-cpu-limit", type=float, default=30.0, metavar="S",
+                    help="a single test that uses more than S seconds of CPU ends the mutant's run "
+                         "as a timeout (default 30; the slowest fast test takes under 10 s; 0: off)")
     args = ap.parse_args(argv)
     unknown = [m for m in args.modules if m not in MODULES]
     if unknown:
         ap.error(f"unknown module {', '.join(unknown)}; choose from {', '.join(MODULES)}")
     if args.jobs < 1:
         ap.error("--jobs must be at least 1")
+    if args.test_cpu_limit < 0:
+        ap.error("--test-cpu-limit must be >= 0 (0: off)")
     if args.timeout_multiplier < 1:
         ap.error("--timeout-multiplier must be at least 1 (below, a slow but passing test run "
                  "would count as a timeout)")
@@ -341,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         for module in modules:
             print(f"== {module}: {', '.join(MODULES[module])}", flush=True)
             rc = run_module(module, args.jobs, args.retest, args.fresh, args.only_survivors, args.match,
-                            args.timeout_multiplier)
+                            args.timeout_multiplier, args.test_cpu_limit)
             if rc != 0:
                 print(f"mutants: mutmut failed on {module} (exit {rc}); its output is above", file=sys.stderr)
                 failed.append(module)
