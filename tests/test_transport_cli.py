@@ -106,6 +106,50 @@ def test_params_are_typed_by_the_constructor(monkeypatch: pytest.MonkeyPatch) ->
         registry.parse_params(registry.load("newreno"), [], 1.0)
 
 
+def test_param_strings_name_keys_with_dashes_values_with_equals_and_untyped_parameters() -> None:
+    """`--param initial-ssthresh=20` names initial_ssthresh; a value may contain '='
+    (only the first one splits); a parameter without a type hint takes its default's
+    type, or str without a default."""
+
+    class Untyped(CongestionControl):
+        name = "untyped"
+
+        def __init__(self, label, other, scale=1.5):     # no annotations on purpose
+            self.label, self.other, self.scale = label, other, scale
+
+    assert registry.parse_params(registry.load("gtcp"), ["initial-ssthresh=20"]) == {"initial_ssthresh": 20.0}
+    kw = registry.parse_params(Untyped, ["label=a=b", "other= 3 ", "scale=2"])
+    assert kw == {"label": "a=b", "other": "3", "scale": 2.0} and type(kw["scale"]) is float
+    with pytest.raises(registry.RegistryError) as err:
+        registry.parse_params(Untyped, ["scale=2"])
+    assert str(err.value) == "algorithm 'untyped' needs --param label=..."
+    with pytest.raises(registry.RegistryError) as err:
+        registry.parse_params(Untyped, ["label=x"])
+    assert str(err.value) == "algorithm 'untyped' needs --param other=..."
+
+    class Unresolvable(CongestionControl):
+        name = "unresolvable"
+
+        def __init__(self, n: "NotDefinedAnywhere" = 3) -> None:  # type: ignore[name-defined]  # noqa: F821
+            self.n = n
+
+    assert registry.parse_params(Unresolvable, ["n=4"]) == {"n": 4}   # hints unreadable: the default's type
+
+
+@pytest.mark.parametrize("name, items, rate, message", [
+    ("obp", ["nope=1"], None, "algorithm 'obp' has no parameter 'nope' (accepted: delta, gamma, inflight_gain, "
+                              "timeout_factor, fallback_rtts, unexplained_loss_factor, min_segments_per_rtt)"),
+    ("newreno", ["x=1"], None, "algorithm 'newreno' has no parameter 'x' (accepted: none)"),
+    ("obp", ["delta=x"], None, "--param delta needs a number, got 'x'"),
+    ("gtcp", ["rate_g_bps=1e6"], 2.0,
+     "give the reserved rate once: --reserved-rate-mbit or --param rate_g_bps"),
+])
+def test_bad_param_strings_say_exactly_what_is_wrong(name, items, rate, message) -> None:
+    with pytest.raises(registry.RegistryError) as err:
+        registry.parse_params(registry.load(name), items, rate)
+    assert str(err.value) == message
+
+
 def test_every_landed_algorithm_is_listed() -> None:
     text = registry.describe_all()
     for name in registry.ALGORITHMS:
