@@ -252,7 +252,13 @@ def _mutmut(stage: Path, args: list[str], test_cpu_s: float) -> int:
     # receiver would otherwise run (about 3 minutes a survivor). A mutant that only
     # they would catch counts as survived: the score is a lower bound. A test that uses
     # more than test_cpu_s of CPU ends the mutant's run as a timeout (tests/conftest.py).
-    env = dict(os.environ, BWN_MUTATION_INNER_LOOP="1", BWN_MUTATION_TEST_CPU_S=str(test_cpu_s))
+    # PYTHONPATH: the tests that run a CLI in a subprocess (`bwn-send`, `python -m ...`)
+    # import the mutated copy too; mutmut names the mutant in MUTANT_UNDER_TEST, which
+    # the subprocess inherits. Without it they ran the worktree's code through the
+    # editable install, so no CLI mutant could fail them.
+    env = dict(os.environ, BWN_MUTATION_INNER_LOOP="1", BWN_MUTATION_TEST_CPU_S=str(test_cpu_s),
+               PYTHONPATH=os.pathsep.join(p for p in (str(stage / "mutants"), os.environ.get("PYTHONPATH"))
+                                          if p))
     return subprocess.call(cmd, cwd=stage, env=env,
                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
