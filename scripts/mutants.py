@@ -56,6 +56,7 @@ import argparse
 import fnmatch
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -64,6 +65,8 @@ import tomllib
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+
+from scipy.stats import binomtest
 
 REPO = Path(__file__).resolve().parents[1]
 WORK = REPO / "build" / "mutation"
@@ -263,21 +266,80 @@ def _mutmut(stage: Path, args: list[str], test_cpu_s: float) -> int:
                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
-def run_module(module: str, jobs: int, retest: bool, fresh: bool, only_survivors: bool = False,
-               match: str = "*", timeout_multiplier: float = 10.0, test_cpu_s: float = 30.0) -> int:
-    if fresh and (WORK / module).exists():
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run one module's mutants (the command line's options)."""
+
+    jobs: int = 2
+    retest: bool = False
+    fresh: bool = False
+    only_survivors: bool = False
+    match: str = "*"
+    timeout_multiplier: float = 10.0
+    test_cpu_s: float = 30.0
+    sample: int = 0          # > 0: only that many unchecked mutants, drawn at random
+    seed: int = 1
+
+
+def _sample_file(stage: Path) -> Path:
+    return stage / "sample.json"
+
+
+def draw_sample(stage: Path, equivalents: Equivalents, n: int, seed: int) -> list[str]:
+    """``n`` of the module's unchecked mutants (not listed as equivalent), drawn
+    uniformly with ``seed``, and remembered in sample.json for the report (an
+    estimate of the rest's score with its interval). A sample already drawn with
+    the same seed and size is reused, so an interrupted sample resumes."""
+    path = _sample_file(stage)
+    if path.exists():
+        kept = json.loads(path.read_text())
+        if kept.get("seed") == seed and len(kept.get("mutants", [])) == n:
+            return list(kept["mutants"])
+    unchecked = sorted(name for name, code in _results(stage).items()
+                       if code is None and equivalents.reason(name) is None)
+    chosen = sorted(random.Random(seed).sample(unchecked, min(n, len(unchecked))))
+    path.write_text(json.dumps({"seed": seed, "population": len(unchecked), "mutants": chosen}, indent=1))
+    return chosen
+
+
+def run_module(module: str, opts: RunOptions) -> int:
+    if opts.fresh and (WORK / module).exists():
         shutil.rmtree(WORK / module)
-    stage = _stage(module, timeout_multiplier)
-    rc = 0 if only_survivors else _mutmut(stage, ["run", "--max-children", str(jobs)], test_cpu_s)
+    stage = _stage(module, opts.timeout_multiplier)
+    run = ["run", "--max-children", str(opts.jobs)]
+    if opts.sample:
+        chosen = draw_sample(stage, _equivalents(), opts.sample, opts.seed)
+        return _mutmut(stage, [*run, *chosen], opts.test_cpu_s) if chosen else 0
+    rc = 0 if opts.only_survivors else _mutmut(stage, run, opts.test_cpu_s)
     if rc != 0:
         return rc
-    if retest or only_survivors:
+    if opts.retest or opts.only_survivors:
         # New tests: mutmut must learn again which tests call which function.
         (stage / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
-        again = [n for n in score(module, stage, _equivalents()).survivors if fnmatch.fnmatchcase(n, match)]
+        again = [n for n in score(module, stage, _equivalents()).survivors
+                 if fnmatch.fnmatchcase(n, opts.match)]
         if again:
-            rc = _mutmut(stage, ["run", "--max-children", str(jobs), *again], test_cpu_s)
+            rc = _mutmut(stage, [*run, *again], opts.test_cpu_s)
     return rc
+
+
+def sample_estimate(stage: Path, equivalents: Equivalents) -> str | None:
+    """The drawn sample's outcome, as an estimate for the unchecked mutants it was drawn from."""
+    path = _sample_file(stage)
+    if not path.exists():
+        return None
+    kept = json.loads(path.read_text())
+    results = _results(stage)
+    statuses = Counter(STATUS.get(results.get(name), "suspicious") for name in kept["mutants"]
+                       if equivalents.reason(name) is None)
+    done = sum(n for st, n in statuses.items() if st not in ("not checked", "skipped"))
+    if not done:
+        return f"sample of {len(kept['mutants'])} (seed {kept['seed']}): none checked yet"
+    seen = statuses["killed"] + statuses["timeout"]
+    ci = binomtest(seen, done).proportion_ci(confidence_level=0.95, method="wilson")
+    return (f"sample of {len(kept['mutants'])} of the {kept['population']} unchecked when drawn "
+            f"(seed {kept['seed']}): {done} checked, {seen} killed or timed out = {100 * seen / done:.1f} % "
+            f"[95 % Wilson {100 * ci.low:.1f}, {100 * ci.high:.1f}]")
 
 
 def print_scores(modules: list[str], show_diffs: bool) -> None:
@@ -300,6 +362,9 @@ def print_scores(modules: list[str], show_diffs: bool) -> None:
               f"{len(s.equivalent):>7}{s.percent:>7.1f}%")
         if s.counts["not checked"]:
             print(f"{'':<12}  {s.counts['not checked']} not checked yet (run again to resume)")
+        estimate = sample_estimate(stage, equivalents)
+        if estimate:
+            print(f"{'':<12}  {estimate}")
         for name in s.survivors:
             print(f"    survived: {name}")
             if show_diffs:
@@ -333,12 +398,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--test-cpu-limit", type=float, default=30.0, metavar="S",
                     help="a single test that uses more than S seconds of CPU ends the mutant's run "
                          "as a timeout (default 30; the slowest fast test takes under 10 s; 0: off)")
+    ap.add_argument("--sample", type=int, default=0, metavar="N",
+                    help="test only N of the module's unchecked mutants, drawn at random (--seed); "
+                         "the report then estimates the unchecked rest's score from them, with a "
+                         "95 %% interval (for modules too slow to check whole in one sitting)")
+    ap.add_argument("--seed", type=int, default=1, help="the sample's seed (default 1)")
     args = ap.parse_args(argv)
     unknown = [m for m in args.modules if m not in MODULES]
     if unknown:
         ap.error(f"unknown module {', '.join(unknown)}; choose from {', '.join(MODULES)}")
     if args.jobs < 1:
         ap.error("--jobs must be at least 1")
+    if args.sample < 0:
+        ap.error("--sample must be >= 0 (0: no sample, every unchecked mutant)")
+    if args.sample and (args.retest or args.only_survivors or args.fresh):
+        ap.error("--sample tests unchecked mutants only: not with --retest, --only-survivors or --fresh")
     if args.test_cpu_limit < 0:
         ap.error("--test-cpu-limit must be >= 0 (0: off)")
     if args.timeout_multiplier < 1:
@@ -353,8 +427,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.report_only:
         for module in modules:
             print(f"== {module}: {', '.join(MODULES[module])}", flush=True)
-            rc = run_module(module, args.jobs, args.retest, args.fresh, args.only_survivors, args.match,
-                            args.timeout_multiplier, args.test_cpu_limit)
+            rc = run_module(module, RunOptions(
+                jobs=args.jobs, retest=args.retest, fresh=args.fresh, only_survivors=args.only_survivors,
+                match=args.match, timeout_multiplier=args.timeout_multiplier,
+                test_cpu_s=args.test_cpu_limit, sample=args.sample, seed=args.seed))
             if rc != 0:
                 print(f"mutants: mutmut failed on {module} (exit {rc}); its output is above", file=sys.stderr)
                 failed.append(module)
