@@ -310,3 +310,28 @@ def test_shutdown_ends_only_the_flows_still_open_at_its_time() -> None:
     still = rx.close_all(500)
     assert [f.flow_id for f in still] == [1] and [f.flow_id for f in ended] == [2, 1]
     assert still[0].closed_us == 500 and still[0].sink.closed
+
+
+def test_time_wait_ends_exactly_its_length_after_the_close() -> None:
+    sim, s = real_flow(time_wait_us=1_000_000)
+    sim.run(until_us=60_000_000)
+    done_intact(sim, s)
+    rx = sim.receiver
+    (flow,) = rx.flows.values()
+    assert flow.in_time_wait and flow.closed_us is not None
+    rx.expire(flow.closed_us + 999_999)
+    assert rx.open_count == 1                                 # 1 us short: still held
+    rx.expire(flow.closed_us + 1_000_000)
+    assert rx.open_count == 0 and rx.stats_dict()["time_wait_flows"] == 0
+
+
+def test_half_open_flows_time_out_oldest_first() -> None:
+    """A SYN at 0 and another at 600 us, a 1 ms half-open timeout: at 1 ms only the
+    first has waited that long; the second is kept until its own 1 ms."""
+    rx = Receiver(lambda v, a: True, lambda a, f: MemorySink(), half_open_timeout_us=1_000)
+    rx.on_datagram(syn(1), ("h", 1), 0)
+    rx.on_datagram(syn(2), ("h", 2), 600)
+    rx.expire(1_000)
+    assert [f.flow_id for f in rx.flows.values()] == [2] and rx.stats.half_open_expired == 1
+    rx.expire(1_600)
+    assert not rx.flows and rx.stats.half_open_expired == 2

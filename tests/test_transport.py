@@ -1000,3 +1000,15 @@ def test_the_flow_log_shows_a_fast_recovery_ended_by_a_timeout(tmp_path):
     after = [r for r in rows if r["timeouts"] >= 1]
     assert after and all(r["in_recovery"] == 0 for r in after)
     assert rows[-1]["timeouts"] == s.timeouts == 2
+
+
+def test_an_idle_application_limited_flow_has_no_retransmission_timer_running():
+    """RFC 6298 sec. 5.2: when all outstanding data is acknowledged the timer stops.
+    An application that writes one segment a second over a 20 ms path: between
+    writes nothing is outstanding, so no timeout ever fires."""
+    sim = Simulation(LinkModel(delay_us=10_000), LinkModel(delay_us=10_000), seed=1)
+    s = sim.add_flow(NewReno(), PatternSource(5 * MSS, MSS), config=cfg(app_rate_bps=8 * MSS))
+    sim.run(until_us=2_500_000)                    # between the 2nd and the 3rd write
+    assert s.snd_una == s.snd_max and s.rto_deadline_us is None
+    sim.run(until_us=30_000_000)
+    assert s.state is SenderState.DONE and s.timeouts == 0 and s.retransmits == 0

@@ -757,3 +757,42 @@ def test_the_receivers_loop_sleeps_between_datagrams_and_runs_its_delayed_ack_ti
     assert bytes(r.sinks[0].data) == pattern_bytes(0, 41 * MSS)
     assert sender.timeouts == 0 and sender.retransmits == 0
     assert r.iterations <= r.rx.stats_dict()["datagrams"] + 50, (r.iterations, r.rx.stats_dict())
+
+
+def test_sack_recovery_starts_when_the_scoreboard_says_lost_before_three_duplicate_acks() -> None:
+    """RFC 6675 sec. 5: recovery starts on DupThresh duplicate ACKs *or* when
+    IsLost(HighACK + 1). Segment 10 is lost and the first three duplicate ACKs after
+    it are lost too: the first one to arrive already SACKs four segments above the
+    hole, so the sender retransmits at once instead of waiting for two more."""
+    from bwn.hosts.transport_wire import F_FIN, F_SYN
+
+    class Spy(NewReno):
+        def __init__(self) -> None:
+            self.dupacks: List[int] = []
+            self.entered_after: List[int] = []
+
+        def on_dupack(self, st: Any, ack: Any) -> None:
+            self.dupacks.append(ack.dupacks)
+            super().on_dupack(st, ack)
+
+        def on_enter_recovery(self, st: Any) -> None:
+            self.entered_after.append(len(self.dupacks))
+            super().on_enter_recovery(st)
+
+    acks_for_10 = {"n": 0}
+
+    def drop_ack(t: int, pkt: bytes) -> bool:
+        h = TransportHeader.unpack(pkt)
+        if h.flags & (F_SYN | F_FIN) or h.ack != 10 * MSS:
+            return False
+        acks_for_10["n"] += 1             # the 1st is segment 9's own ACK; then the duplicates
+        return 2 <= acks_for_10["n"] <= 4
+
+    fwd = LinkModel(delay_us=10_000, drop_indices={fwd_index(10 * MSS)})
+    sim = Simulation(fwd, LinkModel(delay_us=10_000, drop_if=drop_ack), seed=1)
+    cc = Spy()
+    s = sim.add_flow(cc, PatternSource(40 * MSS, MSS), config=cfg())
+    sim.run(until_us=30_000_000)
+    assert s.state is SenderState.DONE and s.timeouts == 0 and s.fast_recoveries == 1
+    assert cc.entered_after == [1] and s.retransmits == 1
+    assert bytes(sim.sink_of(s).data) == pattern_bytes(0, 40 * MSS)
