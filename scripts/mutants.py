@@ -309,6 +309,11 @@ def run_module(module: str, opts: RunOptions) -> int:
     run = ["run", "--max-children", str(opts.jobs)]
     if opts.sample:
         chosen = draw_sample(stage, _equivalents(), opts.sample, opts.seed)
+        if opts.only_survivors:
+            # The sample's survivors again, with the tests written since (mapped afresh).
+            (stage / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
+            survivors = set(score(module, stage, _equivalents()).survivors)
+            chosen = [n for n in chosen if n in survivors]
         return _mutmut(stage, [*run, *chosen], opts.test_cpu_s) if chosen else 0
     rc = 0 if opts.only_survivors else _mutmut(stage, run, opts.test_cpu_s)
     if rc != 0:
@@ -401,7 +406,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sample", type=int, default=0, metavar="N",
                     help="test only N of the module's unchecked mutants, drawn at random (--seed); "
                          "the report then estimates the unchecked rest's score from them, with a "
-                         "95 %% interval (for modules too slow to check whole in one sitting)")
+                         "95 %% interval (for modules too slow to check whole in one sitting); with "
+                         "--only-survivors, re-test the survivors of that same sample")
     ap.add_argument("--seed", type=int, default=1, help="the sample's seed (default 1)")
     args = ap.parse_args(argv)
     unknown = [m for m in args.modules if m not in MODULES]
@@ -411,8 +417,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--jobs must be at least 1")
     if args.sample < 0:
         ap.error("--sample must be >= 0 (0: no sample, every unchecked mutant)")
-    if args.sample and (args.retest or args.only_survivors or args.fresh):
-        ap.error("--sample tests unchecked mutants only: not with --retest, --only-survivors or --fresh")
+    if args.sample and (args.retest or args.fresh):
+        ap.error("--sample is a draw of unchecked mutants: not with --retest or --fresh "
+                 "(with --only-survivors it re-tests the sample's survivors)")
     if args.test_cpu_limit < 0:
         ap.error("--test-cpu-limit must be >= 0 (0: off)")
     if args.timeout_multiplier < 1:
