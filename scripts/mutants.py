@@ -281,16 +281,16 @@ class RunOptions:
     seed: int = 1
 
 
-def _sample_file(stage: Path) -> Path:
-    return stage / "sample.json"
+def _sample_file(stage: Path, seed: int) -> Path:
+    return stage / f"sample-seed{seed}.json"
 
 
 def draw_sample(stage: Path, equivalents: Equivalents, n: int, seed: int) -> list[str]:
     """``n`` of the module's unchecked mutants (not listed as equivalent), drawn
-    uniformly with ``seed``, and remembered in sample.json for the report (an
+    uniformly with ``seed``, and remembered in sample-seedSEED.json for the report (an
     estimate of the rest's score with its interval). A sample already drawn with
     the same seed and size is reused, so an interrupted sample resumes."""
-    path = _sample_file(stage)
+    path = _sample_file(stage, seed)
     if path.exists():
         kept = json.loads(path.read_text())
         if kept.get("seed") == seed and len(kept.get("mutants", [])) == n:
@@ -328,12 +328,13 @@ def run_module(module: str, opts: RunOptions) -> int:
     return rc
 
 
-def sample_estimate(stage: Path, equivalents: Equivalents) -> str | None:
-    """The drawn sample's outcome, as an estimate for the unchecked mutants it was drawn from."""
-    path = _sample_file(stage)
-    if not path.exists():
-        return None
-    kept = json.loads(path.read_text())
+def sample_estimates(stage: Path, equivalents: Equivalents) -> list[str]:
+    """Each drawn sample's outcome, as an estimate for the unchecked mutants it was drawn from."""
+    return [_sample_estimate(json.loads(path.read_text()), stage, equivalents)
+            for path in sorted(stage.glob("sample-seed*.json"))]
+
+
+def _sample_estimate(kept: dict, stage: Path, equivalents: Equivalents) -> str:
     results = _results(stage)
     statuses = Counter(STATUS.get(results.get(name), "suspicious") for name in kept["mutants"]
                        if equivalents.reason(name) is None)
@@ -367,8 +368,7 @@ def print_scores(modules: list[str], show_diffs: bool) -> None:
               f"{len(s.equivalent):>7}{s.percent:>7.1f}%")
         if s.counts["not checked"]:
             print(f"{'':<12}  {s.counts['not checked']} not checked yet (run again to resume)")
-        estimate = sample_estimate(stage, equivalents)
-        if estimate:
+        for estimate in sample_estimates(stage, equivalents):
             print(f"{'':<12}  {estimate}")
         for name in s.survivors:
             print(f"    survived: {name}")
