@@ -18,6 +18,8 @@ from bwn.hosts.transport_wire import (
     F_RST,
     F_SYN,
     HEADERS_LEN,
+    OPT_RCV_STATS,
+    RCV_STATS_STRUCT,
     OptionError,
     TransportHeader,
     encode_options,
@@ -280,3 +282,46 @@ def test_unpack_refuses_a_header_its_datagram_cannot_hold() -> None:
     other = bytearray(pkt)
     other[BWN_HEADER_LEN] = 2                                        # a later version is reported as such
     assert TransportHeader.unpack(bytes(other)).version == 2
+
+
+def test_the_sender_counts_each_unusable_datagram_once_by_its_reason() -> None:
+    """Too short, a foreign flow id, bad options, no ACK flag, an ACK of data never
+    sent: each is counted once in bad_packets (the summary's figure), none changes
+    the flow."""
+    s = Sender(NewReno(), PatternSource(10_000, 1000), lambda v: True, flow_id=5,
+               config=SenderConfig(mss_bytes=1000))
+    s.start(0)
+    buf = bytearray(HEADERS_LEN + 4)
+    n = pack_ack_headers(buf, F_SYN | F_ACK, 5, 0, 65536, 0, 0, None)
+    s.on_datagram(bytes(buf[:n]), 1000)
+    assert s.state.value == "established" and s.bad_packets == 0
+    bad = [bytes(buf[:HEADERS_LEN - 1])]                                            # too short
+    n = pack_ack_headers(buf, F_ACK, 6, 0, 65536, 0, 0, None)
+    bad.append(bytes(buf[:n]))                                                      # another flow
+    n = pack_ack_headers(buf, F_ACK, 5, 0, 65536, 0, 0, None, bytes.fromhex("0101030a"))
+    bad.append(bytes(buf[:n]))                                                      # bad options
+    n = pack_ack_headers(buf, 0, 5, 0, 65536, 0, 0, None)
+    bad.append(bytes(buf[:n]))                                                      # no ACK flag
+    n = pack_ack_headers(buf, F_ACK, 5, s.snd_max + 1000, 65536, 0, 0, None)
+    bad.append(bytes(buf[:n]))                                                      # never sent
+    for i, pkt in enumerate(bad, 1):
+        s.on_datagram(pkt, 2000 + i)
+        assert s.bad_packets == i
+    assert s.snd_una == 0 and s.state.value == "established"
+
+
+def test_an_ack_without_options_is_exactly_the_headers_long() -> None:
+    buf = bytearray(HEADERS_LEN + 40)
+    assert pack_ack_headers(buf, F_ACK, 5, 0, 65536, 0, 0, None) == HEADERS_LEN
+
+
+def test_malformed_options_are_refused_with_what_was_wrong() -> None:
+    with pytest.raises(OptionError) as err:
+        encode_options(sack_blocks=[(5, 5)])
+    assert str(err.value) == "SACK block must have 0 <= left < right < 2**64, got [5, 5)"
+    stats_len = 2 + RCV_STATS_STRUCT.size
+    bad = bytes([OPT_RCV_STATS, stats_len - 1]) + bytes(stats_len - 3)
+    bad += bytes(-len(bad) % 4)
+    with pytest.raises(OptionError) as err:
+        parse_options(bad, 0, len(bad))
+    assert str(err.value) == f"RCV_STATS must have length {stats_len}, got {stats_len - 1}"
