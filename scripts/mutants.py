@@ -259,6 +259,10 @@ def _mutmut(stage: Path, args: list[str], test_cpu_s: float) -> int:
     # import the mutated copy too; mutmut names the mutant in MUTANT_UNDER_TEST, which
     # the subprocess inherits. Without it they ran the worktree's code through the
     # editable install, so no CLI mutant could fail them.
+    # The folder must exist before mutmut starts: a PYTHONPATH entry that is missing
+    # when Python starts is cached as unusable, and mutmut (which creates it on a first
+    # run) would then test the worktree's code and find no test for any mutant.
+    (stage / "mutants").mkdir(exist_ok=True)
     env = dict(os.environ, BWN_MUTATION_INNER_LOOP="1", BWN_MUTATION_TEST_CPU_S=str(test_cpu_s),
                PYTHONPATH=os.pathsep.join(p for p in (str(stage / "mutants"), os.environ.get("PYTHONPATH"))
                                           if p))
