@@ -312,6 +312,10 @@ def run_module(module: str, opts: RunOptions) -> int:
     stage = _stage(module, opts.timeout_multiplier)
     run = ["run", "--max-children", str(opts.jobs)]
     if opts.sample:
+        if not _results(stage):
+            print(f"mutants: {module} has no mutants generated yet, so none to draw: run "
+                  f"`scripts/mutants.py {module}` once (it may be stopped once it tests)", file=sys.stderr)
+            return 1
         chosen = draw_sample(stage, _equivalents(), opts.sample, opts.seed)
         if opts.only_survivors:
             # The sample's survivors again, with the tests written since (mapped afresh).
