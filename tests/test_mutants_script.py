@@ -3,26 +3,17 @@ estimate it reports (docs/testing.md, "Why a sample"). No mutmut run: a stage ma
 the .meta files mutmut would have written."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
+from scriptmod import loaded_script
 
 
 @pytest.fixture(scope="module")
 def mm():
-    spec = importlib.util.spec_from_file_location("mutants_script", REPO / "scripts" / "mutants.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["mutants_script"] = mod     # its dataclasses look their module up there
-    try:
-        spec.loader.exec_module(mod)
+    with loaded_script("mutants.py", "mutants_script") as mod:
         yield mod
-    finally:
-        sys.modules.pop("mutants_script", None)
 
 
 def stage_with(tmp_path: Path, codes: dict) -> Path:

@@ -9,20 +9,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from scriptmod import loaded_script
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def p4m():
-    spec = importlib.util.spec_from_file_location("p4_mutants", REPO / "scripts" / "p4_mutants.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["p4_mutants"] = mod     # its dataclass looks its module up there
-    try:
-        spec.loader.exec_module(mod)
+    with loaded_script("p4_mutants.py", "p4_mutants") as mod:
         yield mod
-    finally:
-        sys.modules.pop("p4_mutants", None)
 
 
 def test_every_mutant_applies_once_and_changes_the_program(p4m):
