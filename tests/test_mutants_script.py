@@ -49,3 +49,25 @@ def test_the_estimate_is_the_samples_kill_rate_with_a_wilson_interval(mm, tmp_pa
     (line,) = mm.sample_estimates(stage, eq)
     assert line == ("sample of 20 of the 20 unchecked when drawn (seed 1): 19 checked, 16 killed or "
                     "timed out = 84.2 % [95 % Wilson 62.4, 94.5]")
+
+
+def _pytest_with_the_projects_conftest(tmp_path: Path, body: str, **env: str):
+    import os
+    import subprocess
+    import sys
+    (tmp_path / "test_one.py").write_text(body)
+    run_env = dict(os.environ, PYTHONPATH=str(Path(__file__).parent), **env)
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "conftest", "-p", "no:cacheprovider",
+                           "test_one.py"], cwd=tmp_path, env=run_env, capture_output=True, timeout=60)
+
+
+def test_in_the_inner_loop_a_spinning_test_ends_the_run_as_mutmuts_cpu_limit_does(tmp_path):
+    """tests/conftest.py: past BWN_MUTATION_TEST_CPU_S of CPU the run dies of SIGXCPU,
+    which mutmut records as a timeout; a test within the limit passes as usual."""
+    spin = "def test_spin():\n    while True:\n        pass\n"
+    done = _pytest_with_the_projects_conftest(tmp_path, spin, BWN_MUTATION_INNER_LOOP="1",
+                                              BWN_MUTATION_TEST_CPU_S="1")
+    assert done.returncode == -24                           # killed by SIGXCPU
+    quick = _pytest_with_the_projects_conftest(tmp_path, "def test_ok():\n    assert sum(range(10**5))\n",
+                                               BWN_MUTATION_INNER_LOOP="1", BWN_MUTATION_TEST_CPU_S="1")
+    assert quick.returncode == 0
