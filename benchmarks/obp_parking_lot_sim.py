@@ -18,6 +18,8 @@ Cases (``--case``, several allowed; default: all):
 * ``single``: one bottleneck, two greedy flows (OBP's fairness on one link);
 * ``one-link-ab``: greedy, but only the middle bottleneck stamps the long flow
   (an experiment: it sees one link's AB instead of the path's minimum);
+* ``share-floor``: greedy, OBP with the EBN share floor (a deviation, issue 10:
+  TR never below share_floor x the path's EBN share) at 0.5, 0.8 and 0.9;
 * ``ab-window``: greedy with AB measured over 16.4 ms (the switch's default), 50
   and 200 ms;
 * ``hidden``: one flow through a 10 Mb/s BWN port and a 5 Mb/s port without BWN,
@@ -55,6 +57,8 @@ CASES: Dict[str, List[tuple]] = {
                     ("NewReno", dict(loss=0.005, algo="newreno"))],
     "single": [("OBP, one bottleneck", dict(bottlenecks=1))],
     "one-link-ab": [("OBP, long flow sees b2's AB only", dict(long_sees_only_link=2))],
+    "share-floor": [(f"OBP, share_floor={f:g}", dict(params=(f"share_floor={f}",)))
+                    for f in (0.5, 0.8, 0.9)],
     "ab-window": [(f"OBP, AB over {ms:g} ms", dict(ab_period_us=int(ms * 1000)))
                   for ms in (16.384, 50, 200)],
 }

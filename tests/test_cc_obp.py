@@ -5,6 +5,7 @@ import pytest
 
 from bwn.hosts.cc.base import AckInfo, CcState, Feedback
 from bwn.hosts.cc.obp import Obp
+from bwn.wire import ebn_decode_kbps, ebn_encode_kbps
 
 MSS = 1000
 RTT = 100_000                                            # µs
@@ -258,6 +259,8 @@ def test_unexplained_losses_are_counted_and_logged_and_ab_zero_is_room():
     ({"unexplained_loss_factor": 0.0}, "unexplained_loss_factor must be in (0, 1]"),
     ({"unexplained_loss_factor": 1.5}, "unexplained_loss_factor must be in (0, 1]"),
     ({"min_segments_per_rtt": 0.0}, "min_segments_per_rtt must be > 0"),
+    ({"share_floor": -0.01}, "share_floor must be in [0, 0.95]"),
+    ({"share_floor": 0.96}, "share_floor must be in [0, 0.95]"),
 ])
 def test_parameters_out_of_range_are_refused_with_the_rule(kw, message):
     """A bad --cc-param gets an error that names the parameter and its range."""
@@ -268,7 +271,65 @@ def test_parameters_out_of_range_are_refused_with_the_rule(kw, message):
 
 def test_parameters_at_the_ends_of_their_ranges_are_accepted():
     for kw in ({"delta": 0.0}, {"delta": 1.0}, {"gamma": 0.0}, {"timeout_factor": 1.0},
-               {"unexplained_loss_factor": 1.0}, {"inflight_gain": 0.01}, {"min_segments_per_rtt": 0.5}):
+               {"unexplained_loss_factor": 1.0}, {"inflight_gain": 0.01}, {"min_segments_per_rtt": 0.5},
+               {"share_floor": 0.0}, {"share_floor": 0.95}):
         cc = Obp(**kw)
         (name, value), = kw.items()
         assert getattr(cc, name) == value
+
+
+# -- deviation: the floor at the path's EBN share (issue 10, share_floor) -------------
+def fb_share(narrow_mbps, tight_mbps, share_kbps):
+    """Feedback whose EBN code stands for share_kbps (the code's 1/8-octave rounding)."""
+    return Feedback(hop_count=3, ebn_code=ebn_encode_kbps(share_kbps),
+                    narrow_kbps=int(narrow_mbps * 1000), tight_kbps=int(tight_mbps * 1000))
+
+
+def test_share_floor_keeps_tr_at_its_fraction_of_the_echoed_ebn_share():
+    """Eq. (4) under a deep overload would cut TR far below the path's C/N; with the
+    floor TR stays at share_floor x the share the EBN code stands for."""
+    cc, st = fresh(cwnd=125, share_floor=0.9)
+    cc.on_feedback(st, ack(0, fb_share(10, -40, 5000)))        # eq. (4): EP * 10/50 = 2 Mb/s
+    share_bps = ebn_decode_kbps(ebn_encode_kbps(5000)) * 1000
+    assert st.pacing_rate_bps == pytest.approx(0.9 * share_bps)
+    assert st.extra["ebn_share_bps"] == pytest.approx(share_bps)
+
+
+def test_share_floor_zero_is_the_papers_sender_whatever_the_code():
+    cc, st = fresh(cwnd=125)
+    cc.on_feedback(st, ack(0, fb_share(10, -40, 5000)))
+    ep = 125 * 8000 / 0.1
+    assert st.pacing_rate_bps == pytest.approx(ep + ep * (-40e6 / (10e6 + 40e6)))
+    assert "ebn_share_bps" not in st.extra
+
+
+def test_share_floor_does_not_cut_a_rate_above_it():
+    """The floor only raises: eq. (1)'s TR above f x share is left as it is."""
+    cc, st = fresh(cwnd=125, share_floor=0.9)
+    cc.on_feedback(st, ack(0, fb_share(100, 50, 1000)))
+    ep = 125 * 8000 / 0.1
+    assert st.pacing_rate_bps == pytest.approx(eq1(ep, 50e6, 100e6))
+
+
+def test_share_floor_without_an_ebn_code_sets_no_floor():
+    cc, st = fresh(cwnd=125, share_floor=0.9)
+    cc.on_feedback(st, ack(0, fb(10, -40)))                   # ebn_code None: no EBN stamp
+    ep = 125 * 8000 / 0.1
+    assert st.pacing_rate_bps == pytest.approx(ep + ep * (-40e6 / 50e6))
+
+
+def test_share_floor_never_lifts_tr_above_the_narrow_link():
+    """A share above the narrow link (forged, or stale) is capped at Max.TR ("Bounds")."""
+    cc, st = fresh(cwnd=125, share_floor=0.9)
+    cc.on_feedback(st, ack(0, fb_share(10, -40, 50_000)))
+    assert st.pacing_rate_bps == pytest.approx(10e6)
+
+
+def test_a_timeout_still_halves_under_the_floor_until_the_next_feedback():
+    cc, st = fresh(cwnd=50, share_floor=0.9)                  # EP 4 Mb/s, halved to 2
+    cc.on_feedback(st, ack(0, fb_share(10, -40, 5000)))
+    floor_bps = st.pacing_rate_bps
+    cc.on_timeout(st)
+    assert st.pacing_rate_bps == pytest.approx(cc.ep) and cc.ep < floor_bps
+    cc.on_feedback(st, ack(10_000, fb_share(10, -40, 5000)))
+    assert st.pacing_rate_bps == pytest.approx(floor_bps)

@@ -138,7 +138,8 @@ def test_param_strings_name_keys_with_dashes_values_with_equals_and_untyped_para
 
 @pytest.mark.parametrize("name, items, rate, message", [
     ("obp", ["nope=1"], None, "algorithm 'obp' has no parameter 'nope' (accepted: delta, gamma, inflight_gain, "
-                              "timeout_factor, fallback_rtts, unexplained_loss_factor, min_segments_per_rtt)"),
+                              "timeout_factor, fallback_rtts, unexplained_loss_factor, min_segments_per_rtt, "
+                              "share_floor)"),
     ("newreno", ["x=1"], None, "algorithm 'newreno' has no parameter 'x' (accepted: none)"),
     ("obp", ["delta=x"], None, "--param delta needs a number, got 'x'"),
     ("gtcp", ["rate_g_bps=1e6"], 2.0,

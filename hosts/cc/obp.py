@@ -62,6 +62,23 @@ Decisions (the paper is silent on all of these):
   cwnd = 2, every loss at the floor was a timeout, which halved EP again: a flow
   that reached the floor could not leave it. ``Max.TR = 0`` (no capacity) yields
   no TR.
+* **Deviation -- a floor at the path's EBN share** (issue 10, off by default:
+  ``share_floor = 0`` is the paper's sender). With ``share_floor = f > 0``, a TR
+  is never below ``f`` times the EBN share the same ACK echoes (the smallest
+  ``C / N`` on the path, Dutta & Zhang's EBN code, which every bwn switch stamps
+  beside the narrow and tight link). Why: under the min-AB rule a flow that
+  crosses several bottlenecks is cut (eq. 4) whenever any of them is
+  overloaded but grows only by the smallest AB, so in the parking lot the long
+  flow gets a small fraction of its max-min share (the "beat-down" of
+  explicit-rate schemes over several bottlenecks; docs/algorithms.md). The
+  floor cannot overload a link: for every flow on a link the path's smallest
+  ``C / N`` is at most that link's ``C / N``, so the floors of a link's ``N``
+  flows sum to at most ``f * C`` (the code rounds to 1/8 octave, up to 4.4 %
+  above ``C / N``: ``f <= 0.95`` keeps the sum below C). It holds only while N
+  counts the flows (the switch's linear counting, docs/dataplane.md). The floor
+  applies where TR is computed (every ACK with feedback); timeouts and
+  unexplained losses still cut EP and TR, and the next feedback lifts TR back
+  to the floor. An unset code (255) sets no floor.
 * **Bounds under forged or absurd feedback** (issue 12): AB is taken as at most
   Max.TR (a tight link cannot have more room than the narrow link's capacity),
   and TR is kept within ``[floor, max(floor, Max.TR)]``: a flow never paces
@@ -69,6 +86,8 @@ Decisions (the paper is silent on all of these):
 """
 import math
 from typing import List, Optional
+
+from bwn.wire import ebn_decode_kbps
 
 from .base import AckInfo, CcState, CongestionControl, Feedback, SentSegment
 from .filters import US_PER_S
@@ -92,6 +111,7 @@ class Obp(CongestionControl):
         fallback_rtts: int = 2,
         unexplained_loss_factor: float = 0.5,
         min_segments_per_rtt: float = 4.0,
+        share_floor: float = 0.0,
     ) -> None:
         if not 0 <= delta <= 1:
             raise ValueError(f"delta must be in [0, 1] (eq. (3)'s fairness factor; the paper's 0.9), "
@@ -106,6 +126,10 @@ class Obp(CongestionControl):
             raise ValueError("unexplained_loss_factor must be in (0, 1] (1: ignore such losses)")
         if min_segments_per_rtt <= 0:
             raise ValueError("min_segments_per_rtt must be > 0")
+        if not 0 <= share_floor <= 0.95:
+            raise ValueError(f"share_floor must be in [0, 0.95] (a fraction of the path's EBN share; "
+                             f"0 = the paper's sender; above 0.95 the floors of a link's flows can "
+                             f"exceed its capacity), got {share_floor}")
         self.delta = float(delta)
         self.gamma = float(gamma)
         self.inflight_gain = float(inflight_gain)
@@ -113,6 +137,7 @@ class Obp(CongestionControl):
         self.fallback_rtts = int(fallback_rtts)
         self.unexplained_loss_factor = float(unexplained_loss_factor)
         self.min_segments_per_rtt = float(min_segments_per_rtt)
+        self.share_floor = float(share_floor)
         self.unexplained_losses = 0
         self.mode = "window"
         self.ep: Optional[float] = None
@@ -123,6 +148,7 @@ class Obp(CongestionControl):
         self.feedback_in_round = False
         self.max_tr: Optional[float] = None
         self.ab: Optional[float] = None
+        self.share_bps: Optional[float] = None
 
     # -- the paper's equations ---------------------------------------------------
     def rate(self, ep: float, ab: float, max_tr: float) -> float:
@@ -157,6 +183,14 @@ class Obp(CongestionControl):
         """min_segments_per_rtt frames per RTT, in frame bits/s (the floor-trap fix)."""
         return self.min_segments_per_rtt * 8.0 * st.frame_bytes * US_PER_S / rtt_us
 
+    def _share_floor_bps(self, fb: Feedback) -> float:
+        """share_floor * the path's EBN share in frame bits/s (0 without a set code or a floor)."""
+        share_kbps = None if fb.ebn_code is None else ebn_decode_kbps(fb.ebn_code)   # 255: unset
+        if share_kbps is None:
+            return 0.0
+        self.share_bps = share_kbps * 1000.0
+        return self.share_floor * self.share_bps
+
     def _apply(self, st: CcState, rtt_us: Optional[float]) -> None:
         st.pacing_rate_bps = self.tr
         st.estimate_bps = self.tr
@@ -166,6 +200,8 @@ class Obp(CongestionControl):
         st.extra["ep_bps"] = self.ep
         st.extra["ab_bps"] = self.ab
         st.extra["max_tr_bps"] = self.max_tr
+        if self.share_floor > 0:
+            st.extra["ebn_share_bps"] = self.share_bps
         st.extra["mode"] = self.mode
 
     # -- callbacks ---------------------------------------------------------------
@@ -209,6 +245,8 @@ class Obp(CongestionControl):
             self.max_tr = fb.narrow_kbps * 1000.0
             self.ab = fb.tight_kbps * 1000.0
             tr = min(self.rate(self.ep, self.ab, self.max_tr), self.max_tr)   # "Bounds"
+            # DEVIATION (share_floor > 0 only): never below a fraction of the path's EBN share.
+            tr = max(tr, min(self._share_floor_bps(fb), self.max_tr))
             if rtt:
                 tr = max(tr, self._floor(st, rtt))
             self.tr = tr
