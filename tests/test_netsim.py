@@ -386,3 +386,15 @@ def test_a_scenario_measures_each_flow_between_warmup_and_end() -> None:
     assert res.drops == {"p": 8, "q": 16, "r": 8}
     res = ns._measure(NS(run=run, ports={}), flows, None, 0, 4_000_000)
     assert [f.in_profile_mbps for f in res.flows] == [0.0, 0.0] and res.drops == {}
+
+
+def test_the_share_floor_lifts_the_long_flow_of_the_parking_lot_to_its_max_min_share() -> None:
+    """OBP's min-AB rule beats the 3-bottleneck long flow down to a fraction of its
+    max-min share (5 Mb/s of frames against greedy cross flows); with share_floor=0.9
+    (issue 10's deviation) it gets at least 80 % of it, and no link drops a packet."""
+    share_mbps = max_min_long_share_mbps(None)
+    paper = parking_lot(seed=1, duration_s=20, warmup_s=8).by_name()["long"]
+    floor = parking_lot(seed=1, duration_s=20, warmup_s=8, params=("share_floor=0.9",))
+    assert paper.frame_mbps < 0.5 * share_mbps
+    assert floor.by_name()["long"].frame_mbps >= 0.8 * share_mbps
+    assert sum(f.retransmits for f in floor.flows) == 0
