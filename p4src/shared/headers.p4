@@ -32,9 +32,10 @@ header ipv4_t {
     ipv4_addr_t dst_addr;
 }
 
-/* The same IPv4 header in two parts, for targets that hash the flow key
- * (addresses and ports) as headers: BMv2 copies a list of fields into
- * temporaries before hashing it, but not a header. */
+/* IPv4's first 12 bytes (up to the checksum), for targets that extract the
+ * addresses with what follows them (the flow key, flow_key_t) as one header:
+ * BMv2 copies a list of fields into temporaries before hashing it, but not a
+ * header. */
 header ipv4_head_t {
     bit<4>      version;
     bit<4>      ihl;
@@ -49,11 +50,6 @@ header ipv4_head_t {
     bit<8>      ttl;
     bit<8>      protocol;
     bit<16>     hdr_checksum;
-}
-
-header ipv4_addrs_t {
-    ipv4_addr_t src_addr;
-    ipv4_addr_t dst_addr;
 }
 
 /* IPv4 addresses and the TCP/UDP ports that follow them when the IPv4 header

@@ -78,9 +78,13 @@ header bwn_v1_t {
     bit<224> all;            /* UDP length ++ checksum ++ the BWN header: layout at BWN_* */
 }
 
-/* IPv4 options, up to the 40 bytes IHL allows: parsed only to verify the
- * header checksum (RFC 1812 sec. 5.2.2), never changed. */
-header ipv4_options_t {
+/* IPv4's addresses and its options (up to the 40 bytes IHL allows), for every
+ * packet that is not TCP or UDP without options: one header, so one validity
+ * to reset per packet. The options are parsed only to verify the header
+ * checksum (RFC 1812 sec. 5.2.2), never changed. */
+header ipv4_rest_t {
+    ipv4_addr_t src_addr;
+    ipv4_addr_t dst_addr;
     varbit<320> options;
 }
 
@@ -123,14 +127,14 @@ header work_t {
     bit<19>  q;          /* a queue depth read back (the width BMv2 reports) */
     bit<5>   spare;
     bit<256> t;          /* the port's stamp (with its telemetry) being built or read */
+    bit<224> s;          /* the stamp register's value (t without the port) */
 }
 
 struct v1_headers_t {
     ethernet_v1_t  ethernet;
     ipv4_head_v1_t ipv4;
     flow_key_t     fk;
-    ipv4_addrs_t   addrs;
-    ipv4_options_t ipv4_options;
+    ipv4_rest_t    addrs;
     bwn_v1_t       bwn;
     work_t         w;      /* never valid, never emitted */
 }
@@ -207,8 +211,10 @@ register<bit<176>, PortId_t>(MAX_PORTS) port_state;
  *   [191:176] log7(IC)      [175:168] EBN code       [167:160] 0
  *   [159:128] IC (kb/s)     [127:96]  AB (kb/s, int32)
  *   [95:64]   BR (kb/s)     [63:32]   queue (pkts)   [31:0]    window start (us)
- * (EBN code, IC and AB at the bits of the stamp they go into, `all` above). */
-register<bit<256>, PortId_t>(MAX_PORTS) stamp;
+ * (EBN code, IC and AB at the bits of the stamp they go into, `all` above).
+ * The register keeps bits 223..0, as wide as `all`, so that the egress
+ * compares them with no slice; the port is added for the digest. */
+register<bit<224>, PortId_t>(MAX_PORTS) stamp;   /* t[223:0]: the port is only in the digest */
 #define ST_LOG7(x)   x[191:176]
 #define ST_EBN(x)    x[175:168]
 #define ST_NARROW(x) x[159:128]
@@ -256,16 +262,9 @@ parser BwnParser(packet_in packet, out v1_headers_t hdr, inout metadata_t meta,
         }
     }
 
+    /* The options' length in bits: (IHL - 5) * 32, 0 without options. */
     state parse_addrs {
-        packet.extract(hdr.addrs);
-        transition select(hdr.ipv4.head) {
-            IHL_5 &&& IHL_MASK: accept;
-            default: parse_ipv4_options;
-        }
-    }
-
-    state parse_ipv4_options {
-        packet.extract(hdr.ipv4_options, ((bit<32>)IP_IHL(hdr.ipv4) - 5) * 32);
+        packet.extract(hdr.addrs, ((bit<32>)IP_IHL(hdr.ipv4) - 5) * 32);
         transition accept;
     }
 
@@ -317,7 +316,7 @@ control BwnVerifyChecksum(inout v1_headers_t hdr, inout metadata_t meta) {
             meta.k, HashAlgorithm.csum16);
         verify_checksum(hdr.addrs.isValid(),
             { hdr.ipv4.head, hdr.ipv4.ttl_csum, hdr.addrs.src_addr, hdr.addrs.dst_addr,
-              hdr.ipv4_options.options },
+              hdr.addrs.options },
             meta.k, HashAlgorithm.csum16);
     }
 }
@@ -560,7 +559,8 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
 
     action read_stamp() {
         hdr.w.q = 0;                             /* no window closed: no digest */
-        stamp.read(hdr.w.t, standard_metadata.egress_spec);
+        stamp.read(hdr.w.s, standard_metadata.egress_spec);
+        hdr.w.t = (bit<256>)hdr.w.s;
     }
 
     /* ---- EBN's N and the share ------------------------------------------ */
@@ -603,10 +603,15 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
         }
         ST_EBN(hdr.w.t) = hdr.w.a[7:0];
         ST_FLOWS(hdr.w.t) = PS_CURRENT(hdr.w.ps) ++ PS_LAST(hdr.w.ps);
-        stamp.write(standard_metadata.egress_spec, hdr.w.t);
+        hdr.w.s = hdr.w.t[223:0];
         if (hdr.w.q == WINDOW_CLOSED && ST_NARROW(hdr.w.t) != 0) {
             digest<port_telemetry_t>(TELEMETRY_DIGEST_RECEIVER, { hdr.w.t });
         }
+    }
+
+    /* (A separate action, so that p4c hands the register the field as it is.) */
+    action write_stamp() {
+        stamp.write(standard_metadata.egress_spec, hdr.w.s);
     }
 
     table flows_log {
@@ -677,6 +682,7 @@ control BwnIngress(inout v1_headers_t hdr, inout metadata_t meta,
                 }
                 flows_now();
                 flows_log.apply();                /* and the EBN share into the stamp */
+                write_stamp();
             }
         }
     }
@@ -704,16 +710,16 @@ control BwnEgress(inout v1_headers_t hdr, inout metadata_t meta,
      * mask. A port without capacity (narrow 0) leaves the packet as it is. */
     action stamp_packet() {
         queue_depth.write(standard_metadata.egress_port, standard_metadata.deq_qdepth);
-        stamp.read(hdr.w.t, standard_metadata.egress_port);
-        if (ST_NARROW(hdr.w.t) != 0) {
+        stamp.read(hdr.w.s, standard_metadata.egress_port);
+        if (hdr.w.s & BWN_NARROW != 0) {
             hdr.bwn.all =
                 ((hdr.bwn.all & BWN_HOP) < BWN_HOP ? hdr.bwn.all + BWN_HOP_ONE : hdr.bwn.all) & BWN_KEPT
-                | ((hdr.w.t[223:0] & BWN_EBN) < (hdr.bwn.all & BWN_EBN)
-                   ? hdr.w.t[223:0] & BWN_EBN : hdr.bwn.all & BWN_EBN)
-                | ((hdr.w.t[223:0] & BWN_NARROW) < (hdr.bwn.all & BWN_NARROW)
-                   ? hdr.w.t[223:0] & BWN_NARROW : hdr.bwn.all & BWN_NARROW)
-                | (((hdr.w.t[223:0] ^ BWN_TIGHT_SIGN) & BWN_TIGHT) < ((hdr.bwn.all ^ BWN_TIGHT_SIGN) & BWN_TIGHT)
-                   ? hdr.w.t[223:0] & BWN_TIGHT : hdr.bwn.all & BWN_TIGHT);
+                | ((hdr.w.s & BWN_EBN) < (hdr.bwn.all & BWN_EBN)
+                   ? hdr.w.s & BWN_EBN : hdr.bwn.all & BWN_EBN)
+                | ((hdr.w.s & BWN_NARROW) < (hdr.bwn.all & BWN_NARROW)
+                   ? hdr.w.s & BWN_NARROW : hdr.bwn.all & BWN_NARROW)
+                | (((hdr.w.s ^ BWN_TIGHT_SIGN) & BWN_TIGHT) < ((hdr.bwn.all ^ BWN_TIGHT_SIGN) & BWN_TIGHT)
+                   ? hdr.w.s & BWN_TIGHT : hdr.bwn.all & BWN_TIGHT);
         }
     }
 
@@ -755,7 +761,6 @@ control BwnDeparser(packet_out packet, in v1_headers_t hdr) {
         packet.emit(hdr.ipv4);
         packet.emit(hdr.fk);
         packet.emit(hdr.addrs);
-        packet.emit(hdr.ipv4_options);
         packet.emit(hdr.bwn);
     }
 }
