@@ -120,6 +120,38 @@ class StampMinimumTest(BwnTest):
         tu.verify_packet(self, routed(pkt, 3), 3)
 
 
+class NewFlowKeepsThePortsStampTest(BwnTest):
+    """A flow that is new inside a measurement window rewrites its port's stamp
+    with the new EBN share only: the narrow and tight link stay that port's,
+    whatever the switch's working values held from the packet before (here a
+    window closed at another port, of another capacity, just before)."""
+
+    # Windows long enough that none closes between the packets below (2.1 s, 8.4 s).
+    window_cfg = ent.WindowConfig(window_us=1 << 21, flow_window_us=1 << 23)
+
+    def stamped(self, dst_port: int, sport: int) -> BwnHeader:
+        tu.send_packet(self, 1, bwn_packet(1, dst_port, sport=sport))
+        [out] = self.collect(dst_port, 0.5)
+        return BwnHeader.unpack(bytes(out[BWN])[:24])
+
+    def runTest(self) -> None:
+        self.add_hosts()
+        self.set_capacity(2, 10e6)
+        self.set_capacity(3, 100e6)
+        first = self.stamped(2, 41000)           # closes port 2's window
+        self.assertEqual(first.narrow_kbps, 10_000)
+        self.assertEqual(self.stamped(3, 42000).narrow_kbps, 100_000)   # closes port 3's
+        new_flow = self.stamped(2, 43000)        # new at port 2, inside its window
+        again = self.stamped(2, 41000)
+        for h in (new_flow, again):
+            self.assertEqual(h.narrow_kbps, 10_000)
+            # port 2's AB (a window boundary may pass: then the few bytes it got
+            # lower it by a kb/s or so); port 3's would be ~100 000 kb/s
+            self.assertLessEqual(abs(h.tight_kbps - first.tight_kbps), 10)
+        # the share of two flows, one octave (8 codes) below one flow's
+        self.assertIn(first.ebn_code - again.ebn_code, (7, 8, 9))
+
+
 class PathMinimumTwoSwitchesTest(BwnTest):
     """sw1 -> sw2: the smaller capacity of the two links wins, whichever it is."""
 
