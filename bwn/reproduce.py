@@ -543,7 +543,9 @@ def write_plots(grid: gr.Grid, out_root: Path, cases: list[gr.Case], records: li
         ref = 0.0 if c.kind == "better" else (c.threshold if c.kind != "near" else c.target)
         if ref is not None:
             ax.axhline(ref, color="grey", linestyle="--", linewidth=1)
-        ax.set_xticks(range(len(jc.cases)), [j.case.label for j in jc.cases], rotation=30, ha="right",
+        # case ids, not labels: a label is a sentence, and a few of them squeeze the
+        # axes to nothing (the page's tables give each id's label)
+        ax.set_xticks(range(len(jc.cases)), [j.case.id for j in jc.cases], rotation=20, ha="right",
                       fontsize="small")
         ylabel = f"gain vs {c.versus}" if c.kind == "better" else c.metric
         ax.set_ylabel(ylabel)

@@ -182,6 +182,27 @@ def test_outputs_mark_invalid_runs_and_carry_the_numbers(tmp_path):
     assert [r["valid"] for r in runs if r["seed"] == "4"] == ["0", "1"]
 
 
+def test_claim_plots_name_each_case_by_its_id_not_its_label(tmp_path, monkeypatch):
+    """A case's label is a sentence; under each point of a claim's plot the short id
+    goes (the page's tables give each id's label), or a few labels squeeze the axes."""
+    import matplotlib.axes
+    ticks: list[list[str]] = []
+    set_xticks = matplotlib.axes.Axes.set_xticks
+
+    def spy(self, positions, labels=None, **kw):
+        ticks.append([str(t) for t in (labels or [])])
+        return set_xticks(self, positions, labels, **kw)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "set_xticks", spy)
+    records = [rec(tmp_path, case, seed, scheme, value) for case in ("a", "b") for seed in (1, 2)
+               for scheme, value in (("x", 1.1), ("y", 1.0))]
+    grid = make_grid([BETTER])
+    cases = [grid.case("a"), grid.case("b")]
+    paths = reproduce.write_plots(grid, tmp_path, cases, records, reproduce.judge_all(grid, cases, records))
+    assert ticks == [["a", "b"]]
+    assert paths["x>y"].exists()
+
+
 # -- grids, seeds and resumption -------------------------------------------------------------
 
 @pytest.mark.parametrize("paper", gr.PAPERS)
