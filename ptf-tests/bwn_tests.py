@@ -343,6 +343,9 @@ class TelemetryOncePerWindowTest(BwnTest):
         reports = [ent.PortTelemetry.from_digest(d) for d in collector.stop()]
         starts = [r.window_start_us for r in reports if r.port == 2]
         print(f"\n  {len(starts)} reports of port 2, {len(set(starts))} windows")
+        # only port 2 carried traffic: a report of any other port is a stray one
+        # (e.g. a new flow's packet reporting a stamp read without its port)
+        self.assertEqual({r.port for r in reports}, {2}, "a report of a port that closed no window")
         self.assertGreater(len(starts), 10, "too few telemetry digests")
         self.assertEqual(len(starts), len(set(starts)), "a window was reported more than once")
 
