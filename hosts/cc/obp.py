@@ -183,13 +183,11 @@ class Obp(CongestionControl):
         """min_segments_per_rtt frames per RTT, in frame bits/s (the floor-trap fix)."""
         return self.min_segments_per_rtt * 8.0 * st.frame_bytes * US_PER_S / rtt_us
 
-    def _share_floor_bps(self, fb: Feedback) -> float:
-        """share_floor * the path's EBN share in frame bits/s (0 without a set code or a floor)."""
+    @staticmethod
+    def _ebn_share_bps(fb: Feedback) -> Optional[float]:
+        """The path's EBN share the ACK echoes, in frame bits/s; None when no switch set it."""
         share_kbps = None if fb.ebn_code is None else ebn_decode_kbps(fb.ebn_code)   # 255: unset
-        if share_kbps is None:
-            return 0.0
-        self.share_bps = share_kbps * 1000.0
-        return self.share_floor * self.share_bps
+        return None if share_kbps is None else share_kbps * 1000.0
 
     def _apply(self, st: CcState, rtt_us: Optional[float]) -> None:
         st.pacing_rate_bps = self.tr
@@ -246,7 +244,10 @@ class Obp(CongestionControl):
             self.ab = fb.tight_kbps * 1000.0
             tr = min(self.rate(self.ep, self.ab, self.max_tr), self.max_tr)   # "Bounds"
             # DEVIATION (share_floor > 0 only): never below a fraction of the path's EBN share.
-            tr = max(tr, min(self._share_floor_bps(fb), self.max_tr))
+            share_bps = self._ebn_share_bps(fb)
+            if share_bps is not None:
+                self.share_bps = share_bps                    # the latest, for the flow log
+                tr = max(tr, min(self.share_floor * share_bps, self.max_tr))
             if rtt:
                 tr = max(tr, self._floor(st, rtt))
             self.tr = tr
