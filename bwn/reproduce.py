@@ -236,12 +236,13 @@ def execute(grid: gr.Grid, out: Path, plan: Sequence[tuple[gr.Case, int, str]], 
             progress: Callable[[str], None] = print, command: str = "",
             carried: Optional[dict[RunKey, cl.RunRecord]] = None) -> dict[str, Any]:
     """Run what is not done yet; returns timings (also in OUT/PAPER/timing.json): per
-    run its duration, wall time, the `command` and commit that made it and when it
-    finished, so a page made from several invocations can say which made what."""
+    run its duration, wall time, the `command`, commit and machine that made it and
+    when it finished, so a page made from several invocations can say which made what."""
     from bwn import experiment, report
     timing_path = out / "timing.json"
     timing = json.loads(timing_path.read_text()) if timing_path.exists() else {"runs": {}}
     commit = commit_text(out.parent)                   # out is OUT/PAPER: OUT holds every page
+    machine = machine_text()
     touched: set[Path] = set()
     for i, (case, seed, scheme) in enumerate(plan, start=1):
         path = run_dir(out, case, seed, scheme)
@@ -264,6 +265,7 @@ def execute(grid: gr.Grid, out: Path, plan: Sequence[tuple[gr.Case, int, str]], 
         wall_s = time.monotonic() - started
         timing["runs"][str(path.relative_to(out))] = {
             "duration_s": duration_s, "wall_s": round(wall_s, 1), "command": command, "commit": commit,
+            "machine": machine,
             "finished_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M")}
         timing_path.write_text(json.dumps(timing, indent=1))
         touched.add(path.parent)
@@ -312,7 +314,8 @@ def collect(grid: gr.Grid, out: Path, plan: Sequence[tuple[gr.Case, int, str]], 
             record.fidelity = "made with another scenario than its case's (bwn reproduce makes it again)"
         entry = (timing or {}).get("runs", {}).get(str(path.relative_to(out))) or {}
         if entry.get("command"):
-            record.made_by = f"`{entry['command']}` at {entry.get('commit', 'unknown')}"
+            record.made_by = f"`{entry['command']}` at {entry.get('commit', 'unknown')}" + (
+                f" on {entry['machine']}" if entry.get("machine") else "")
             record.finished_utc = entry.get("finished_utc", "")
         records.append(record)
     return records
@@ -904,9 +907,11 @@ def main(args: argparse.Namespace) -> int:
         header = {
             "command": command_line(args, grid.paper),
             "runs made by": runs_made_by(records),
-            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "commit": commit_text(out_root),
-            "machine": machine_text(),
+            # The page's own making: with runs carried or made by other invocations,
+            # not the commit and machine of its runs ('runs made by' has those).
+            "page written": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "page written at commit": commit_text(out_root),
+            "page written on": machine_text(),
             "selection": ("quick subset, 1 seed" if args.quick else f"full grid, {args.seeds} seeds"
                           + "".join(f" ({c.id}: {c.seeds})" for c in grid.cases
                                     if c.seeds and c.seeds > args.seeds))

@@ -338,11 +338,18 @@ def test_execute_resumes_skipping_complete_valid_runs(tmp_path, monkeypatch):
     schemes = ["gtcp", "gtcp:cwnd_g_rtt=srtt", "newreno"]
     assert list(grid.cases[0].schemes) == schemes
     monkeypatch.setattr(reproduce, "commit_text", lambda out=None: "abc1234")
+    monkeypatch.setattr(reproduce, "machine_text", lambda: "box: 2 CPUs")
     reproduce.execute(grid, out, plan, quick=False, progress=lambda m: None, command="bwn reproduce gtcp --out r")
     assert sorted(calls) == [(x, s) for x in schemes for s in (1, 2)]
     assert (out / "basic" / "seed2" / "gtcp" / "scenario.toml").exists()
-    entry = json.loads((out / "timing.json").read_text())["runs"]["basic/seed1/gtcp"]
+    timing = json.loads((out / "timing.json").read_text())
+    entry = timing["runs"]["basic/seed1/gtcp"]
     assert entry["command"] == "bwn reproduce gtcp --out r" and entry["commit"] == "abc1234"
+    assert entry["machine"] == "box: 2 CPUs"
+    # A page says which invocation, commit and machine made each run (not only the
+    # commit and machine that write the page, which may be another's).
+    made_by = {r.made_by for r in reproduce.collect(grid, out, plan, timing=timing)}
+    assert made_by == {"`bwn reproduce gtcp --out r` at abc1234 on box: 2 CPUs"}
     assert entry["duration_s"] == grid.cases[0].duration_s and len(entry["finished_utc"]) == 16
     calls.clear()
     invalid.clear()
