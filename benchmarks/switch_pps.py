@@ -3,7 +3,7 @@
 
     sudo .venv/bin/python benchmarks/switch_pps.py [--seconds 8] [--rounds 7]
         [--builds default,fast] [--programs plain,bwn] [--classes data,plain,window-first]
-        [--callgrind 2000] [--candidate build/try]
+        [--callgrind 2000] [--candidate build/try] [--threads]
 
 Method. One `simple_switch_grpc` in a private network namespace, two veth ports.
 A closed-loop generator (this process, AF_PACKET) keeps `--inflight` 1000-byte
@@ -30,6 +30,10 @@ measured in the same rounds as the other two, so that a change to the program is
 judged by its own paired ratio against the plain router, next to the committed
 program's, rather than against a figure from another day (the VM's speed drifts
 by tens of per cent between days).
+
+--threads also prints where the CPU goes: the CPU per packet of the switch's four
+busiest threads (packet in, ingress, egress, transmit: the order simple_switch
+starts them) and of the generator, from /proc/PID/task/*/stat.
 
 --callgrind N runs each (program, class) once more under valgrind's callgrind
 on the fast build and counts the instructions the switch executes per packet
@@ -66,6 +70,9 @@ SW_MAC = "00:00:00:00:01:01"
 H2_MAC = "00:00:00:00:00:02"
 DST_IP = "10.0.2.2"
 PROGRAMS = ("plain", "bwn")
+# BMv2's threads that work per packet: packet in, ingress, the egress port's egress
+# thread, transmit (simple_switch starts them in this order; --threads).
+BUSY_THREADS = 4
 
 
 # ----------------------------------------------------------------------------- netns
@@ -159,6 +166,28 @@ def switch_cpu_s(pid: int) -> tuple[float, float]:
     return int(fields[11]) / tick, int(fields[12]) / tick
 
 
+def thread_cpu_s(pid: int) -> dict[int, float]:
+    """User + system CPU seconds of each thread of process `pid`, by thread id."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:      # the thread ended
+            continue
+        out[int(tid)] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def busiest_threads_us(before: dict[int, float], after: dict[int, float], packets: int,
+                       n: int = BUSY_THREADS) -> list[float]:
+    """CPU us per packet of the `n` threads that used the most CPU between two
+    `thread_cpu_s` readings, in thread-id order (the order BMv2 started them)."""
+    used = {tid: after[tid] - before.get(tid, 0.0) for tid in after}
+    top = sorted(sorted(used, key=used.__getitem__, reverse=True)[:n])
+    return [used[tid] / packets * 1e6 for tid in top]
+
+
 # ----------------------------------------------------------------------------- measurement
 @dataclass
 class Sample:
@@ -166,6 +195,8 @@ class Sample:
     cpu_us_per_pkt: float
     lost: int
     user_us_per_pkt: float = 0.0    # of cpu_us_per_pkt: the switch in user space (the pipeline)
+    generator_us_per_pkt: float = 0.0   # this process (the closed-loop generator), user + system
+    threads_us_per_pkt: tuple[float, ...] = ()   # the switch's busiest threads, in start order
 
 
 def closed_loop(tx: socket.socket, rx: socket.socket, pkts: list[bytes], seconds: float,
@@ -236,9 +267,9 @@ class Bench:
                 pkts = frames("data" if traffic == "window-first" else traffic)
                 closed_loop(self.tx, self.rx, pkts, 1.0, self.args.inflight)  # warm up
                 drain(self.rx)
-                cpu0 = switch_cpu_s(sw.proc.pid)
+                cpu0, threads0, gen0 = switch_cpu_s(sw.proc.pid), thread_cpu_s(sw.proc.pid), os.times()
                 got, lost, elapsed = closed_loop(self.tx, self.rx, pkts, self.args.seconds, self.args.inflight)
-                cpu1 = switch_cpu_s(sw.proc.pid)
+                cpu1, threads1, gen1 = switch_cpu_s(sw.proc.pid), thread_cpu_s(sw.proc.pid), os.times()
                 drain(self.rx)
             finally:
                 session.close()
@@ -247,7 +278,9 @@ class Bench:
         if got == 0:
             raise RuntimeError(f"{program}/{traffic}: no frame came out of port 2 (see {sw.log_path})")
         user_s, sys_s = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
-        return Sample(got / elapsed, (user_s + sys_s) / got * 1e6, lost, user_s / got * 1e6)
+        gen_s = (gen1.user - gen0.user) + (gen1.system - gen0.system)
+        return Sample(got / elapsed, (user_s + sys_s) / got * 1e6, lost, user_s / got * 1e6,
+                      gen_s / got * 1e6, tuple(busiest_threads_us(threads0, threads1, got)))
 
     def callgrind(self, binary: str, program: str, traffic: str, n: int, out: Path) -> float:
         """Instructions per packet over `n` packets (after warm-up), profile in `out`."""
@@ -290,6 +323,24 @@ def paired_ratio(pps: list[float], plain_pps: list[float]) -> str:
     return mean_interval([a / b for a, b in zip(pps, plain_pps)]).text()
 
 
+def print_threads(results: dict[tuple[str, str, str], list[Sample]]) -> None:
+    """Where a packet's CPU goes: the switch's busiest threads (in the order BMv2
+    started them: packet in, ingress, egress, transmit) and the generator, median
+    over the rounds. A program whose threads together need more CPU per packet
+    than another's forwards fewer packets on the same cores."""
+    print(f"\n| BMv2 build | program | traffic | us CPU/packet of the switch's {BUSY_THREADS} busiest threads "
+          "(start order) | their sum | generator |")
+    print("|---|---|---|---|---|---|")
+    for (b, p, c), ss in results.items():
+        ss = [s for s in ss if len(s.threads_us_per_pkt) == BUSY_THREADS]
+        if not ss:
+            continue
+        per_thread = [statistics.median(s.threads_us_per_pkt[i] for s in ss) for i in range(BUSY_THREADS)]
+        print(f"| {b} | {p} | {c} | {' / '.join(f'{x:.2f}' for x in per_thread)} | "
+              f"{statistics.median(sum(s.threads_us_per_pkt) for s in ss):.2f} | "
+              f"{statistics.median(s.generator_us_per_pkt for s in ss):.2f} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=8.0, help="measurement per (build, program, class, round)")
@@ -301,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--callgrind", type=int, default=0, metavar="N",
                     help="also count instructions per packet over N packets under callgrind (fast build)")
     ap.add_argument("--candidate", metavar="DIR", help="also measure bwn.p4 as compiled into DIR (program `candidate`)")
+    ap.add_argument("--threads", action="store_true",
+                    help="also print CPU per packet of the switch's busiest threads and of the generator")
     ap.add_argument("--profile-dir", default="build/switch-pps", help="callgrind profiles and switch logs")
     ap.add_argument("--log-dir", default="build/switch-pps")
     args = ap.parse_args(argv)
@@ -381,6 +434,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{statistics.median(s.cpu_us_per_pkt for s in ss):.1f} "
               f"({statistics.median(s.user_us_per_pkt for s in ss):.1f}) | {ratio:.2f} | "
               f"{paired_ratio([x.pps for x in ss], [x.pps for x in plain]) if plain else '-'} |")
+    if args.threads and args.rounds:
+        print_threads(results)
     pairs = [(k, results.get((k[0], "bwn", k[2]))) for k in results if k[1] == "candidate"]
     if pairs:
         print("\n| BMv2 build | traffic | candidate / bwn.p4, per-round pps ratio, mean [95 % CI] "
