@@ -462,7 +462,11 @@ def write_outputs(grid: gr.Grid, out_root: Path, cases: list[gr.Case], records: 
             lines += ["", f"![{c.id}]({plots[c.id].name})"]
         lines.append("")
     if "timeseries" in plots:
-        lines += ["## Throughput over time", "", f"![throughput over time]({plots['timeseries'].name})", ""]
+        lines += ["## Throughput over time", ""]
+        if "timeseries kept" in plots:
+            lines += ["Drawn where the runs' folders were: none of them is on the machine that wrote "
+                      "this page, so the figure is kept as it was.", ""]
+        lines += [f"![throughput over time]({plots['timeseries'].name})", ""]
     lines += ["## Runs", "", "Every run (INVALID ones are listed, never averaged). Each folder is a `bwn run` "
               "output: its `summary.md`, logs and `run.json` (fidelity figures).", "",
               "| case | seed | scheme | valid | goodput | utilization | retransmissions | claims' metrics | fidelity | folder |",
@@ -564,9 +568,11 @@ def write_plots(grid: gr.Grid, out_root: Path, cases: list[gr.Case], records: li
         plt.close(fig)
         paths[c.id] = path
     if grid.timeseries_flow:
-        path = _plot_timeseries(grid, out_root, cases, records)
+        path, drawn_here = _plot_timeseries(grid, out_root, cases, records)
         if path is not None:
             paths["timeseries"] = path
+            if not drawn_here:
+                paths["timeseries kept"] = path
     return paths
 
 
@@ -586,7 +592,11 @@ def _seed_quantity(c: gr.Claim, r: cl.RunRecord, runs: list[cl.RunRecord]) -> Op
 
 
 def _plot_timeseries(grid: gr.Grid, out_root: Path, cases: list[gr.Case],
-                     records: list[cl.RunRecord]) -> Optional[Path]:
+                     records: list[cl.RunRecord]) -> tuple[Optional[Path], bool]:
+    """The figure of the cases' throughput over time, drawn from the run folders
+    here; (its path, True). With none of them here (every run carried from the
+    committed table), the figure drawn where they were is kept: (its path, False),
+    or (None, False) when there is none."""
     import matplotlib.pyplot as plt
 
     from bwn import report
@@ -621,14 +631,14 @@ def _plot_timeseries(grid: gr.Grid, out_root: Path, cases: list[gr.Case],
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes[-1, 0].set_xlabel("time since experiment start (s)")
+    path = out_root / f"{grid.paper}-throughput-over-time.png"
     if not drawn:
         plt.close(fig)
-        return None
+        return (path if path.exists() else None), False
     fig.tight_layout()
-    path = out_root / f"{grid.paper}-throughput-over-time.png"
     fig.savefig(path, dpi=90)
     plt.close(fig)
-    return path
+    return path, True
 
 
 # ---------------------------------------------------------------------------------------

@@ -182,6 +182,26 @@ def test_outputs_mark_invalid_runs_and_carry_the_numbers(tmp_path):
     assert [r["valid"] for r in runs if r["seed"] == "4"] == ["0", "1"]
 
 
+def test_a_page_written_without_the_run_folders_keeps_its_throughput_figure(tmp_path):
+    """Runs carried from the committed table have no folder here, so nothing can be
+    drawn; the figure drawn where they were stays on the page, and says so."""
+    from dataclasses import replace
+    grid = replace(make_grid([BETTER]), timeseries_flow="f1")
+    cases = [grid.case("a")]
+    records = [rec(tmp_path, "a", seed, x, 1.0) for seed in (1, 2) for x in ("x", "y")]
+    for r in records:
+        r.carried = True
+    judgements = reproduce.judge_all(grid, cases, records)
+    text = reproduce.write_outputs(grid, tmp_path, cases, records, judgements, {}).read_text()
+    assert "## Throughput over time" not in text                      # no figure anywhere: none
+    figure = tmp_path / "test-throughput-over-time.png"
+    figure.write_bytes(b"drawn elsewhere")
+    text = reproduce.write_outputs(grid, tmp_path, cases, records, judgements, {}).read_text()
+    assert "## Throughput over time" in text and "![throughput over time](test-throughput-over-time.png)" in text
+    assert "the figure is kept as it was" in text
+    assert figure.read_bytes() == b"drawn elsewhere"
+
+
 def test_claim_plots_name_each_case_by_its_id_not_its_label(tmp_path, monkeypatch):
     """A case's label is a sentence; under each point of a claim's plot the short id
     goes (the page's tables give each id's label), or a few labels squeeze the axes."""
