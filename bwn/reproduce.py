@@ -464,8 +464,8 @@ def write_outputs(grid: gr.Grid, out_root: Path, cases: list[gr.Case], records: 
     if "timeseries" in plots:
         lines += ["## Throughput over time", ""]
         if "timeseries kept" in plots:
-            lines += ["Drawn where the runs' folders were: none of them is on the machine that wrote "
-                      "this page, so the figure is kept as it was.", ""]
+            lines += ["Drawn where the runs' folders were: some of them are not on the machine that "
+                      "wrote this page, so the figure is kept as it was.", ""]
         lines += [f"![throughput over time]({plots['timeseries'].name})", ""]
     lines += ["## Runs", "", "Every run (INVALID ones are listed, never averaged). Each folder is a `bwn run` "
               "output: its `summary.md`, logs and `run.json` (fidelity figures).", "",
@@ -594,12 +594,20 @@ def _seed_quantity(c: gr.Claim, r: cl.RunRecord, runs: list[cl.RunRecord]) -> Op
 def _plot_timeseries(grid: gr.Grid, out_root: Path, cases: list[gr.Case],
                      records: list[cl.RunRecord]) -> tuple[Optional[Path], bool]:
     """The figure of the cases' throughput over time, drawn from the run folders
-    here; (its path, True). With none of them here (every run carried from the
-    committed table), the figure drawn where they were is kept: (its path, False),
-    or (None, False) when there is none."""
+    here; (its path, True). When some case has no run folder here (its runs carried
+    from the committed table), the figure drawn where they were is kept whole:
+    (its path, False); with no such figure, the cases that have folders are drawn,
+    and (None, False) when none has."""
     import matplotlib.pyplot as plt
 
     from bwn import report
+    path = out_root / f"{grid.paper}-throughput-over-time.png"
+    here = [c for c in cases if any(r.case == c.id and r.complete and not r.carried for r in records)]
+    if len(here) < len(cases) and path.exists():
+        return path, False
+    if not here:
+        return None, False
+    cases = here
     fig, axes = plt.subplots(len(cases), 1, figsize=(11, 2.6 * len(cases)), squeeze=False)
     drawn = False
     for ax, case in zip(axes[:, 0], cases):
@@ -631,7 +639,6 @@ def _plot_timeseries(grid: gr.Grid, out_root: Path, cases: list[gr.Case],
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes[-1, 0].set_xlabel("time since experiment start (s)")
-    path = out_root / f"{grid.paper}-throughput-over-time.png"
     if not drawn:
         plt.close(fig)
         return (path if path.exists() else None), False

@@ -200,6 +200,30 @@ def test_a_page_written_without_the_run_folders_keeps_its_throughput_figure(tmp_
     assert "## Throughput over time" in text and "![throughput over time](test-throughput-over-time.png)" in text
     assert "the figure is kept as it was" in text
     assert figure.read_bytes() == b"drawn elsewhere"
+    # Case a's runs made here (with the flow's log, so drawable) and case b's carried:
+    # a figure of case a alone would replace the whole; the whole is kept.
+    from bwn.hosts.flowlog import SENDER_FIELDS, TimeSeriesLog
+    for r in records:
+        r.carried = False
+        (r.path / "flows").mkdir(parents=True)
+        (r.path / "run.json").write_text("{}")
+        log = TimeSeriesLog(str(r.path / "flows" / "f1.jsonl"), SENDER_FIELDS, interval_us=0)
+        for t_s in range(10):
+            log.offer(1, t_s * 1_000_000, {"time_s": float(t_s), "flow_id": 1, "algo": r.scheme,
+                                           "delivered_bytes": 125_000 * t_s})
+        log.close()
+    cases = [grid.case("a"), grid.case("b")]
+    records += [rec(tmp_path, "b", 1, x, 1.0) for x in ("x", "y")]
+    for r in records[4:]:
+        r.carried = True
+    text = reproduce.write_outputs(grid, tmp_path, cases, records,
+                                   reproduce.judge_all(grid, cases, records), {}).read_text()
+    assert "the figure is kept as it was" in text and figure.read_bytes() == b"drawn elsewhere"
+    # With case b's runs gone from the page, case a's folders draw it anew.
+    text = reproduce.write_outputs(grid, tmp_path, cases[:1], records[:4],
+                                   reproduce.judge_all(grid, cases[:1], records[:4]), {}).read_text()
+    assert "## Throughput over time" in text and "kept as it was" not in text
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_claim_plots_name_each_case_by_its_id_not_its_label(tmp_path, monkeypatch):
