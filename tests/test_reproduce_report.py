@@ -376,7 +376,10 @@ def test_execute_resumes_skipping_complete_valid_runs(tmp_path, monkeypatch):
 
     monkeypatch.setattr(experiment, "run_scheme", fake_run_scheme)
     monkeypatch.setattr(reproduce, "LOCK_YIELD_S", 0.0)
+    from dataclasses import replace
     grid = gr.load_grid("gtcp")
+    # 2 seeds per case here, whatever number the real grid asks of a case
+    grid = replace(grid, cases=tuple(replace(c, seeds=None) for c in grid.cases))
     plan = [run for run in reproduce.planned_runs(grid, quick=False, seeds=2) if run[0].id == "basic"]
     out = tmp_path / "gtcp"
     schemes = ["gtcp", "gtcp:cwnd_g_rtt=srtt", "newreno"]
