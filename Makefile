@@ -3,6 +3,7 @@
 #   make toolchain  only the P4 toolchain (prebuilt, packages or source; see its help)
 #   make build  compile the P4 program with p4c into build/
 #   make build-tofino  compile p4src/tna/bwn.p4 with p4c's Tofino back end into build/tofino{,2}/
+#   make build-ebpf    compile p4src/psa/bwn.p4 with p4c-ebpf into a BPF object, build/ebpf/bwn.o
 #   make run    (as root) the smoke scenario's network and the Mininet CLI: bwn net smoke
 #               (SCENARIO=name for another one; see README "Try it by hand")
 #   make test   all tests (unit, namespace end-to-end, PTF on BMv2, Mininet smoke)
@@ -19,7 +20,7 @@ P4_SRCS := $(wildcard p4src/shared/*.p4 p4src/v1model/*.p4)
 APT_PACKAGES := python3 python3-venv python3-pip python3-scapy python3-thrift iproute2 iputils-ping \
 	ethtool tcpdump tshark iperf3 mininet make
 
-.PHONY: deps toolchain toolchain-tofino toolchain-pack build build-tofino build-bench bench-switch run test ptf mutants schema clean
+.PHONY: deps toolchain toolchain-tofino toolchain-pack build build-tofino build-ebpf build-bench bench-switch run test ptf mutants schema clean
 
 deps:
 	@if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
@@ -39,7 +40,8 @@ deps:
 	$(PY) -m pip install -q -e '.[test,p4rt,plots]'
 
 # The P4 toolchain alone (p4c, BMv2 with PI and Thrift, PI; and a BMv2 built for
-# speed in /opt/bmv2-perf). P4_TOOLCHAIN=FILE.tar.zst, P4_SRC=DIR, P4_FORCE=1: see
+# speed in /opt/bmv2-perf; the eBPF back end and NIKSS with P4_EBPF_TOOLCHAIN=FILE
+# or P4_WITH_EBPF=1). P4_TOOLCHAIN=FILE.tar.zst, P4_SRC=DIR, P4_FORCE=1: see
 # `scripts/p4-toolchain.sh help`.
 toolchain:
 	scripts/p4-toolchain.sh install
@@ -82,6 +84,14 @@ $(BUILD)/tofino2/bwn.conf: $(TNA_SRCS)
 
 build-tofino: $(BUILD)/tofino/bwn.conf $(BUILD)/tofino2/bwn.conf
 
+# PSA for the Linux kernel: p4c-ebpf's C, then clang and llc (scripts/ebpf-build.sh
+# says why it differs from p4c's kernel.mk); NIKSS loads build/ebpf/bwn.o.
+PSA_SRCS := $(wildcard p4src/shared/*.p4 p4src/psa/*.p4 p4src/psa/include/*.p4)
+$(BUILD)/ebpf/bwn.o: $(PSA_SRCS) scripts/ebpf-build.sh
+	scripts/ebpf-build.sh p4src/psa/bwn.p4 $(BUILD)/ebpf
+
+build-ebpf: $(BUILD)/ebpf/bwn.o
+
 SCENARIO ?= smoke
 run: build
 	$(VENV)/bin/bwn net $(SCENARIO)
@@ -98,11 +108,13 @@ build-bench: build $(BUILD)/plain/plain_ipv4.json
 bench-switch: build-bench
 	$(PY) benchmarks/switch_pps.py
 
-# Compile when p4c is here (so the PTF tests run); otherwise the tests that need
-# it skip with one line saying so.
+# Compile when p4c (and p4c-ebpf) is here (so the PTF tests run); otherwise the
+# tests that need it skip with one line saying so.
 test:
 	@if command -v p4c >/dev/null; then $(MAKE) --no-print-directory build; \
 	else echo "SKIPPED make build: p4c is not installed (PTF and Mininet tests will be skipped)"; fi
+	@if command -v p4c-ebpf >/dev/null; then $(MAKE) --no-print-directory build-ebpf; \
+	else echo "SKIPPED make build-ebpf: p4c-ebpf is not installed (the eBPF tests will be skipped)"; fi
 	@$(PY) -m pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; rc=0; fi; exit $$rc
 
 ptf: build

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # =============================================================================
-#  p4-toolchain.sh: install the P4 toolchain bwn needs (p4c, BMv2, PI)
+#  p4-toolchain.sh: install the P4 toolchain bwn needs (p4c, BMv2, PI; and
+#  p4c's eBPF back end with NIKSS for the PSA-eBPF switch)
 # =============================================================================
 #
 #  Pinned versions (the ones every figure and test of bwn was made with):
@@ -10,8 +11,13 @@
 #                      Abseil 20240722.1, Protobuf 25.3, p4runtime ec4eb5ef as
 #                      local sources; with P4_WITH_TOFINO=1 also the Tofino back
 #                      end, which needs Z3 z3-4.13.3 and spdlog v1.8.3)
+#    eBPF (P4_WITH_EBPF=1 or P4_EBPF_TOOLCHAIN=...): p4c v1.2.5.16's eBPF back
+#                      end (p4c-ebpf, PSA) with its runtime (kernel.mk, libbpf
+#                      headers from bpftool v7.5.0 / libbpf v1.5.0), and NIKSS
+#                      b8b1e82 (nikss-ctl, libnikss) with its pinned libbpf
+#                      v0.5.0 (5579664) linked in statically
 #
-#  Usage: scripts/p4-toolchain.sh [install|build|pack OUT.tar.zst|verify|status|help]
+#  Usage: scripts/p4-toolchain.sh [install|build|build-ebpf|pack OUT.tar.zst|verify|status|help]
 #
 #    install (default)  Try, in this order, and say which way was taken:
 #        1. prebuilt:  P4_TOOLCHAIN=FILE.tar.zst, a usr/local/ tree plus the
@@ -26,6 +32,12 @@
 #                      Its versions are the repository's, not the pins above.
 #        3. source:    `build` below, then installs under /usr/local.
 #       Already installed and verified: does nothing (P4_FORCE=1 reinstalls).
+#       Then the eBPF toolchain, on top, when asked for:
+#        - prebuilt:   P4_EBPF_TOOLCHAIN=FILE.tar.zst, a usr/local/ tree that only
+#                      adds files (p4c-ebpf, the eBPF runtime, NIKSS), with its
+#                      package list FILE.apt.txt beside it (or usr/local/share/
+#                      bwn-p4-toolchain/ebpf-apt.txt inside it); or
+#        - source:     P4_WITH_EBPF=1, `build-ebpf` below (needs p4c installed).
 #    build   Build from source outside the repository, in P4_BUILD_DIR
 #            (default /var/tmp/bwn-p4-toolchain), every step logged to
 #            P4_BUILD_DIR/logs/ with its wall time in logs/TIMES. Sources come
@@ -35,12 +47,24 @@
 #            Installs into the stage P4_BUILD_DIR/stage, then copies it to /.
 #            P4_FAST_BMV2=0 skips the second BMv2 built for speed (/opt/bmv2-perf).
 #            P4_WITH_TOFINO=1 also builds p4c's Tofino back end (bf-p4c, p4c-tofino).
+#            P4_WITH_EBPF=1 also runs `build-ebpf`.
+#    build-ebpf  Build the eBPF toolchain from source, in P4_BUILD_DIR: a p4c
+#            tree with only the eBPF back end, its runtime, and NIKSS; staged in
+#            P4_BUILD_DIR/stage-ebpf (only files the main toolchain does not
+#            have), then copied to /. Sources from P4_SRC=DIR (offline:
+#            DIR/{p4c,abseil-cpp,protobuf,p4runtime} as for `build`, plus
+#            DIR/bpftool (libbpf/bpftool v7.5.0 with its libbpf submodule) and
+#            DIR/nikss (NIKSS b8b1e82 with its libbpf submodule)), or cloned.
 #    pack OUT.tar.zst  Pack the stage of the last build in the prebuilt format
-#            (OUT.tar.zst + OUT.apt.txt; OUT-bmv2-fast.tar.zst when built), so
-#            one build serves many machines: P4_TOOLCHAIN=OUT.tar.zst on each.
+#            (OUT.tar.zst + OUT.apt.txt; OUT-bmv2-fast.tar.zst when built;
+#            OUT-ebpf.tar.zst + OUT-ebpf.apt.txt when the eBPF toolchain was
+#            built), so one build serves many machines: P4_TOOLCHAIN=OUT.tar.zst
+#            (and P4_EBPF_TOOLCHAIN=OUT-ebpf.tar.zst) on each.
 #    verify  Check an installed toolchain: p4c --version, simple_switch_grpc --help,
-#            BMv2's Thrift modules import with /usr/bin/python3.
-#    status  One line: what is installed and where.
+#            BMv2's Thrift modules import with /usr/bin/python3; and the eBPF
+#            toolchain when it is installed (or asked for): p4c-ebpf --version,
+#            nikss-ctl, kernel.mk and the libbpf headers, clang and llc with BPF.
+#    status  What is installed and where (one line each for P4 and eBPF).
 #
 #  Needs root (apt-get, /usr/local). Tested on Debian 12 amd64; see README.md,
 #  "The P4 toolchain", for times and other systems.
@@ -55,6 +79,10 @@ PROTOBUF_TAG=v25.3
 P4RUNTIME_COMMIT=ec4eb5ef70dbcbcbf2f8357a4b2b8c2f218845a5
 Z3_TAG=z3-4.13.3
 SPDLOG_TAG=v1.8.3
+BPFTOOL_TAG=v7.5.0                                          # p4c's eBPF runtime (kernel.mk's libbpf headers)
+BPFTOOL_LIBBPF_COMMIT=09b9e83102eb8ab9e540d36b4559c55f3bcdb95d   # its libbpf submodule: v1.5.0
+NIKSS_COMMIT=b8b1e829ce364d9caaf3ead9c37e376578edf287
+NIKSS_LIBBPF_COMMIT=5579664205e42194e1921d69d0839f660c801a4d     # NIKSS's submodule: libbpf v0.5.0
 
 PREFIX=/usr/local
 FAST_PREFIX=/opt/bmv2-perf
@@ -62,6 +90,8 @@ BUILD_DIR=${P4_BUILD_DIR:-/var/tmp/bwn-p4-toolchain}
 LOG_DIR=$BUILD_DIR/logs
 STAGE=$BUILD_DIR/stage
 FAST_STAGE=$BUILD_DIR/stage-fast
+EBPF_STAGE=$BUILD_DIR/stage-ebpf
+EBPF_RUNTIME=share/p4c/backends/ebpf/runtime   # under PREFIX
 STAMP_DIR=share/bwn-p4-toolchain     # under PREFIX: what was installed, and how
 JOBS=${P4_JOBS:-$(nproc)}
 SYS_PYTHON=/usr/bin/python3
@@ -113,7 +143,32 @@ verify() {
     return $ok
 }
 
+ebpf_wanted() {  # the eBPF toolchain is asked for (or already here)
+    [ -n "${P4_EBPF_TOOLCHAIN:-}" ] || [ "${P4_WITH_EBPF:-0}" = 1 ] || command -v p4c-ebpf >/dev/null 2>&1 \
+        || command -v nikss-ctl >/dev/null 2>&1
+}
+
+# The eBPF toolchain: p4c-ebpf, the runtime kernel.mk and the generated C
+# include, NIKSS (nikss-ctl and libnikss), and the compile flow's clang and llc.
+verify_ebpf() {
+    local ok=0 rt="$PREFIX/$EBPF_RUNTIME"
+    if ! command -v p4c-ebpf >/dev/null; then say "verify: p4c-ebpf is not on PATH"; ok=1
+    elif ! p4c-ebpf --version >/dev/null 2>&1; then say "verify: p4c-ebpf --version fails"; ok=1; fi
+    local f
+    for f in kernel.mk psa.h ebpf_kernel.h install/libbpf/include/bpf/bpf_helpers.h; do
+        [ -f "$rt/$f" ] || { say "verify: $rt/$f is missing (the eBPF runtime)"; ok=1; }
+    done
+    if ! command -v nikss-ctl >/dev/null; then say "verify: nikss-ctl is not on PATH"; ok=1
+    elif ! nikss-ctl help >/dev/null 2>&1; then say "verify: nikss-ctl help fails: $(nikss-ctl help 2>&1 | head -n 1)"; ok=1; fi
+    [ -f "$PREFIX/lib/libnikss.so" ] || { say "verify: $PREFIX/lib/libnikss.so is missing"; ok=1; }
+    if ! command -v clang >/dev/null || ! command -v llc >/dev/null; then
+        say "verify: clang and llc (the eBPF compile flow) are not both on PATH"; ok=1
+    elif ! llc -march=bpf -mattr=help >/dev/null 2>&1; then say "verify: llc has no BPF target"; ok=1; fi
+    return $ok
+}
+
 status() {
+    local rc=0
     if verify >/dev/null 2>&1; then
         local how="by hand or unknown"
         [ -f "$PREFIX/$STAMP_DIR/installed" ] && how=$(cat "$PREFIX/$STAMP_DIR/installed")
@@ -124,8 +179,19 @@ status() {
         say "installed: $(p4c --version 2>/dev/null | tail -n 1), $(command -v simple_switch_grpc); $fast; $tofino; installed $how"
     else
         say "not installed (p4c, simple_switch_grpc or BMv2's Python modules missing)"
-        return 1
+        rc=1
     fi
+    if verify_ebpf >/dev/null 2>&1; then
+        local ehow="by hand or unknown"
+        [ -f "$PREFIX/$STAMP_DIR/ebpf-installed" ] && ehow=$(cat "$PREFIX/$STAMP_DIR/ebpf-installed")
+        say "eBPF: p4c-ebpf $(p4c-ebpf --version 2>&1 | tail -n 1 | sed 's/^Version //'), $(command -v nikss-ctl) and libnikss; installed $ehow"
+    elif ebpf_wanted; then
+        say "eBPF: incomplete ($(verify_ebpf 2>&1 | sed 's/^p4-toolchain: verify: //' | paste -sd';' -))"
+        rc=1
+    else
+        say "eBPF: not installed (P4_EBPF_TOOLCHAIN=FILE.tar.zst or P4_WITH_EBPF=1)"
+    fi
+    return $rc
 }
 
 # ---------------------------------------------------------------- 1. prebuilt
@@ -181,6 +247,43 @@ install_fast_prebuilt() {
     fi
     "$FAST_PREFIX/bin/simple_switch_grpc" --help >/dev/null 2>&1 \
         || die "the fast BMv2 in $FAST_PREFIX does not run: $("$FAST_PREFIX/bin/simple_switch_grpc" --help 2>&1 | head -n 2)"
+}
+
+# The eBPF toolchain goes on top of the main one and only adds files: a file
+# that the main toolchain already has stops the install (it would be replaced).
+ebpf_apt_list_for() {
+    local tarball=$1 beside="${1%.tar.zst}.apt.txt"
+    if [ -f "$beside" ]; then cat "$beside"; return; fi
+    zstd -dc "$tarball" | tar -xO "usr/local/$STAMP_DIR/ebpf-apt.txt" 2>/dev/null || true
+}
+
+install_ebpf_prebuilt() {
+    local tarball=$1
+    [ -f "$tarball" ] || die "P4_EBPF_TOOLCHAIN=$tarball: no such file"
+    case "$tarball" in *.tar.zst) ;; *) die "P4_EBPF_TOOLCHAIN=$tarball: expected a .tar.zst (made by '$0 pack')";; esac
+    local sum
+    sum=$(sha256sum "$tarball" | cut -d' ' -f1)
+    if [ "${P4_FORCE:-0}" != 1 ] && [ "$(cat "$PREFIX/$STAMP_DIR/ebpf-sha256" 2>/dev/null)" = "$sum" ] \
+            && verify_ebpf >/dev/null 2>&1; then
+        say "prebuilt eBPF $tarball is already installed and verified"
+        return
+    fi
+    command -v zstd >/dev/null || apt_install zstd
+    local pkgs bad
+    pkgs=$(ebpf_apt_list_for "$tarball" | tr '\n' ' ')
+    [ -n "$pkgs" ] || die "$tarball has no package list (${tarball%.tar.zst}.apt.txt beside it, or usr/local/$STAMP_DIR/ebpf-apt.txt in it)"
+    say "installing the runtime packages of $tarball: $pkgs"
+    # shellcheck disable=SC2086
+    apt_install $pkgs
+    bad=$(zstd -dc "$tarball" | tar -t | grep -v -E '^(\./)?(usr/?|usr/local(/.*)?)$' | head -n 3 || true)
+    [ -z "$bad" ] || die "$tarball holds files outside usr/local/ (e.g. $bad); refusing to unpack it at /"
+    say "unpacking $tarball at /"
+    zstd -dc "$tarball" | tar -C / -x --no-same-owner
+    ldconfig
+    mkdir -p "$PREFIX/$STAMP_DIR"
+    echo "$sum" >"$PREFIX/$STAMP_DIR/ebpf-sha256"
+    echo "from prebuilt $(basename "$tarball") on $(date -u +%F)" >"$PREFIX/$STAMP_DIR/ebpf-installed"
+    verify_ebpf || die "the eBPF toolchain from $tarball does not work on this machine (see the lines above)"
 }
 
 # ---------------------------------------------------------------- 2. packages
@@ -430,6 +533,118 @@ build_from_source() {
     say "built from source and installed; step times in $LOG_DIR/TIMES"
 }
 
+# ---------------------------------------------------------------- eBPF from source
+# p4c's eBPF back end, its runtime and NIKSS (README.md, "The P4 toolchain").
+EBPF_BUILD_DEPS=(
+    build-essential cmake ninja-build bison flex libfl-dev libgc-dev libboost-dev libboost-iostreams-dev
+    libboost-graph-dev pkg-config python3 git curl ca-certificates zstd file
+    # the runtime (bpftool builds libbpf) and the compile flow
+    clang llvm libelf-dev zlib1g-dev
+    # NIKSS (its libbpf v0.5.0 is built from its submodule: Debian 12's libbpf 1.1
+    # lacks APIs NIKSS uses)
+    libgmp-dev libjansson-dev
+)
+
+build_ebpf_from_source() {
+    need_root
+    export PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH"
+    mkdir -p "$LOG_DIR"
+    echo "== eBPF build started $(date -u +%FT%TZ), P4_SRC=${P4_SRC:-clone}" >>"$LOG_DIR/TIMES"
+    step "apt eBPF build dependencies" apt_install "${EBPF_BUILD_DEPS[@]}"
+    mkdir -p "${P4_SRC:-$BUILD_DIR/src}"
+    checkout p4c https://github.com/p4lang/p4c.git "$P4C_TAG"
+    checkout abseil-cpp https://github.com/abseil/abseil-cpp.git "$ABSEIL_TAG"
+    checkout protobuf https://github.com/protocolbuffers/protobuf.git "$PROTOBUF_TAG"
+    checkout p4runtime https://github.com/p4lang/p4runtime.git "$P4RUNTIME_COMMIT"
+    checkout bpftool https://github.com/libbpf/bpftool.git "$BPFTOOL_TAG"
+    checkout nikss https://github.com/NIKSS-vSwitch/nikss.git "$NIKSS_COMMIT"
+    [ -f "$(src_dir bpftool)/libbpf/src/bpf.h" ] \
+        || die "$(src_dir bpftool)/libbpf is empty: bpftool needs its libbpf submodule ($BPFTOOL_LIBBPF_COMMIT)"
+    [ -f "$(src_dir nikss)/libbpf/src/bpf.h" ] \
+        || die "$(src_dir nikss)/libbpf is empty: NIKSS needs its libbpf submodule ($NIKSS_LIBBPF_COMMIT)"
+    rm -rf "$EBPF_STAGE"; mkdir -p "$EBPF_STAGE$PREFIX/bin" "$EBPF_STAGE$PREFIX/$STAMP_DIR"
+
+    # --- p4c with only the eBPF back end (its own tree: the main build's has none)
+    local p4c="$BUILD_DIR/build/p4c-ebpf"
+    rm -rf "$p4c"; mkdir -p "$BUILD_DIR/build"; cp -a "$(src_dir p4c)" "$p4c"
+    patch_p4c "$p4c"
+    # The runtime's bpftool sources where p4c's FetchContent (bpfrepo) puts them.
+    rm -rf "$p4c/backends/ebpf/runtime/contrib/bpftool"
+    mkdir -p "$p4c/backends/ebpf/runtime/contrib"
+    cp -a "$(src_dir bpftool)" "$p4c/backends/ebpf/runtime/contrib/bpftool"
+    step "p4c-ebpf cmake" cmake -S "$p4c" -B "$p4c/build" -G Ninja \
+        -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$PREFIX \
+        -DENABLE_EBPF=ON -DENABLE_BMV2=OFF -DENABLE_P4TEST=OFF -DENABLE_UBPF=OFF -DENABLE_DPDK=OFF \
+        -DENABLE_P4TC=OFF -DENABLE_P4FMT=OFF -DENABLE_P4C_GRAPHS=OFF -DENABLE_TEST_TOOLS=OFF \
+        -DENABLE_GTESTS=OFF -DENABLE_TOFINO=OFF -DENABLE_DOCS=OFF -DCMAKE_UNITY_BUILD=ON \
+        -DFETCHCONTENT_FULLY_DISCONNECTED=ON \
+        -DFETCHCONTENT_SOURCE_DIR_ABSEIL="$(src_dir abseil-cpp)" \
+        -DFETCHCONTENT_SOURCE_DIR_PROTOBUF="$(src_dir protobuf)" \
+        -DFETCHCONTENT_SOURCE_DIR_P4RUNTIME="$(src_dir p4runtime)" \
+        -DP4C_USE_PREINSTALLED_BDWGC=ON
+    step "p4c-ebpf build" ninja -C "$p4c/build" -j"$JOBS" p4c-ebpf
+    install -m 755 "$p4c/build/p4c-ebpf" "$EBPF_STAGE$PREFIX/bin/p4c-ebpf"
+    # p4c's backends/ebpf/build_libbpf (configure skips it when it finds a system
+    # libbpf): libbpf's headers, which the generated C includes.
+    step "eBPF runtime (bpftool, libbpf)" bash -c "cd '$p4c/backends/ebpf' && python3 ./build_libbpf"
+    local rs="$p4c/backends/ebpf/runtime" rd="$EBPF_STAGE$PREFIX/$EBPF_RUNTIME"
+    [ -f "$rs/install/libbpf/include/bpf/bpf_helpers.h" ] || die "the eBPF runtime build wrote no libbpf headers (see $LOG_DIR)"
+    mkdir -p "$rd/install/libbpf/include/bpf" "$rd/contrib/bpftool/include/uapi/linux"
+    cp -p "$rs"/{kernel.mk,ebpf_common.h,ebpf_kernel.h,psa.h} "$rd/"
+    cp -p "$rs"/install/libbpf/include/bpf/*.h "$rd/install/libbpf/include/bpf/"
+    cp -p "$rs"/contrib/bpftool/include/uapi/linux/*.h "$rd/contrib/bpftool/include/uapi/linux/"
+    cp -p "$rs"/contrib/bpftool/LICENSE* "$rd/contrib/bpftool/" 2>/dev/null || true
+
+    # --- NIKSS, its pinned libbpf linked in statically with its symbols hidden
+    # (so that a program may load libnikss and Debian's libbpf together)
+    local nk
+    nk=$(fresh_copy nikss)
+    step "NIKSS libbpf" bash -c "cd '$nk' && MAKEFLAGS=-j$JOBS ./build_libbpf.sh"
+    step "NIKSS cmake" cmake -S "$nk" -B "$nk/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$PREFIX \
+        -DBUILD_SHARED=ON -DCMAKE_SHARED_LINKER_FLAGS=-Wl,--exclude-libs,ALL
+    step "NIKSS build" make -C "$nk/build" -j"$JOBS"
+    step "NIKSS install (stage)" env DESTDIR="$EBPF_STAGE" cmake --install "$nk/build" --strip
+    mkdir -p "$EBPF_STAGE$PREFIX/include" "$EBPF_STAGE$PREFIX/share/doc/nikss"
+    cp -a "$nk/include/nikss" "$EBPF_STAGE$PREFIX/include/"
+    cp -p "$nk/LICENSE" "$nk/README.md" "$EBPF_STAGE$PREFIX/share/doc/nikss/"
+
+    step "strip eBPF binaries" strip --strip-unneeded "$EBPF_STAGE$PREFIX/bin/p4c-ebpf"
+    ebpf_runtime_packages >"$EBPF_STAGE$PREFIX/$STAMP_DIR/ebpf-apt.txt"
+    {
+        echo "p4c $P4C_TAG eBPF back end; bpftool $BPFTOOL_TAG (libbpf ${BPFTOOL_LIBBPF_COMMIT:0:10}); NIKSS ${NIKSS_COMMIT:0:7} (libbpf ${NIKSS_LIBBPF_COMMIT:0:7})"
+        echo "built $(date -u +%FT%TZ) on $(. /etc/os-release; echo "$PRETTY_NAME") $(uname -m)"
+    } >"$EBPF_STAGE$PREFIX/$STAMP_DIR/ebpf-versions"
+    # It only adds files: a staged file the system has with other contents would
+    # be overwritten (e.g. by a different p4c's runtime).
+    local clash
+    clash=$(cd "$EBPF_STAGE" && find . -type f | sed 's|^\./|/|' | while read -r f; do
+        [ -e "$f" ] && ! cmp -s "$EBPF_STAGE$f" "$f" && case "$f" in "$PREFIX/$STAMP_DIR"/*) ;; *) echo "$f";; esac
+    done | grep -v -e "^$PREFIX/bin/p4c-ebpf$" -e "^$PREFIX/bin/nikss-ctl$" -e "^$PREFIX/lib/libnikss" \
+        -e "^$PREFIX/$EBPF_RUNTIME/" -e "^$PREFIX/include/nikss/" -e "^$PREFIX/share/doc/nikss/" | head -n 3 || true)
+    [ -z "$clash" ] || die "the eBPF stage would replace files it does not own: $clash"
+    step "install the eBPF stage at /" bash -c "cp -a '$EBPF_STAGE$PREFIX'/. '$PREFIX'/ && ldconfig"
+    echo "from source (${P4_SRC:-cloned}) on $(date -u +%F)" >"$PREFIX/$STAMP_DIR/ebpf-installed"
+    rm -f "$PREFIX/$STAMP_DIR/ebpf-sha256"
+    echo "== eBPF build done $(date -u +%FT%TZ)" >>"$LOG_DIR/TIMES"
+    verify_ebpf || die "built and installed the eBPF toolchain, but the checks above fail"
+    say "built the eBPF toolchain from source and installed it; step times in $LOG_DIR/TIMES"
+}
+
+# The eBPF stage's runtime packages: the libraries its binaries load, and the
+# compile flow (kernel.mk runs clang and llc; p4c-ebpf runs cpp).
+ebpf_runtime_packages() {
+    local libs
+    libs=$(find "$EBPF_STAGE" -type f 2>/dev/null | while read -r f; do
+        file -b "$f" | grep -q '^ELF' && LD_LIBRARY_PATH="$EBPF_STAGE$PREFIX/lib" ldd "$f" 2>/dev/null
+    done | awk '/=> \// {print $3}' | sort -u | grep -v -e "^$EBPF_STAGE" -e "^$PREFIX/" || true)
+    {
+        for l in $libs; do
+            dpkg -S "$(readlink -f "$l")" 2>/dev/null || dpkg -S "$l" 2>/dev/null || true
+        done | cut -d: -f1
+        printf '%s\n' clang llvm make libc6-dev cpp
+    } | sort -u
+}
+
 # The Debian packages whose libraries the staged binaries load (ldd on every ELF
 # file), plus what the tools run or import without linking it.
 runtime_packages() {
@@ -449,7 +664,16 @@ pack() {
     local out=${1:-}
     [ -n "$out" ] || die "pack needs the output file: $0 pack OUT.tar.zst"
     case "$out" in *.tar.zst) ;; *) die "pack: OUT must end in .tar.zst";; esac
-    [ -d "$STAGE$PREFIX" ] || die "nothing to pack: no stage in $STAGE (run '$0 build' first)"
+    [ -d "$STAGE$PREFIX" ] || [ -d "$EBPF_STAGE$PREFIX" ] || die "nothing to pack: no stage in $STAGE or $EBPF_STAGE (run '$0 build' or '$0 build-ebpf' first)"
+    if [ ! -d "$STAGE$PREFIX" ]; then   # only the eBPF toolchain was built: OUT is its tarball
+        local only="$out"
+        [ -f "$EBPF_STAGE$PREFIX/$STAMP_DIR/ebpf-apt.txt" ] || ebpf_runtime_packages >"$EBPF_STAGE$PREFIX/$STAMP_DIR/ebpf-apt.txt"
+        tar -C "$EBPF_STAGE" -c usr/local | zstd -q -T0 -19 -f -o "$only"
+        cp "$EBPF_STAGE$PREFIX/$STAMP_DIR/ebpf-apt.txt" "${only%.tar.zst}.apt.txt"
+        say "packed the eBPF toolchain $only and ${only%.tar.zst}.apt.txt (P4_EBPF_TOOLCHAIN=$only)"
+        (cd "$(dirname "$only")" && sha256sum "$(basename "$only")") >"${only%.tar.zst}.sha256"
+        return
+    fi
     [ -f "$STAGE$PREFIX/$STAMP_DIR/apt.txt" ] || runtime_packages >"$STAGE$PREFIX/$STAMP_DIR/apt.txt"
     tar -C "$STAGE" -c usr/local | zstd -q -T0 -19 -f -o "$out"
     cp "$STAGE$PREFIX/$STAMP_DIR/apt.txt" "${out%.tar.zst}.apt.txt"
@@ -459,11 +683,19 @@ pack() {
         tar -C "$FAST_STAGE" -c opt/bmv2-perf | zstd -q -T0 -19 -f -o "$fast"
         say "packed $fast (P4_BMV2_FAST=$fast)"
     fi
-    (cd "$(dirname "$out")" && sha256sum "$(basename "$out")" ${fast:+"$(basename "$fast")"}) >"${out%.tar.zst}.sha256"
+    local ebpf=""
+    if [ -d "$EBPF_STAGE$PREFIX" ]; then
+        ebpf="${out%.tar.zst}-ebpf.tar.zst"
+        [ -f "$EBPF_STAGE$PREFIX/$STAMP_DIR/ebpf-apt.txt" ] || ebpf_runtime_packages >"$EBPF_STAGE$PREFIX/$STAMP_DIR/ebpf-apt.txt"
+        tar -C "$EBPF_STAGE" -c usr/local | zstd -q -T0 -19 -f -o "$ebpf"
+        cp "$EBPF_STAGE$PREFIX/$STAMP_DIR/ebpf-apt.txt" "${ebpf%.tar.zst}.apt.txt"
+        say "packed $ebpf and ${ebpf%.tar.zst}.apt.txt (P4_EBPF_TOOLCHAIN=$ebpf)"
+    fi
+    (cd "$(dirname "$out")" && sha256sum "$(basename "$out")" ${fast:+"$(basename "$fast")"} ${ebpf:+"$(basename "$ebpf")"}) >"${out%.tar.zst}.sha256"
 }
 
 # ---------------------------------------------------------------- install
-install() {
+install_main() {
     need_root
     if [ -n "${P4_TOOLCHAIN:-}" ]; then
         install_prebuilt "$P4_TOOLCHAIN"
@@ -473,7 +705,7 @@ install() {
     fi
     if [ "${P4_FORCE:-0}" != 1 ] && verify >/dev/null 2>&1; then
         [ -z "${P4_BMV2_FAST:-}" ] || install_fast_prebuilt "$P4_BMV2_FAST"
-        say "took: none needed, already installed ($(status | sed 's/^p4-toolchain: //'))"
+        say "took: none needed, already installed ($(status | head -n 1 | sed 's/^p4-toolchain: //'))"
         return
     fi
     # P4_SRC says: build these checkouts (offline), not the repository's packages.
@@ -498,12 +730,35 @@ EOF
     return 1
 }
 
+# The eBPF toolchain, on top of the main one: prebuilt, or built when asked for.
+install_ebpf() {
+    if [ -n "${P4_EBPF_TOOLCHAIN:-}" ]; then
+        install_ebpf_prebuilt "$P4_EBPF_TOOLCHAIN"
+        say "eBPF: took prebuilt $P4_EBPF_TOOLCHAIN"
+    elif [ "${P4_WITH_EBPF:-0}" = 1 ]; then
+        if [ "${P4_FORCE:-0}" != 1 ] && verify_ebpf >/dev/null 2>&1; then
+            say "eBPF: none needed, already installed"
+        else
+            build_ebpf_from_source
+            say "eBPF: took from source"
+        fi
+    fi
+}
+
+install() {
+    install_main
+    install_ebpf
+}
+
 case "${1:-install}" in
     install) install ;;
-    build) build_from_source ;;
+    build) build_from_source; [ "${P4_WITH_EBPF:-0}" != 1 ] || build_ebpf_from_source ;;
+    build-ebpf) build_ebpf_from_source ;;
     pack) pack "${2:-}" ;;
-    verify) verify && say "verified: p4c, simple_switch_grpc and BMv2's Thrift modules work" ;;
+    verify)
+        verify && say "verified: p4c, simple_switch_grpc and BMv2's Thrift modules work"
+        if ebpf_wanted; then verify_ebpf && say "verified: p4c-ebpf, its runtime, nikss-ctl and libnikss, clang and llc work"; fi ;;
     status) status ;;
     help|-h|--help) sed -n '/^set -euo/q; 2,$p' "$0" | sed -e 's/^# \{0,1\}//' -e '/^=*$/d' ;;
-    *) die "unknown command '$1' (install, build, pack OUT.tar.zst, verify, status, help)" ;;
+    *) die "unknown command '$1' (install, build, build-ebpf, pack OUT.tar.zst, verify, status, help)" ;;
 esac
