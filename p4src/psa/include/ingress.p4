@@ -153,11 +153,13 @@ control BwnIngress(inout psa_headers_t hdr, inout psa_metadata_t meta,
     /* GTCP reservations (edge switch): in-profile (GREEN) packets of a
      * reserved flow are marked `dscp` (AF11 by default), the excess AF13; both
      * stay in the flow's one FIFO (RFC 2597: never reordered). Checksum: RFC
-     * 1624 eq. 3 over the changed word (version, IHL, DSCP, ECN). */
+     * 1624 eq. 3 over the changed word (version, IHL, DSCP, ECN). A 16-bit
+     * complement is written x ^ 0xFFFF: p4c-ebpf emits `~x` in C, where a
+     * 16-bit x is promoted to int first and its complement gets 16 more bits. */
     action reserved_flow(bit<32> meter_index, bit<6> dscp) {
         PSA_MeterColor_t color = reservation_meter.execute(meter_index);
-        bit<32> sum = (bit<32>)(~hdr.ipv4.hdr_checksum)
-                      + (bit<32>)(~(hdr.ipv4.version ++ hdr.ipv4.ihl ++ hdr.ipv4.dscp ++ hdr.ipv4.ecn));
+        bit<32> sum = (bit<32>)(hdr.ipv4.hdr_checksum ^ 0xFFFF)
+                      + (bit<32>)((hdr.ipv4.version ++ hdr.ipv4.ihl ++ hdr.ipv4.dscp ++ hdr.ipv4.ecn) ^ 0xFFFF);
         hdr.ipv4.dscp = DSCP_AF13;
         if (color == PSA_MeterColor_t.GREEN) {
             hdr.ipv4.dscp = dscp;
@@ -166,7 +168,7 @@ control BwnIngress(inout psa_headers_t hdr, inout psa_metadata_t meta,
         sum = sum + (bit<32>)(hdr.ipv4.version ++ hdr.ipv4.ihl ++ hdr.ipv4.dscp ++ hdr.ipv4.ecn);
         sum = (sum & 0xFFFF) + (sum >> 16);
         sum = (sum & 0xFFFF) + (sum >> 16);
-        hdr.ipv4.hdr_checksum = ~sum[15:0];
+        hdr.ipv4.hdr_checksum = sum[15:0] ^ 0xFFFF;
     }
 
     /* Ternary, so that an entry can leave a field out; protocol is matched as
