@@ -318,3 +318,131 @@ def pipeline_id(index: int, base: int = 100) -> int:
 
 def default_object() -> Path:
     return Path(__file__).resolve().parents[1] / "build" / "ebpf" / "bwn.o"
+
+
+# ---- one switch: a pipeline on a set of interfaces -----------------------------
+class EbpfSwitch:
+    """p4src/psa/bwn.p4 loaded by NIKSS as pipeline `pipe_id` and attached to
+    `ports` (port number -> interface name) in `netns` (None: this process's
+    namespace), its packets steered to `cpu` (None: not steered).
+
+    :meth:`start` loads and attaches (a stale pipeline of the same id, left by a
+    run that was killed, is detached and unloaded first, and said so in the
+    log); :meth:`stop` detaches every port, unloads the pipeline (its pins
+    under /sys/fs/bpf go with it) and deletes the ports' root qdiscs: nothing
+    of it is left. Both are safe to call again."""
+
+    def __init__(self, name: str, ports: dict[int, str], pipe_id: int, netns: Optional[str] = None,
+                 cpu: Optional[int] = None, obj: Optional[Path] = None, log_dir: Path = Path("build/logs")) -> None:
+        for port in ports:
+            check_pidx(port)
+        self.name = name
+        self.ports = dict(ports)
+        self.pipe_id = pipe_id
+        self.netns = netns
+        self.cpu = cpu
+        self.obj = Path(obj) if obj is not None else default_object()
+        self.log_dir = Path(log_dir)
+        self.qdiscs: dict[int, PortQdisc] = {}
+        self.started = False
+        from bwn.controller.nikss import PipelineProcess
+        self.process = PipelineProcess(pipe_id, netns, self.log_path)
+
+    @property
+    def log_path(self) -> Path:
+        return self.log_dir / f"{self.name}.log"
+
+    def ifindexes(self) -> dict[int, int]:
+        return {port: ifindex(name, self.netns) for port, name in self.ports.items()}
+
+    def start(self) -> "EbpfSwitch":
+        from bwn.controller.nikss import ensure_bpf_fs, nikss_missing
+        why = nikss_missing()
+        if why:
+            raise FileNotFoundError(why)
+        if not self.obj.exists():
+            raise FileNotFoundError(f"{self.obj}: no BPF object (run `make build-ebpf`)")
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        ensure_bpf_fs()
+        if self.process.exists():
+            with open(self.log_path, "a") as f:
+                f.write(f"pipeline {self.pipe_id} was loaded already (a run that ended without its "
+                        f"teardown?): detaching and unloading it first\n")
+            self._detach_and_unload()
+        self.started = True
+        try:
+            self.process.load(self.obj)
+            for name in self.ports.values():
+                self.process.add_port(name)
+            if self.cpu is not None:
+                steer_to_cpu(self.ports.values(), self.cpu, self.netns)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _detach_and_unload(self) -> None:
+        errors = []
+        for name in self.ports.values():
+            try:
+                self.process.del_port(name)
+            except Exception as exc:   # go on: the unload and the others still have to happen
+                errors.append(exc)
+        try:
+            self.process.unload()
+        except Exception as exc:
+            errors.append(exc)
+        if errors:
+            raise errors[0]
+
+    def add_qdisc(self, port: int, rate_bps: float, limit_bytes: int) -> PortQdisc:
+        """The bottleneck on `port`'s interface (htb at `rate_bps`, a bfifo of `limit_bytes`)."""
+        q = PortQdisc(self.ports[port], limit_bytes, self.netns)
+        self.qdiscs[port] = q
+        q.install(rate_bps)
+        return q
+
+    def stop(self) -> None:
+        if not self.started:
+            return
+        self.started = False
+        try:
+            self._detach_and_unload()
+        finally:
+            for port in list(self.qdiscs):
+                self.qdiscs.pop(port).remove()
+            if self.cpu is not None:
+                try:
+                    steer_to_cpu_off(self.ports.values(), self.netns)
+                except RuntimeError:
+                    pass    # the interfaces may be gone already
+
+    def leftovers(self) -> list[str]:
+        """What of this switch is still loaded or attached (empty after stop())."""
+        from bwn.controller.nikss import pinned_path
+        left = []
+        if pinned_path(self.pipe_id).exists():
+            left.append(f"pins {pinned_path(self.pipe_id)}")
+        for name in self.ports.values():
+            res = subprocess.run(_netns_cmd(self.netns, "tc", "qdisc", "show", "dev", name),
+                                 capture_output=True, text=True)
+            if res.returncode == 0 and ("clsact" in res.stdout or "htb" in res.stdout):
+                left.append(f"{name}: {' '.join(res.stdout.split()[:2])} qdisc")
+            res = subprocess.run(_netns_cmd(self.netns, "ip", "link", "show", "dev", name),
+                                 capture_output=True, text=True)
+            if res.returncode == 0 and " xdp" in res.stdout:
+                left.append(f"{name}: an XDP program")
+        return left
+
+    def __enter__(self) -> "EbpfSwitch":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def steer_to_cpu_off(ifnames: Iterable[str], netns: Optional[str] = None) -> None:
+    """Undo :func:`steer_to_cpu` (RPS off: the mask 0)."""
+    for name in ifnames:
+        script = f"for q in /sys/class/net/{name}/queues/rx-*; do echo 0 > $q/rps_cpus || exit 1; done"
+        _run(_netns_cmd(netns, "sh", "-c", script), f"{name}: RPS off")
