@@ -27,8 +27,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bwn.bmv2 import Bmv2Switch, bmv2_missing  # noqa: E402
-from bwn.netns import NetnsSet, netns_missing  # noqa: E402
+from controller.bmv2 import Bmv2Switch, bmv2_missing  # noqa: E402
+from bwn.emulation.netns import NetnsSet, netns_missing  # noqa: E402
 
 EXIT_SKIPPED = 77
 PTF_QUEUE_DEPTH = 10_000

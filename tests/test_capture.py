@@ -1,4 +1,4 @@
-"""Captures of bottleneck links (bwn/capture.py) and reading them (bwn/pcaptrace.py).
+"""Captures of bottleneck links (bwn/emulation/capture.py) and reading them (bwn/analysis/pcaptrace.py).
 
 The tcpdump tests run in a network namespace of their own, on a veth pair made
 for the test; frames go only from one end of that pair to the other."""
@@ -14,11 +14,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from bwn import capture
-from bwn.controller.config import load_config
-from bwn.hosts.transport_wire import F_ACK, F_DATA, F_RETX, TransportHeader
-from bwn.pcaptrace import read_trace
-from bwn.wire import BWN_UDP_PORT, KIND_ACK, BwnHeader
+from bwn.emulation import capture
+from bwn.scenario.config import load_config
+from hosts.transport.wire import F_ACK, F_DATA, F_RETX, TransportHeader
+from bwn.analysis.pcaptrace import read_trace
+from bwn.protocol.wire import BWN_UDP_PORT, KIND_ACK, BwnHeader
 from needs import missing, no_tool, not_root
 
 REPO = Path(__file__).resolve().parents[1]
@@ -178,7 +178,7 @@ def test_capture_dies_with_a_killed_runner(veth_ns, tmp_path):
     # A runner killed with SIGKILL cannot stop its captures: the kernel does (pdeathsig).
     missing(no_tool("setpriv"), "capture test")
     code = (
-        "import sys, time; from pathlib import Path; from bwn import capture; "
+        "import sys, time; from pathlib import Path; from bwn.emulation import capture; "
         f"p = capture.CapturePoint('lnk', 's1', 'cap0', Path({str(tmp_path / 'k.pcap')!r})); "
         f"c = capture.Captures([p], prefix=['ip', 'netns', 'exec', {veth_ns!r}]); c.start(); "
         "print(c.running[0].proc.pid, flush=True); time.sleep(60)")
@@ -210,8 +210,8 @@ def test_report_draws_the_time_sequence_figure_from_the_capture(tmp_path):
 
     from scapy.all import Ether, wrpcap
 
-    from bwn import report
-    from bwn.report_capture import traces
+    from bwn.analysis import report
+    from bwn.analysis.report_capture import traces
     scheme_dir = tmp_path / "ebn"
     (scheme_dir / "flows").mkdir(parents=True)
     (scheme_dir / "flows" / "main.jsonl").write_text(

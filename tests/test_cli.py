@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bwn import cli
-from bwn.hosts.cc.registry import ALGORITHMS
+from bwn.cli import main as cli
+from hosts.cc.registry import ALGORITHMS
 
 # Every file of topologies/scenarios/, in name order (e.g. "ebn-sine, gtcp-reservations, ...").
 KNOWN_SCENARIOS = ", ".join(sorted(p.stem for p in (Path(__file__).resolve().parents[1]
@@ -25,7 +25,8 @@ def no_experiment(monkeypatch):
     """Fail the test if a command got as far as starting an experiment."""
     def refuse(*_a, **_k):
         raise AssertionError("an experiment was started")
-    from bwn import experiment, session
+    from bwn.emulation import runner as experiment
+    from bwn.emulation import session
     monkeypatch.setattr(experiment, "run_scheme", refuse)
     monkeypatch.setattr(session, "run_session", refuse)
 
@@ -114,7 +115,7 @@ def test_a_machine_that_cannot_run_it_is_exit_3(capsys, monkeypatch, no_experime
 
 
 def test_pcap_needs_tcpdump(capsys, monkeypatch, no_experiment, tmp_path):
-    from bwn import capture
+    from bwn.emulation import capture
     monkeypatch.setattr(cli, "preflight", lambda: None)
     monkeypatch.setattr(capture, "tcpdump_missing", lambda: "tcpdump is not installed (test)")
     rc, _, err = run(capsys, "run", "smoke", "--pcap", "--out", str(tmp_path))
@@ -159,41 +160,41 @@ def test_the_installed_command_returns_the_code():
     assert res.returncode == 2 and res.stderr.startswith("bwn run: unknown scenario 'nosuch'")
 
 
-# -- docs/cli.md: every command's --help as the code prints it (bwn/clidoc.py) ------------
+# -- docs/cli.md: every command's --help as the code prints it (bwn/cli/doc.py) ------------
 
 
 def test_the_cli_reference_matches_the_code():
-    from bwn import clidoc
+    from bwn.cli import doc as clidoc
     assert clidoc.DOC_PATH.read_text() == clidoc.render(), (
-        "docs/cli.md is out of date: run `.venv/bin/python -m bwn.clidoc` and commit it")
+        "docs/cli.md is out of date: run `.venv/bin/python -m bwn.cli.doc` and commit it")
 
 
 def test_every_command_and_subcommand_has_its_section():
-    from bwn import clidoc
+    from bwn.cli import doc as clidoc
     text = clidoc.render()
     for title in ("bwn", "bwn run", "bwn reproduce", "bwn net", "bwn report", "bwn list",
-                  "bwn-send", "bwn-recv", "bwn-link", "python -m bwn.report",
-                  "python -m bwn.controller.scenario"):
+                  "bwn-send", "bwn-recv", "bwn-link", "python -m bwn.analysis.report",
+                  "python -m bwn.scenario.model"):
         assert f"`{title}`\n\n```text\nusage: {title}" in text, title
     # The fixed width: no line of help is wider, whatever the terminal says.
     with clidoc._width(clidoc.WIDTH_COLUMNS):
         widths = [max(map(len, factory().format_help().splitlines())) for _, factory in clidoc._parsers()]
     assert max(widths) <= clidoc.WIDTH_COLUMNS
     # bwn-send --list-algos: every algorithm with its parameters, typed, with defaults.
-    from bwn.hosts.cc import registry
+    from hosts.cc import registry
     assert f"```text\n{registry.describe_all()}\n```" in text
     assert "gtcp      GTCP: " in text and "cwnd_g_rtt: Literal['base', 'srtt'] = 'base'" in text
 
 
 def test_clidoc_check_and_write(tmp_path: Path, monkeypatch, capsys):
-    from bwn import clidoc
+    from bwn.cli import doc as clidoc
     page = tmp_path / "cli.md"
     monkeypatch.setattr(clidoc, "DOC_PATH", page)
     monkeypatch.setattr(clidoc, "REPO", tmp_path)
     monkeypatch.setenv("COLUMNS", "40")                      # the terminal does not matter
     assert clidoc.main(["--check"]) == 1 and not page.exists()
     assert capsys.readouterr().err.strip() == (
-        "cli.md is out of date: run `.venv/bin/python -m bwn.clidoc` to update it")
+        "cli.md is out of date: run `.venv/bin/python -m bwn.cli.doc` to update it")
     assert clidoc.main([]) == 0 and page.read_text() == clidoc.render()
     assert capsys.readouterr().out.strip() == "wrote cli.md"
     assert clidoc.main(["--check"]) == 0 and clidoc.main([]) == 0
@@ -208,7 +209,7 @@ def test_a_command_takes_back_sigint_a_shell_left_ignored():
     import subprocess
     import sys
     code = ("import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-            "from bwn import cli; rc = cli.main(['reproduce', 'ebn', '--plan']); "
+            "from bwn.cli import main as cli; rc = cli.main(['reproduce', 'ebn', '--plan']); "
             "print(rc, signal.getsignal(signal.SIGINT) is signal.default_int_handler)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip().splitlines()[-1] == "0 True", out.stderr

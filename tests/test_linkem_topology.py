@@ -25,8 +25,14 @@ from needs import missing
 
 from bwn.linkem import Impairment
 from bwn.linkem.config import LinkConfig
-from bwn.linkem.netns import (EmulatorProcess, Topology, cleanup_stale, linkem_command, missing_requirements,
-                              new_tag)
+from bwn.linkem.netns import (
+    EmulatorProcess,
+    Topology,
+    cleanup_stale,
+    linkem_command,
+    missing_requirements,
+    new_tag,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -550,7 +556,7 @@ class TestWithoutTheMachine:
         assert cleanup_stale() == [stale]
 
     def test_the_command_lines_defaults_and_a_schedule_as_one_compact_word(self):
-        from bwn.controller.schedule import StepSchedule, table_of
+        from bwn.scenario.schedule import StepSchedule, table_of
         assert linkem_command("x", "y", LinkConfig()) == [
             sys.executable, "-m", "bwn.linkem", "x", "y", "--a-to-b-delay-ms", "0.000", "--b-to-a-delay-ms", "0.000"]
         steps = StepSchedule([(0, 1e6), (2.5, 3e6)])

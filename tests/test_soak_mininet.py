@@ -16,8 +16,8 @@ import pytest
 
 from needs import missing, not_root, stale_build
 
-from bwn.bmv2 import bmv2_missing
-from bwn.runlock import experiment_lock
+from controller.bmv2 import bmv2_missing
+from bwn.emulation.runlock import experiment_lock
 
 REPO = Path(__file__).resolve().parents[1]
 SOAK = REPO / "benchmarks" / "soak.py"

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from .cli import READY_MARKER
-from bwn.controller.schedule import table_of
+from bwn.scenario.schedule import table_of
 
 from .config import DIRECTIONS, Impairment, LinkConfig
 
