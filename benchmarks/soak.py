@@ -41,6 +41,7 @@ from typing import Any, Callable, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bwn import requirements
 from bwn.analysis import fidelity
 from bwn.analysis import soak  # noqa: E402
 from bwn.cliargs import OneLineErrorParser, number  # noqa: E402
@@ -381,9 +382,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     cfg = dataclasses.replace(cfg, duration_s=duration_s)
-    from bwn.cli.main import preflight
-
-    why = preflight()
+    why = requirements.experiment_missing()
     if why:
         print(f"soak: cannot run here: {why}", file=sys.stderr)
         return 3

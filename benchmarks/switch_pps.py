@@ -59,7 +59,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from controller.bmv2 import SWITCH_BINARY, Bmv2Switch, fast_switch_binary  # noqa: E402
-from bwn.emulation.netns import NetnsSet, netns_missing  # noqa: E402
+from bwn.emulation.netns import NetnsSet  # noqa: E402
+from bwn.requirements import netns_missing  # noqa: E402
 from bwn.analysis.stats import mean_interval  # noqa: E402
 
 FRAME_BYTES = 1000

@@ -41,13 +41,6 @@ def experiment_switch_binary() -> str:
     return choice
 
 
-def missing_tools(*names: str) -> list[str]:
-    return [n for n in names if shutil.which(n) is None]
-
-
-def bmv2_missing() -> list[str]:
-    """Tools a BMv2 test needs that this machine lacks (empty when all present)."""
-    return missing_tools(SWITCH_BINARY, CLI_BINARY)
 
 
 def wait_for_tcp(host: str, port: int, timeout_s: float, netns: str | None = None,
@@ -141,9 +134,8 @@ class Bmv2Switch:
         return cmd
 
     def start(self, timeout_s: float = 20.0) -> "Bmv2Switch":
-        missing = bmv2_missing()
-        if missing:
-            raise FileNotFoundError(f"BMv2 is not installed ({', '.join(missing)} not on PATH): see README")
+        if shutil.which(self.binary) is None:
+            raise FileNotFoundError(f"BMv2 is not installed ({self.binary} not on PATH): see README")
         self.log_dir.mkdir(parents=True, exist_ok=True)
         out = open(self.log_path, "ab")
         self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,

@@ -1,5 +1,5 @@
 """`bwn`'s exit codes and messages for what a user gets wrong (no experiment runs:
-the checks come before anything is built, and `preflight` is replaced where a
+the checks come before anything is built, and `bwn.requirements.experiment_missing` is replaced where a
 root machine would otherwise start one).
 
 Exit status: 0 done, 1 the run or report failed, 2 bad arguments or scenario,
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bwn import requirements
 from bwn.cli import main as cli
 from hosts.cc.registry import ALGORITHMS
 
@@ -108,19 +109,18 @@ def test_duration_must_be_positive(capsys, no_experiment, tmp_path):
 
 @pytest.mark.parametrize("command", ["run", "net"])
 def test_a_machine_that_cannot_run_it_is_exit_3(capsys, monkeypatch, no_experiment, tmp_path, command):
-    monkeypatch.setattr(cli, "preflight", lambda: "experiments need root (test)")
+    monkeypatch.setattr(requirements, "experiment_missing", lambda: "experiments need root (test)")
     rc, _, err = run(capsys, command, "smoke", "--out", str(tmp_path / "out"))
     assert (rc, err) == (3, f"bwn {command}: cannot run here: experiments need root (test)\n")
     assert not (tmp_path / "out").exists()     # nothing written before the checks pass
 
 
 def test_pcap_needs_tcpdump(capsys, monkeypatch, no_experiment, tmp_path):
-    from bwn.emulation import capture
-    monkeypatch.setattr(cli, "preflight", lambda: None)
-    monkeypatch.setattr(capture, "tcpdump_missing", lambda: "tcpdump is not installed (test)")
+    monkeypatch.setattr(requirements, "experiment_missing", lambda: None)
+    monkeypatch.setattr(requirements, "tcpdump_missing", lambda: "tcpdump is not installed (test)")
     rc, _, err = run(capsys, "run", "smoke", "--pcap", "--out", str(tmp_path))
     assert (rc, err) == (3, "bwn run: cannot run here: tcpdump is not installed (test)\n")
-    monkeypatch.setattr(capture, "tcpdump_missing", lambda: None)
+    monkeypatch.setattr(requirements, "tcpdump_missing", lambda: None)
     with pytest.raises(AssertionError, match="an experiment was started"):
         cli.main(["run", "smoke", "--pcap", "--out", str(tmp_path), "--duration", "1"])
 
@@ -128,7 +128,7 @@ def test_pcap_needs_tcpdump(capsys, monkeypatch, no_experiment, tmp_path):
 def test_preflight_names_what_is_missing(monkeypatch):
     import os
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    assert cli.preflight() == "experiments need root (Mininet and BMv2 create interfaces and namespaces)"
+    assert requirements.experiment_missing() == "experiments need root (Mininet and BMv2 create interfaces and namespaces)"
 
 
 def test_report_of_a_folder_that_is_not_a_run_is_exit_1(capsys, tmp_path):

@@ -23,9 +23,10 @@ import pytest
 from needs import missing, no_tool
 
 from bwn.linkem import Impairment
-from bwn.linkem.netns import Topology, missing_requirements
+from bwn.linkem.netns import Topology
+from bwn.requirements import linkem_netns_missing
 
-missing(missing_requirements(), "namespace end-to-end tests", module_level=True)
+missing(linkem_netns_missing(), "namespace end-to-end tests", module_level=True)
 
 from hosts.cc.registry import ALGORITHMS  # noqa: E402
 from hosts.transport.source import pattern_bytes  # noqa: E402

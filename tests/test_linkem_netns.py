@@ -27,9 +27,10 @@ import pytest
 
 from needs import missing, no_tool
 
-from bwn.linkem.netns import Topology, missing_requirements
+from bwn.linkem.netns import Topology
+from bwn.requirements import linkem_netns_missing
 
-missing(missing_requirements(), "bwn-link namespace tests", module_level=True)
+missing(linkem_netns_missing(), "bwn-link namespace tests", module_level=True)
 
 from bwn.linkem import Impairment, netem_available  # noqa: E402
 

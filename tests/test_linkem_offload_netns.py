@@ -23,9 +23,10 @@ import pytest
 
 from needs import missing, no_tool
 
-from bwn.linkem.netns import Topology, _python_env, missing_requirements
+from bwn.linkem.netns import Topology, _python_env
+from bwn.requirements import linkem_netns_missing
 
-missing(missing_requirements(), "bwn-link offload tests", module_level=True)
+missing(linkem_netns_missing(), "bwn-link offload tests", module_level=True)
 
 from bwn.linkem import Impairment  # noqa: E402
 

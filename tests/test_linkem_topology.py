@@ -30,14 +30,15 @@ from bwn.linkem.netns import (
     Topology,
     cleanup_stale,
     linkem_command,
-    missing_requirements,
     new_tag,
 )
+from bwn import requirements
+from bwn.requirements import linkem_netns_missing
 
 
 @pytest.fixture(autouse=True)
 def _needs_namespaces():
-    missing(missing_requirements(), "namespace topology test")
+    missing(linkem_netns_missing(), "namespace topology test")
 
 
 @pytest.fixture
@@ -249,14 +250,13 @@ def test_the_emulators_options_and_a_failed_start_reach_the_caller(monkeypatch):
 
 
 def test_missing_requirements_names_each_thing_missing(monkeypatch):
-    from bwn.linkem import netns
-    monkeypatch.setattr(netns.os, "geteuid", lambda: 1000)
-    monkeypatch.setattr(netns.shutil, "which", lambda tool: None if tool == "ethtool" else "/usr/bin/" + tool)
-    assert netns.missing_requirements() == \
+    monkeypatch.setattr(requirements.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(requirements.shutil, "which", lambda tool: None if tool == "ethtool" else "/usr/bin/" + tool)
+    assert requirements.linkem_netns_missing() == \
         "bwn.linkem namespace tests need root (euid 0) and the 'ethtool' command"
-    monkeypatch.setattr(netns.os, "geteuid", lambda: 0)
-    monkeypatch.setattr(netns.shutil, "which", lambda tool: "/usr/bin/" + tool)
-    assert netns.missing_requirements() is None
+    monkeypatch.setattr(requirements.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(requirements.shutil, "which", lambda tool: "/usr/bin/" + tool)
+    assert requirements.linkem_netns_missing() is None
 
 
 def test_the_defaults_a_linkconfig_and_an_emulator_not_ready_in_time(sweep):
@@ -529,14 +529,13 @@ class TestWithoutTheMachine:
         yield
 
     def test_missing_requirements_is_none_on_a_complete_machine_and_names_everything_missing(self, monkeypatch):
-        from bwn.linkem import netns
-        monkeypatch.setattr(netns.os, "geteuid", lambda: 0)
-        monkeypatch.setattr(netns.shutil, "which",
+        monkeypatch.setattr(requirements.os, "geteuid", lambda: 0)
+        monkeypatch.setattr(requirements.shutil, "which",
                             lambda tool: f"/usr/sbin/{tool}" if tool in ("ip", "ethtool") else None)
-        assert netns.missing_requirements() is None
-        monkeypatch.setattr(netns.os, "geteuid", lambda: 1000)
-        monkeypatch.setattr(netns.shutil, "which", lambda tool: None)
-        assert netns.missing_requirements() == \
+        assert requirements.linkem_netns_missing() is None
+        monkeypatch.setattr(requirements.os, "geteuid", lambda: 1000)
+        monkeypatch.setattr(requirements.shutil, "which", lambda tool: None)
+        assert requirements.linkem_netns_missing() == \
             "bwn.linkem namespace tests need root (euid 0) and the 'ip' command and the 'ethtool' command"
 
     def test_leftovers_and_cleanup_stale_never_raise_when_ip_fails(self, tmp_path, monkeypatch):

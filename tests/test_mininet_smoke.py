@@ -12,7 +12,7 @@ import pytest
 
 from needs import missing, stale_build
 
-from controller.bmv2 import bmv2_missing
+from bwn.requirements import bmv2_missing
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -21,7 +21,7 @@ def _missing() -> str | None:
     if os.geteuid() != 0:
         return "needs root"
     if bmv2_missing():
-        return f"BMv2 not installed ({', '.join(bmv2_missing())} not on PATH)"
+        return bmv2_missing()
     try:
         import mininet.net  # noqa: F401
     except ImportError:

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from bwn import requirements
 from bwn.paths import REPO
 SCENARIO_DIR = REPO / "topologies" / "scenarios"
 
@@ -58,26 +59,6 @@ def resolve_scenario(name: str, command: str = "run") -> Path:
     raise SystemExit(2)
 
 
-def preflight() -> Optional[str]:
-    """What stops an experiment from running on this machine, or None."""
-    if os.geteuid() != 0:
-        return "experiments need root (Mininet and BMv2 create interfaces and namespaces)"
-    from controller.bmv2 import bmv2_missing
-    missing = bmv2_missing()
-    if missing:
-        return f"BMv2 is not installed ({', '.join(missing)} not on PATH); see README 'The P4 toolchain'"
-    try:
-        import mininet.net  # noqa: F401
-    except ImportError:
-        return "Mininet is not importable (apt-get install mininet; the venv must see system site-packages)"
-    from controller.p4rt import pipeline_files
-    try:
-        pipeline_files()
-    except FileNotFoundError as exc:
-        return str(exc)
-    return None
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from bwn.scenario.config import ConfigError, load_config
 
@@ -116,10 +97,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if duration_s <= 0:
         print("bwn run: --duration must be positive", file=sys.stderr)
         return 2
-    why = preflight()
+    why = requirements.experiment_missing()
     if why is None and args.pcap:
-        from bwn.emulation.capture import tcpdump_missing
-        why = tcpdump_missing()
+        why = requirements.tcpdump_missing()
     if why:
         print(f"bwn run: cannot run here: {why}", file=sys.stderr)
         return 3
@@ -170,7 +150,7 @@ def cmd_net(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"bwn net: {path}: {exc}", file=sys.stderr)
         return 2
-    why = preflight()
+    why = requirements.experiment_missing()
     if why:
         print(f"bwn net: cannot run here: {why}", file=sys.stderr)
         return 3

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from bwn import requirements
 from bwn.scenario.config import ExperimentConfig, LinkConfig
 from bwn.scenario.flowpaths import bottleneck_links
 
@@ -91,11 +92,6 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
-def tcpdump_missing() -> Optional[str]:
-    return None if shutil.which("tcpdump") else \
-        "tcpdump is not installed (apt-get install tcpdump; make deps does)"
-
-
 @dataclass
 class _Running:
     point: CapturePoint
@@ -141,7 +137,7 @@ class Captures:
             "-w", str(point.path)]
 
     def start(self) -> None:
-        why = tcpdump_missing()
+        why = requirements.tcpdump_missing()
         if why and self.points:
             raise CaptureError(why)
         for point in self.points:

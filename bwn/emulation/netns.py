@@ -6,7 +6,7 @@ anything else on the machine).
 """
 from __future__ import annotations
 
-import os
+
 import shutil
 import subprocess
 import uuid
@@ -18,15 +18,6 @@ def run(cmd: list[str], check: bool = True) -> subprocess.CompletedProcess:
     if check and res.returncode != 0:
         raise RuntimeError(f"`{' '.join(cmd)}` failed ({res.returncode}): {res.stderr.strip()}")
     return res
-
-
-def netns_missing() -> str | None:
-    """Why namespaces cannot be made here, or None."""
-    if os.geteuid() != 0:
-        return "network namespaces need root"
-    if shutil.which("ip") is None:
-        return "iproute2 (`ip`) is not installed"
-    return None
 
 
 def short_tag() -> str:

@@ -44,6 +44,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import tomli_w
 
+from bwn import requirements
 from bwn.analysis import claims as cl
 from bwn.reproduce import grid as gr
 from bwn.analysis import stats
@@ -883,8 +884,7 @@ def main(args: argparse.Namespace) -> int:
                       f"{case.quick_duration_s if args.quick else case.duration_s:g} s")
         return 0
     if not args.report_only:
-        from bwn.cli.main import preflight
-        why = preflight()
+        why = requirements.experiment_missing()
         if why:
             print(f"bwn reproduce: cannot run here: {why}", file=sys.stderr)
             return 3
