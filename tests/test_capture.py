@@ -122,6 +122,22 @@ def send_in(ns: str, interface: str, data: list[bytes]) -> None:
                     *[f.hex() for f in data]], check=True, timeout=60)
 
 
+def wait_for_packets(path: Path, count: int, timeout_s: float = 20.0) -> None:
+    """Until tcpdump (-U: a packet is written as it is read) has written `count`
+    packets to `path`, or `timeout_s` (then the test's own assertions say what is
+    missing): a loaded machine may take a while to schedule it."""
+    import dpkt
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with path.open("rb") as fh:
+                if sum(1 for _ in dpkt.pcap.Reader(fh)) >= count:
+                    return
+        except (OSError, ValueError, dpkt.dpkt.NeedData):
+            pass
+        time.sleep(0.1)
+
+
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -140,7 +156,7 @@ def test_capture_keeps_headers_only_and_stops(veth_ns, tmp_path):
     with capture.Captures([point], prefix=["ip", "netns", "exec", veth_ns]) as captures:
         pid = captures.running[0].proc.pid
         send_in(veth_ns, "cap1", frames(20))
-        time.sleep(0.5)
+        wait_for_packets(point.path, 21)
     assert not alive(pid)
     assert captures.stats["lnk"]["captured"] == 21
     with point.path.open("rb") as fh:
