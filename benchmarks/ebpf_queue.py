@@ -40,11 +40,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bwn.controller import dataplane_math as dm  # noqa: E402
-from bwn.controller import ebpf as eb  # noqa: E402
-from bwn.controller import entries as ent  # noqa: E402
-from bwn.controller.nikss import Pipeline, nikss_missing  # noqa: E402
-from bwn.netns import NetnsSet, netns_missing  # noqa: E402
+from controller import ebpf as eb  # noqa: E402
+from controller import entries as ent  # noqa: E402
+from controller.nikss import Pipeline, nikss_missing  # noqa: E402
+from bwn.emulation.netns import NetnsSet  # noqa: E402
+from bwn.requirements import netns_missing  # noqa: E402
 
 FRAME_BYTES = 1066
 SWITCH_MAC = "00:00:00:00:01:01"
@@ -57,8 +57,8 @@ def _frame(src: str, dst: str, sport: int, size: int) -> bytes:
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
 
-    from bwn.scapy_bwn import BWN
-    from bwn.wire import BWN_UDP_PORT
+    from bwn.protocol.scapy_layer import BWN
+    from bwn.protocol.wire import BWN_UDP_PORT
     pkt = Ether(src="00:00:00:00:00:01", dst=SWITCH_MAC) / IP(src=src, dst=dst, ttl=64) \
         / UDP(sport=sport, dport=BWN_UDP_PORT) / BWN()
     return bytes(pkt / (b"\0" * (size - len(pkt))))

@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
-from bwn.controller import dataplane_math as dm
-from bwn.controller import entries as ent
-from bwn.controller.nikss import Key, Pipeline
+from controller import dataplane_math as dm
+from controller import entries as ent
+from controller.nikss import Key, Pipeline
 
 INGRESS = "BwnIngress"
 T_ROUTES = f"{INGRESS}_ipv4_lpm"
@@ -345,7 +345,7 @@ class EbpfSwitch:
         self.log_dir = Path(log_dir)
         self.qdiscs: dict[int, PortQdisc] = {}
         self.started = False
-        from bwn.controller.nikss import PipelineProcess
+        from controller.nikss import PipelineProcess
         self.process = PipelineProcess(pipe_id, netns, self.log_path)
 
     @property
@@ -356,7 +356,7 @@ class EbpfSwitch:
         return {port: ifindex(name, self.netns) for port, name in self.ports.items()}
 
     def start(self) -> "EbpfSwitch":
-        from bwn.controller.nikss import ensure_bpf_fs, nikss_missing
+        from controller.nikss import ensure_bpf_fs, nikss_missing
         why = nikss_missing()
         if why:
             raise FileNotFoundError(why)
@@ -419,7 +419,7 @@ class EbpfSwitch:
 
     def leftovers(self) -> list[str]:
         """What of this switch is still loaded or attached (empty after stop())."""
-        from bwn.controller.nikss import pinned_path
+        from controller.nikss import pinned_path
         left = []
         if pinned_path(self.pipe_id).exists():
             left.append(f"pins {pinned_path(self.pipe_id)}")

@@ -756,8 +756,12 @@ case "${1:-install}" in
     build-ebpf) build_ebpf_from_source ;;
     pack) pack "${2:-}" ;;
     verify)
-        verify && say "verified: p4c, simple_switch_grpc and BMv2's Thrift modules work"
-        if ebpf_wanted; then verify_ebpf && say "verified: p4c-ebpf, its runtime, nikss-ctl and libnikss, clang and llc work"; fi ;;
+        rc=0
+        if verify; then say "verified: p4c, simple_switch_grpc and BMv2's Thrift modules work"; else rc=1; fi
+        if ebpf_wanted; then
+            if verify_ebpf; then say "verified: p4c-ebpf, its runtime, nikss-ctl and libnikss, clang and llc work"; else rc=1; fi
+        fi
+        exit $rc ;;
     status) status ;;
     help|-h|--help) sed -n '/^set -euo/q; 2,$p' "$0" | sed -e 's/^# \{0,1\}//' -e '/^=*$/d' ;;
     *) die "unknown command '$1' (install, build, build-ebpf, pack OUT.tar.zst, verify, status, help)" ;;

@@ -92,3 +92,46 @@ def test_missing_prebuilt_file_is_named():
     res = run("install", env={"P4_TOOLCHAIN": "/nonexistent/t.tar.zst"})
     assert res.returncode != 0
     assert "/nonexistent/t.tar.zst: no such file" in res.stderr
+
+
+def test_help_names_the_ebpf_ways_and_pins():
+    res = run("help")
+    for word in ("P4_EBPF_TOOLCHAIN", "P4_WITH_EBPF", "build-ebpf", "b8b1e82", "v7.5.0", "v0.5.0"):
+        assert word in res.stdout, word
+
+
+def test_verify_names_a_missing_ebpf_toolchain_when_asked_for():
+    if shutil.which("p4c-ebpf", path="/usr/bin:/bin"):
+        pytest.skip("p4c-ebpf is in /usr/bin: cannot hide it")
+    res = run("verify", env={"PATH": "/usr/bin:/bin", "P4_WITH_EBPF": "1"})
+    assert res.returncode != 0
+    assert "p4c-ebpf is not on PATH" in res.stdout
+    assert "nikss-ctl is not on PATH" in res.stdout
+
+
+@pytest.fixture
+def main_installed():
+    """The eBPF toolchain goes on top of the main one: install reaches it only then."""
+    missing(not_root() or no_tool("zstd", "apt-get", "p4c", "simple_switch_grpc"), "eBPF toolchain installer checks")
+
+
+def test_ebpf_prebuilt_writing_outside_usr_local_is_refused(tmp_path, main_installed):
+    evil = _tarball(tmp_path / "evil-ebpf.tar.zst",
+                    {"usr/local/bin/ok": b"#!/bin/sh\n", "etc/bwn-evil-ebpf": b"x"}, apt_list="zstd\n")
+    res = run("install", env={"P4_EBPF_TOOLCHAIN": str(evil), "P4_TOOLCHAIN": ""})
+    assert res.returncode != 0
+    assert "outside usr/local" in res.stderr
+    assert not Path("/etc/bwn-evil-ebpf").exists()
+
+
+def test_ebpf_prebuilt_without_package_list_is_refused(tmp_path, main_installed):
+    bare = _tarball(tmp_path / "bare-ebpf.tar.zst", {"usr/local/bin/ok": b"#!/bin/sh\n"}, apt_list=None)
+    res = run("install", env={"P4_EBPF_TOOLCHAIN": str(bare), "P4_TOOLCHAIN": ""})
+    assert res.returncode != 0
+    assert "no package list" in res.stderr
+
+
+def test_missing_ebpf_prebuilt_file_is_named(main_installed):
+    res = run("install", env={"P4_EBPF_TOOLCHAIN": "/nonexistent/e.tar.zst", "P4_TOOLCHAIN": ""})
+    assert res.returncode != 0
+    assert "/nonexistent/e.tar.zst: no such file" in res.stderr
