@@ -59,6 +59,19 @@ def bmv2_missing() -> Optional[str]:
     return None if gone is None else f"BMv2 is not installed ({gone}); see README, 'Set up'"
 
 
+def ebpf_missing() -> Optional[str]:
+    """The eBPF switch's control plane: NIKSS (``nikss-ctl`` and libnikss)."""
+    from controller.nikss import nikss_missing
+    return nikss_missing()
+
+
+def ebpf_program_missing(build_dir: Optional[Path] = None) -> Optional[str]:
+    """The compiled PSA program (``make build-ebpf``)."""
+    from controller.ebpf import default_object
+    obj = default_object() if build_dir is None else Path(build_dir) / "ebpf" / "bwn.o"
+    return None if obj.exists() else f"{obj} missing: run `make build-ebpf` (needs p4c-ebpf)"
+
+
 def mininet_missing() -> Optional[str]:
     try:
         import mininet.net  # noqa: F401  (imported to check it is there)

@@ -1,9 +1,14 @@
-"""PTF base class: a P4Runtime session per switch, helpers, and auto-cleanup.
+"""PTF base class: the switches under test, helpers, and auto-cleanup.
+
+One test code runs against every target (`--test-params target=bmv2|ebpf`,
+which run_ptf.py passes): a test configures and reads the switches only
+through targets.py's methods, which take what the controller's switch plans
+hold. A test that cannot apply to a target skips, saying why (`skip_target`).
 
 Every test starts from an empty switch (all entries deleted), gets the
-dataplane's static lookup tables installed (the same entities the controller
-installs: controller/entries.py), and leaves nothing behind: tearDown deletes
-every entry it or the test wrote.
+dataplane's static lookup tables installed (the same entries the controller
+installs: controller/entries.py, controller/ebpf.py), and leaves nothing
+behind: tearDown deletes every entry it or the test wrote.
 """
 from __future__ import annotations
 
@@ -13,7 +18,6 @@ import time
 from pathlib import Path
 from typing import Iterable
 
-import finsy as fy
 import ptf
 import ptf.testutils as tu
 from ptf.base_tests import BaseTest
@@ -21,9 +25,9 @@ from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import Ether
 
 from controller import entries as ent
-from controller.p4rt import SyncSwitch
 from bwn.protocol.scapy_layer import BWN
 from bwn.protocol.wire import BWN_UDP_PORT, BwnHeader
+from targets import TARGETS, NikssSwitch, P4RuntimeSwitch
 
 SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)  # root may exceed net.core.rmem_max
 
@@ -66,16 +70,25 @@ class BwnTest(BaseTest):
 
     window_cfg = ent.WindowConfig(window_us=16_384, flow_window_us=131_072)
     MAX_CATCH_UP_S = 0.05
+    # The frame size a test's queues are counted in (set_queue: BMv2 takes packets;
+    # the eBPF switch's qdisc and AF threshold take bytes of these frames).
+    QUEUE_FRAME_BYTES = 1000
 
     def setUp(self) -> None:
         BaseTest.setUp(self)
+        self.target = param("target", "bmv2")
+        if self.target not in TARGETS:
+            raise ValueError(f"unknown target {self.target!r} (one of {', '.join(TARGETS)})")
         self.dataplane = ptf.dataplane_instance
         self._deepen_receive_buffers()
         self.dataplane.flush()
-        self.p4info = Path(param("p4info"))
-        self.p4blob = Path(param("p4blob"))
-        self.sw1 = self.connect("sw1", param("grpc_addr"))
-        self._sw2: SyncSwitch | None = None
+        self.sw1 = self.connect(1)
+        self._sw2: P4RuntimeSwitch | NikssSwitch | None = None
+
+    def skip_target(self, target: str, why: str) -> None:
+        """Skip this test on `target`, saying why it cannot apply there."""
+        if self.target == target:
+            self.skipTest(f"not on {target}: {why}")
 
     def _deepen_receive_buffers(self, size_bytes: int = 16 << 20) -> None:
         """PTF's port sockets keep the kernel's default receive buffer (~200 kB,
@@ -86,24 +99,32 @@ class BwnTest(BaseTest):
             if sock is not None:
                 sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, size_bytes)
 
-    def connect(self, name: str, addr: str) -> SyncSwitch:
-        sw = SyncSwitch(name, addr, device_id=0, p4info=self.p4info, p4blob=self.p4blob)
-        sw.delete_all()
-        sw.modify(ent.window_config(self.window_cfg))
-        sw.insert(ent.static_tables(self.window_cfg))
+    def connect(self, index: int) -> P4RuntimeSwitch | NikssSwitch:
+        """Switch `index` (1 or 2) of run_ptf.py's topology, emptied and configured."""
+        suffix = "" if index == 1 else str(index)
+        sw: P4RuntimeSwitch | NikssSwitch
+        if self.target == "ebpf":
+            ports = {int(p): name for p, name in
+                     (item.split(":") for item in param(f"ports{suffix}").split(","))}
+            sw = NikssSwitch(f"sw{index}", int(param(f"pipe{suffix}")), ports)
+            sw.queue_frame_bytes = self.QUEUE_FRAME_BYTES
+        else:
+            sw = P4RuntimeSwitch(f"sw{index}", param(f"grpc_addr{suffix}"), Path(param("p4info")),
+                                 Path(param("p4blob")), int(param(f"thrift_port{suffix}")))
+        sw.reset(self.window_cfg)
         return sw
 
     @property
-    def sw2(self) -> SyncSwitch:
+    def sw2(self) -> P4RuntimeSwitch | NikssSwitch:
         if self._sw2 is None:
-            self._sw2 = self.connect("sw2", param("grpc_addr2"))
+            self._sw2 = self.connect(2)
         return self._sw2
 
     def tearDown(self) -> None:
         for sw in (self.sw1, self._sw2):
             if sw is not None:
                 try:
-                    sw.delete_all()
+                    sw.clear()
                 finally:
                     sw.close()
         BaseTest.tearDown(self)
@@ -113,12 +134,12 @@ class BwnTest(BaseTest):
                   modify: bool = False) -> None:
         """Routes to the hosts behind `ports` (each route with its port's options)."""
         options = options or {}
-        entries = [e for p in ports
-                   for e in ent.route(f"{HOST_IP[p]}/32", p, HOST_MAC[p], SWITCH_MAC, options.get(p, ent.PortOptions()))]
-        (self.sw1.modify if modify else self.sw1.insert)(entries)
+        for p in ports:
+            self.sw1.route(f"{HOST_IP[p]}/32", p, HOST_MAC[p], SWITCH_MAC, options.get(p, ent.PortOptions()),
+                           modify=modify)
 
-    def set_capacity(self, port: int, capacity_bps: float, sw: SyncSwitch | None = None) -> None:
-        (sw or self.sw1).insert([ent.port_capacity(port, capacity_bps, self.window_cfg)])
+    def set_capacity(self, port: int, capacity_bps: float, sw: P4RuntimeSwitch | NikssSwitch | None = None) -> None:
+        (sw or self.sw1).set_capacity(port, capacity_bps)
 
     def settle(self, windows: int = 2) -> None:
         """Let stale measurement windows from earlier tests expire.
@@ -132,8 +153,7 @@ class BwnTest(BaseTest):
         time.sleep(windows * self.window_cfg.flow_window_us / 1e6)
 
     def read_drops(self, reason: int) -> int:
-        [entry] = self.sw1.read(fy.P4CounterEntry(ent.DROP_COUNTER, index=reason))
-        return int(entry.data.packet_count)
+        return self.sw1.drops(reason)
 
     def settled_drops(self, reason: int, quiet_s: float = 0.5, timeout_s: float = 20.0) -> int:
         """The drop count once it has stopped changing for `quiet_s` (a switch on a
@@ -194,24 +214,14 @@ class BwnTest(BaseTest):
                              "a stamped packet's UDP length is not its IP payload's")
 
     def set_queue(self, port: int, rate_pps: float, depth_packets: int, sw: int = 1) -> None:
-        """BMv2's egress queue of `port`: service rate and depth (Thrift)."""
-        from controller.bmv2 import QueueControl
-        q = QueueControl(int(param("thrift_port" if sw == 1 else "thrift_port2")))
-        try:
-            q.set_rate(port, rate_pps)
-            q.set_depth(port, depth_packets)
-        finally:
-            q.close()
+        """The egress queue of `port`: `rate_pps` frames of QUEUE_FRAME_BYTES per
+        second, `depth_packets` of them deep (BMv2's queue; the eBPF switch's
+        qdisc and virtual queue, in bits/s and bytes)."""
+        (self.sw1 if sw == 1 else self.sw2).set_queue(port, rate_pps, depth_packets, self.QUEUE_FRAME_BYTES)
 
     def reset_queue(self, port: int, sw: int = 1) -> None:
         """Back to an unlimited, deep queue (as run_ptf.py starts the switches)."""
-        from controller.bmv2 import QueueControl
-        q = QueueControl(int(param("thrift_port" if sw == 1 else "thrift_port2")))
-        try:
-            q.set_rate(port, 1e9)
-            q.set_depth(port, 10_000)
-        finally:
-            q.close()
+        (self.sw1 if sw == 1 else self.sw2).reset_queue(port)
 
     @staticmethod
     def median(values: list[float]) -> float:

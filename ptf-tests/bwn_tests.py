@@ -1,6 +1,8 @@
-"""PTF tests of p4src/v1model/bwn.p4 on BMv2 through P4Runtime.
+"""PTF tests of the switch program on every target (BMv2: p4src/v1model/bwn.p4;
+eBPF: p4src/psa/bwn.p4), through base.py's target-neutral methods.
 
-Run with `make ptf` (ptf-tests/run_ptf.py sets up the switches and veths).
+Run with `make ptf` (ptf-tests/run_ptf.py sets up the switches and veths;
+`--target ebpf` for the eBPF switch).
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ class ForwardingTest(BwnTest):
 
     def runTest(self) -> None:
         self.add_hosts()
-        self.sw1.insert([ent.route("10.0.0.0/8", 4, HOST_MAC[4], SWITCH_MAC)])
+        self.sw1.route("10.0.0.0/8", 4, HOST_MAC[4], SWITCH_MAC)
         for dst in (2, 3):
             pkt = udp_packet(1, dst)
             tu.send_packet(self, 1, pkt)
@@ -46,7 +48,7 @@ class ForwardingTest(BwnTest):
         tu.send_packet(self, 1, pkt)
         tu.verify_packet(self, routed(pkt, 4), 4)
         # No route: dropped and counted.
-        self.sw1.delete([ent.route("10.0.0.0/8", 4, HOST_MAC[4], SWITCH_MAC)])
+        self.sw1.delete_route("10.0.0.0/8", 4, HOST_MAC[4], SWITCH_MAC)
         before = self.read_drops(0)
         tu.send_packet(self, 1, pkt)
         tu.verify_no_other_packets(self, timeout=0.5)
@@ -164,11 +166,11 @@ class PathMinimumTwoSwitchesTest(BwnTest):
     def runTest(self) -> None:
         uplink = int(param("uplink_port"))
         far = int(param("sw2_port"))
-        self.sw1.insert(ent.route(f"{HOST_IP[far]}/32", uplink, SWITCH2_MAC, SWITCH_MAC))
-        self.sw2.insert(ent.route(f"{HOST_IP[far]}/32", 2, HOST_MAC[far], SWITCH2_MAC))
+        self.sw1.route(f"{HOST_IP[far]}/32", uplink, SWITCH2_MAC, SWITCH_MAC)
+        self.sw2.route(f"{HOST_IP[far]}/32", 2, HOST_MAC[far], SWITCH2_MAC)
         for cap1_bps, cap2_bps in ((10e6, 2e6), (1e6, 50e6)):
-            self.sw1.insert([ent.port_capacity(uplink, cap1_bps, self.window_cfg)])
-            self.sw2.insert([ent.port_capacity(2, cap2_bps, self.window_cfg)])
+            self.sw1.set_capacity(uplink, cap1_bps)
+            self.sw2.set_capacity(2, cap2_bps)
             self.settle()
             pkt = bwn_packet(1, far, sport=42000)
             tu.send_packet(self, 1, pkt)
@@ -180,8 +182,8 @@ class PathMinimumTwoSwitchesTest(BwnTest):
             self.assertEqual(h.ebn_code, dm.expected_ebn_code(narrow, 1))
             self.assertLessEqual(h.tight_kbps, narrow)
             self.assertEqual(out[IP].ttl, 62)
-            self.sw1.delete([ent.port_capacity(uplink, cap1_bps, self.window_cfg)])
-            self.sw2.delete([ent.port_capacity(2, cap2_bps, self.window_cfg)])
+            self.sw1.delete_capacity(uplink, cap1_bps)
+            self.sw2.delete_capacity(2, cap2_bps)
 
 
 class AvailableBandwidthTest(BwnTest):
@@ -220,16 +222,15 @@ class AvailableBandwidthTest(BwnTest):
                 self.assertLess(tight_kbps, 0)
         # Telemetry over P4Runtime: the switch reports each closed window in a
         # digest; its AB is IC - BR - BI of that window and matches the stamps.
-        self.sw1.insert([ent.telemetry_digest()])
         self.settle()
-        collector = self.sw1.start_digests(ent.TELEMETRY_DIGEST)
+        collector = self.sw1.telemetry()
         tight_kbps, achieved_bps = self.measure(1.2e6)
-        reports = [ent.PortTelemetry.from_digest(d) for d in collector.stop()]
+        reports = collector.stop()
         reports = [r for r in reports if r.port == 2 and r.rate_kbps > 0]
         self.assertGreater(len(reports), 5, "too few telemetry digests")
         for r in reports:
             self.assertEqual(r.capacity_kbps, cap_kbps)
-            self.assertAlmostEqual(r.avail_kbps, r.capacity_kbps - r.rate_kbps - r.queue_pkts * 1514 * 8
+            self.assertAlmostEqual(r.avail_kbps, r.capacity_kbps - r.rate_kbps - r.queue_bytes * 8
                                    / (self.window_cfg.window_us / 1e3), delta=2)
             self.assertEqual(r.flows, 1)
         steady = reports[len(reports) // 3:]
@@ -340,13 +341,12 @@ class TelemetryOncePerWindowTest(BwnTest):
     def runTest(self) -> None:
         self.add_hosts()
         self.set_capacity(2, 10e6)
-        self.sw1.insert([ent.telemetry_digest()])
         self.settle()
         frames = [bytes(bwn_packet(1, 2, sport=46001 + 17 * f)) for f in range(4)]
-        collector = self.sw1.start_digests(ent.TELEMETRY_DIGEST)
+        collector = self.sw1.telemetry()
         self.send_paced(1, frames * 100, 400.0)
         self.collect(2, 0.5)
-        reports = [ent.PortTelemetry.from_digest(d) for d in collector.stop()]
+        reports = collector.stop()
         starts = [r.window_start_us for r in reports if r.port == 2]
         print(f"\n  {len(starts)} reports of port 2, {len(set(starts))} windows")
         # only port 2 carried traffic: a report of any other port is a stray one
@@ -400,9 +400,7 @@ class ReservationMeterTest(BwnTest):
         reserved_bps = 400e3
         res = ent.Reservation(src=HOST_IP[1], dst=HOST_IP[2], rate_bps=reserved_bps,
                               dst_port=BWN_UDP_PORT, burst_bytes=2000)
-        entry, meter = ent.reservation(res)
-        self.sw1.insert([entry])
-        self.sw1.modify([meter])
+        self.sw1.add_reservation(res)
         offered_bps, seconds = 800e3, 3.0
         rate_pps = offered_bps / (8 * self.FRAME_BYTES)
         reserved = bytes(bwn_packet(1, 2, sport=45000, size=self.FRAME_BYTES))

@@ -1,14 +1,14 @@
-"""PTF tests that build real queues on BMv2 (a queue rate below the offered
-load), and the packet-level rules the other suites take for granted: OBP's BI
-term and the telemetry queue, Assured Forwarding for GTCP reservations, TTL,
-hop-count saturation, an idle link."""
+"""PTF tests that build real queues (a queue rate below the offered load: BMv2's
+egress queue, the eBPF switch's htb + bfifo qdisc and its virtual queue), and
+the packet-level rules the other suites take for granted: OBP's BI term and the
+telemetry queue, Assured Forwarding for GTCP reservations, TTL, hop-count
+saturation, an idle link."""
 from __future__ import annotations
 
 import math
 import struct
 import time
 
-import finsy as fy
 import ptf.testutils as tu
 from scapy.layers.inet import IP
 
@@ -45,13 +45,12 @@ class QueueBiTermTest(BwnTest):
         service_pps = self.CAPACITY_BPS / (8 * FRAME_BYTES)          # 250 pps
         self.set_queue(2, service_pps, 40)
         try:
-            self.sw1.insert([ent.telemetry_digest()])
             self.settle()
-            collector = self.sw1.start_digests(ent.TELEMETRY_DIGEST)
+            collector = self.sw1.telemetry()
             frames = numbered(43100, int(1.6 * service_pps * 3.0))    # 1.6x the capacity, 3 s
             self.send_paced(1, frames, 1.6 * service_pps)
             out = self.collect(2, 1.5)
-            reports = [ent.PortTelemetry.from_digest(d) for d in collector.stop()]
+            reports = collector.stop()
         finally:
             self.reset_queue(2)
         reports = [r for r in reports if r.port == 2 and r.rate_kbps > 0]
@@ -60,10 +59,9 @@ class QueueBiTermTest(BwnTest):
               f"AB down to {min(r.avail_kbps for r in reports):.0f} kb/s; {len(out)}/{len(frames)} forwarded")
         self.assertGreater(len(queued), 3, "the queue never built up")
         self.assertGreaterEqual(max(r.queue_pkts for r in reports), 20)
-        unit_bytes = self.window_cfg.queue_unit_bytes
         w_ms = self.window_cfg.window_us / 1000
         for r in reports:
-            bi_kbps = r.queue_pkts * unit_bytes * 8 / w_ms
+            bi_kbps = r.queue_bytes * 8 / w_ms
             # Floors of the switch (BR and AB each within 1 kb/s) and of IC (< 0.5 byte/window).
             self.assertAlmostEqual(r.avail_kbps, r.capacity_kbps - r.rate_kbps - bi_kbps, delta=2.5)
         # Overloaded and queued: AB is negative, and BI makes it more so than IC - BR.
@@ -92,9 +90,7 @@ class AssuredForwardingTest(BwnTest):
         self.add_hosts((2,), {2: ent.PortOptions(reservations=True, af_queue_packets=self.AF_QUEUE)})
         res = ent.Reservation(src=HOST_IP[1], dst=HOST_IP[2], rate_bps=400e3, src_port=45000,
                               dst_port=BWN_UDP_PORT, burst_bytes=2000)
-        entry, meter = ent.reservation(res)
-        self.sw1.insert([entry])
-        self.sw1.modify([meter])
+        self.sw1.add_reservation(res)
 
     def send_mix(self, reserved_pps: float, best_effort_pps: float, seconds: float) -> tuple[list, list, int]:
         a = numbered(45000, int(reserved_pps * seconds))
@@ -160,15 +156,14 @@ class AfThresholdTest(BwnTest):
         self.set_capacity(2, self.SERVICE_PPS * 8 * FRAME_BYTES)
         self.set_queue(2, self.SERVICE_PPS, 60)
         try:
-            self.sw1.insert([ent.telemetry_digest()])
             self.settle()
-            collector = self.sw1.start_digests(ent.TELEMETRY_DIGEST)
+            collector = self.sw1.telemetry()
             before = self.read_drops(ent.DROP_REASON_CODES["af_out_of_profile"])
             frames = numbered(45100, int(2 * self.SERVICE_PPS * 3.0), src=3)
             self.send_paced(1, frames, 2 * self.SERVICE_PPS)
             out = self.collect(2, 1.5)
             af_drops = self.settled_drops(ent.DROP_REASON_CODES["af_out_of_profile"]) - before
-            reports = [ent.PortTelemetry.from_digest(d) for d in collector.stop()]
+            reports = collector.stop()
         finally:
             self.reset_queue(2)
         queues = [r.queue_pkts for r in reports if r.port == 2 and r.rate_kbps > 0]
@@ -210,18 +205,21 @@ class LossAndAfCountEachDropOnceTest(BwnTest):
 
 
 class QueueEmptiedCounterTest(BwnTest):
-    """The egress counter the fidelity monitor reads to know a port was
-    backlogged: it counts the packets that left their port's queue empty. Paced
-    below the port's rate, every packet does; a burst into a slow queue leaves
-    it empty only at its end (a packet that leaves one waiting behind it, not
-    counted, is what the fidelity monitor relies on)."""
+    """The counter the fidelity monitor reads to know a port was backlogged:
+    between two reads with no increment, the port's queue never ran dry. BMv2
+    counts the packets that leave their queue empty behind them; the eBPF
+    switch counts those that find its (virtual) queue empty, i.e. the packet
+    before them left it empty: the same evidence, one packet later. Paced
+    below the port's rate, every packet counts; a burst into a slow queue
+    counts once while it drains (a packet that leaves one waiting behind it, or
+    finds one waiting ahead of it, is not counted: what the fidelity monitor
+    relies on)."""
 
     SERVICE_PPS = 20.0
     BURST = 30
 
     def emptied(self, port: int) -> int:
-        [entry] = self.sw1.read(fy.P4CounterEntry(ent.QUEUE_EMPTIED_COUNTER, index=port))
-        return int(entry.data.packet_count)
+        return self.sw1.queue_emptied(port)
 
     def runTest(self) -> None:
         self.add_hosts()
@@ -233,9 +231,7 @@ class QueueEmptiedCounterTest(BwnTest):
         self.assertEqual(len(out), 20)
         self.assertEqual(self.emptied(2) - before2, 20)
         self.assertEqual(self.emptied(3), before3, "counted on a port the packets did not leave by")
-        # 2. A burst into a 20 pps queue: backlogged until its last packet. The
-        # first packet may leave before the second is queued (a race, read
-        # while the rest still wait); after that, only the last one counts.
+        # 2. A burst into a 20 pps queue: backlogged until its last packet.
         self.set_queue(2, self.SERVICE_PPS, 60)
         try:
             before = self.emptied(2)
@@ -244,14 +240,28 @@ class QueueEmptiedCounterTest(BwnTest):
             time.sleep(0.3)
             first = self.emptied(2) - before
             out = self.collect(2, 1.0)
+            rest = self.emptied(2) - before - first
+            # One more packet once the burst has drained: it finds the queue empty.
+            self.dataplane.send(0, 1, numbered(45202, 1)[0])
+            self.collect(2, 0.5)
+            after = self.emptied(2) - before - first - rest
         finally:
             self.reset_queue(2)
-        rest = self.emptied(2) - before - first
-        print(f"\n  burst of {self.BURST}: {len(out)} out; left the queue empty: {first} while it "
-              f"drained, {rest} after")
+        print(f"\n  burst of {self.BURST}: {len(out)} out; counted {first} while it drained, {rest} once "
+              f"drained, {after} for the packet after it")
         self.assertEqual(len(out), self.BURST)
-        self.assertLessEqual(first, 1, "packets of a backlogged burst counted as leaving an empty queue")
-        self.assertEqual(rest, 1, "only the burst's last packet leaves the queue empty")
+        self.assertEqual(after, 1, "a packet after the burst drained: the queue was empty")
+        if self.sw1.emptied_counts_departures:
+            # The first packet may leave before the second is queued (a race,
+            # read while the rest still wait); after that, only the last counts.
+            self.assertLessEqual(first, 1, "packets of a backlogged burst counted as leaving an empty queue")
+            self.assertEqual(rest, 1, "only the burst's last packet leaves the queue empty")
+        else:
+            # Counted on arrival: the burst's first packet found the queue empty,
+            # the others found it busy, and nothing more counts until a packet
+            # arrives after it drained.
+            self.assertEqual(first, 1, "only the burst's first packet finds the queue empty")
+            self.assertEqual(rest, 0, "a packet of the backlogged burst found the queue empty")
 
 
 class TtlTest(BwnTest):

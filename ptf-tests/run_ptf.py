@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
-"""Run the PTF suite against two real simple_switch_grpc processes.
+"""Run the PTF suite against two real switches of one target.
 
-    .venv/bin/python ptf-tests/run_ptf.py [--test-spec NAME ...] [--keep-logs]
+    .venv/bin/python ptf-tests/run_ptf.py [--target bmv2|ebpf] [--test-spec NAME ...] [--keep-logs]
 
-Everything lives in one network namespace made for the run: the two BMv2
-switches, the veth pairs that are PTF's ports, and PTF itself. The namespace
-(and with it every veth) and the switch processes are removed on success,
-failure and Ctrl-C/SIGTERM.
+Targets: `bmv2` (default), two simple_switch_grpc processes running
+p4src/v1model/bwn.p4; `ebpf`, two NIKSS pipelines of p4src/psa/bwn.p4
+(build/ebpf/bwn.o), each switch's ports steered to a CPU of its own.
+
+Everything lives in one network namespace made for the run: the two switches,
+the veth pairs that are PTF's ports, and PTF itself. The namespace (and with it
+every veth), the switch processes or pipelines (programs, maps, pins, qdiscs)
+are removed on success, failure and Ctrl-C/SIGTERM. For `ebpf`, PTF enters the
+namespace with `nsenter --net` (not `ip netns exec`, which would mount another
+/sys and hide the pipelines' pins from the tests' libnikss).
 
     PTF port 1..4 <-> sw1 port 1..4        sw1 port 5 <-> sw2 port 1
     PTF port 6    <-> sw2 port 2
@@ -28,8 +34,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from controller.bmv2 import Bmv2Switch  # noqa: E402
+from controller.ebpf import EbpfSwitch, pipeline_id, switch_cpu  # noqa: E402
 from bwn.emulation.netns import NetnsSet  # noqa: E402
-from bwn.requirements import bmv2_missing, netns_missing, ptf_missing  # noqa: E402
+from bwn.requirements import (bmv2_missing, ebpf_missing, ebpf_program_missing, netns_missing,  # noqa: E402
+                              ptf_missing)
 
 EXIT_SKIPPED = 77
 PTF_QUEUE_DEPTH = 10_000
@@ -39,7 +47,14 @@ SW2_PTF_PORT = 2
 PTF_PORT_OF_SW2 = 6
 
 
-def missing_prerequisites(build_dir: Path) -> str | None:
+TARGETS = ("bmv2", "ebpf")
+# NIKSS pipeline ids of the eBPF run's two switches (experiments use pipeline_id(0..)).
+PTF_PIPELINE_INDEX = 80
+
+
+def missing_prerequisites(build_dir: Path, target: str = "bmv2") -> str | None:
+    if target == "ebpf":
+        return netns_missing() or ebpf_missing() or ptf_missing() or ebpf_program_missing(build_dir)
     why = netns_missing() or bmv2_missing() or ptf_missing()
     if why:
         return why
@@ -83,6 +98,8 @@ def run_until_first_failure(cmd: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--target", choices=TARGETS, default="bmv2",
+                        help="the switches: BMv2 (p4src/v1model) or eBPF under NIKSS (p4src/psa)")
     parser.add_argument("--build-dir", type=Path, default=REPO / "build")
     parser.add_argument("--test-spec", nargs="*", default=[], help="PTF tests to run (default: all)")
     parser.add_argument("--keep-logs", action="store_true", help="keep switch logs even on success")
@@ -93,12 +110,12 @@ def main(argv: list[str] | None = None) -> int:
                              "test results as they print and stops PTF at the first FAIL or ERROR")
     args = parser.parse_args(argv)
 
-    why = missing_prerequisites(args.build_dir)
+    why = missing_prerequisites(args.build_dir, args.target)
     if why:
         print(f"SKIPPED PTF suite: {why}", flush=True)
         return EXIT_SKIPPED
 
-    log_dir = args.build_dir / "ptf-logs"
+    log_dir = args.build_dir / ("ptf-logs" if args.target == "bmv2" else f"ptf-logs-{args.target}")
     if log_dir.exists():
         shutil.rmtree(log_dir)
     log_dir.mkdir(parents=True)
@@ -109,34 +126,52 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_term)
     nets = NetnsSet()
     switches: list[Bmv2Switch] = []
+    pipelines: list[EbpfSwitch] = []
     rc = 1
     try:
         ns = nets.add_netns("bwnptf")
+        # NIKSS attaches an XDP program to each eBPF port, which a veth refuses
+        # while its peer's MTU exceeds a page's worth: keep Ethernet's there.
+        mtu = 1500 if args.target == "ebpf" else 9000
         for p in SW1_PTF_PORTS:
-            nets.veth(f"s1p{p}", f"t1p{p}", ns, ns, mtu=9000)
-        nets.veth(f"s1p{SW1_UPLINK}", "s2p1", ns, ns, mtu=9000)
-        nets.veth(f"s2p{SW2_PTF_PORT}", f"t2p{SW2_PTF_PORT}", ns, ns, mtu=9000)
-        sw1 = Bmv2Switch("sw1", {p: f"s1p{p}" for p in (*SW1_PTF_PORTS, SW1_UPLINK)},
-                         grpc_port=50061, thrift_port=9091, netns=ns, log_dir=log_dir,
-                         log_level=args.log_level)
-        sw2 = Bmv2Switch("sw2", {1: "s2p1", SW2_PTF_PORT: f"s2p{SW2_PTF_PORT}"},
-                         grpc_port=50062, thrift_port=9092, netns=ns, log_dir=log_dir,
-                         log_level=args.log_level)
-        for sw in (sw1, sw2):
-            switches.append(sw.start())
-            # Deep egress queues: on a loaded machine a paced test must not lose
-            # packets to BMv2's 64-packet default (tests that build a queue set their own).
-            sw.cli(f"set_queue_depth {PTF_QUEUE_DEPTH}\n")
-
+            nets.veth(f"s1p{p}", f"t1p{p}", ns, ns, mtu=mtu)
+        nets.veth(f"s1p{SW1_UPLINK}", "s2p1", ns, ns, mtu=mtu)
+        nets.veth(f"s2p{SW2_PTF_PORT}", f"t2p{SW2_PTF_PORT}", ns, ns, mtu=mtu)
+        ports1 = {p: f"s1p{p}" for p in (*SW1_PTF_PORTS, SW1_UPLINK)}
+        ports2 = {1: "s2p1", SW2_PTF_PORT: f"s2p{SW2_PTF_PORT}"}
         ptf = Path(sys.executable).parent / "ptf"
-        params = ";".join([
-            f"grpc_addr='{sw1.grpc_addr}'", f"grpc_addr2='{sw2.grpc_addr}'",
-            f"thrift_port={sw1.thrift_port}", f"thrift_port2={sw2.thrift_port}",
-            f"netns='{ns}'",
-            f"p4info='{args.build_dir / 'bwn.p4info.txtpb'}'", f"p4blob='{args.build_dir / 'bwn.json'}'",
-            f"uplink_port={SW1_UPLINK}", f"sw2_port={PTF_PORT_OF_SW2}",
-        ])
-        cmd = ["ip", "netns", "exec", ns, str(ptf if ptf.exists() else "ptf"),
+        common = [f"netns='{ns}'", f"uplink_port={SW1_UPLINK}", f"sw2_port={PTF_PORT_OF_SW2}",
+                  f"target='{args.target}'"]
+        if args.target == "ebpf":
+            for i, ports in enumerate((ports1, ports2)):
+                sw = EbpfSwitch(f"sw{i + 1}", ports, pipeline_id(PTF_PIPELINE_INDEX + i), netns=ns,
+                                cpu=switch_cpu(i), obj=args.build_dir / "ebpf" / "bwn.o", log_dir=log_dir)
+                pipelines.append(sw)
+                sw.start()
+
+            def port_list(ports: dict[int, str]) -> str:
+                return ",".join(f"{p}:{name}" for p, name in sorted(ports.items()))
+
+            params = ";".join(common + [
+                f"pipe={pipelines[0].pipe_id}", f"pipe2={pipelines[1].pipe_id}",
+                f"ports='{port_list(ports1)}'", f"ports2='{port_list(ports2)}'"])
+            enter = ["nsenter", f"--net=/run/netns/{ns}"]
+        else:
+            sw1 = Bmv2Switch("sw1", ports1, grpc_port=50061, thrift_port=9091, netns=ns, log_dir=log_dir,
+                             log_level=args.log_level)
+            sw2 = Bmv2Switch("sw2", ports2, grpc_port=50062, thrift_port=9092, netns=ns, log_dir=log_dir,
+                             log_level=args.log_level)
+            for sw in (sw1, sw2):
+                switches.append(sw.start())
+                # Deep egress queues: on a loaded machine a paced test must not lose
+                # packets to BMv2's 64-packet default (tests that build a queue set their own).
+                sw.cli(f"set_queue_depth {PTF_QUEUE_DEPTH}\n")
+            params = ";".join(common + [
+                f"grpc_addr='{sw1.grpc_addr}'", f"grpc_addr2='{sw2.grpc_addr}'",
+                f"thrift_port={sw1.thrift_port}", f"thrift_port2={sw2.thrift_port}",
+                f"p4info='{args.build_dir / 'bwn.p4info.txtpb'}'", f"p4blob='{args.build_dir / 'bwn.json'}'"])
+            enter = ["ip", "netns", "exec", ns]
+        cmd = [*enter, str(ptf if ptf.exists() else "ptf"),
                "--test-dir", str(REPO / "ptf-tests"), "--pypath", str(REPO),
                "--qlen", "100000", "--log-file", str(log_dir / "ptf.log"),
                "--test-params", params]
@@ -157,6 +192,12 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for sw in switches:
             sw.stop()
+        for pipe in pipelines:
+            try:
+                pipe.stop()
+            except Exception as exc:  # the namespace must still go
+                print(f"{pipe.name}: teardown: {exc}", flush=True)
+                rc = rc or 1
         nets.close()
         if rc == 0 and not args.keep_logs:
             shutil.rmtree(log_dir, ignore_errors=True)

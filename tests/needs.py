@@ -67,3 +67,26 @@ def stale_build() -> str | None:
     if BUILD_JSON.stat().st_mtime < _newest_p4_source_mtime():
         return "build/bwn.json is older than p4src/ and p4c is not here to rebuild it"
     return None
+
+
+# What build/ebpf/bwn.o is compiled from (the Makefile's PSA_SRCS).
+EBPF_OBJECT = REPO / "build" / "ebpf" / "bwn.o"
+EBPF_SOURCE_DIRS = ("shared", "psa")
+
+
+def stale_ebpf_build() -> str | None:
+    """Why build/ebpf/bwn.o cannot be used as the current PSA program, or None.
+
+    With p4c-ebpf installed, `make build-ebpf` brings it up to date first."""
+    if shutil.which("p4c-ebpf"):
+        res = subprocess.run(["make", "--no-print-directory", "build-ebpf"], cwd=REPO,
+                             capture_output=True, text=True, timeout=900)
+        if res.returncode != 0:
+            pytest.fail(f"make build-ebpf failed:\n{res.stdout[-3000:]}{res.stderr[-3000:]}", pytrace=False)
+    if not EBPF_OBJECT.exists():
+        return "build/ebpf/bwn.o missing (p4c-ebpf not installed, or `make build-ebpf` not run)"
+    newest = max((p.stat().st_mtime for d in EBPF_SOURCE_DIRS for p in (REPO / "p4src" / d).rglob("*.p4")),
+                 default=0.0)
+    if EBPF_OBJECT.stat().st_mtime < newest:
+        return "build/ebpf/bwn.o is older than p4src/ and p4c-ebpf is not here to rebuild it"
+    return None

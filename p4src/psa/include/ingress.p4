@@ -375,13 +375,15 @@ control BwnIngress(inout psa_headers_t hdr, inout psa_metadata_t meta,
                 if (meta.loss_threshold != 0 && loss_draw.read() < meta.loss_threshold) {
                     drop_with(DROP_RANDOM_LOSS);
                 } else {
-                    if (meta.options[31:31] == 1 && hdr.l4.isValid()) {
+                    if (meta.options & 0x80000000 != 0 && hdr.l4.isValid()) {
                         reservations.apply();             /* meter and mark (edge) */
                     }
                     /* Only in-profile packets may use the queue above the
-                     * threshold; the FIFO's tail drop is all they see. */
-                    if (meta.options[30:0] != 0 && hdr.ipv4.dscp != DSCP_AF11
-                            && meta.queue_bytes >= (bit<32>)meta.options[30:0]) {
+                     * threshold; the FIFO's tail drop is all they see. (A mask,
+                     * not the slice [30:0]: p4c-ebpf writes that slice as the
+                     * whole 32-bit value.) */
+                    if (meta.options & 0x7FFFFFFF != 0 && hdr.ipv4.dscp != DSCP_AF11
+                            && meta.queue_bytes >= (meta.options & 0x7FFFFFFF)) {
                         drop_with(DROP_AF_OUT_OF_PROFILE);
                     }
                 }
