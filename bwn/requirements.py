@@ -101,9 +101,11 @@ def ptf_missing() -> Optional[str]:
     return "ptf is not installed (pip install ptf)"
 
 
-def experiment_missing() -> Optional[str]:
-    """What stops ``bwn run`` or ``bwn net`` on this machine (root, BMv2, Mininet,
-    the compiled program), or None."""
+def experiment_missing(target: str = "bmv2") -> Optional[str]:
+    """What stops ``bwn run`` or ``bwn net`` on this machine (root, the switches of
+    `target`, Mininet, the compiled program), or None."""
     if os.geteuid() != 0:
-        return "experiments need root (Mininet and BMv2 create interfaces and namespaces)"
+        return "experiments need root (Mininet and the switches create interfaces and namespaces)"
+    if target == "ebpf":
+        return ebpf_missing() or mininet_missing() or ebpf_program_missing()
     return bmv2_missing() or mininet_missing() or pipeline_missing()

@@ -26,7 +26,9 @@ switchctl.py's SwitchPlan, PortPlan); this module holds what differs
 """
 from __future__ import annotations
 
+import asyncio
 import ipaddress
+import logging
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +37,9 @@ from typing import Iterable, Optional, Sequence
 from controller import dataplane_math as dm
 from controller import entries as ent
 from controller.nikss import Key, Pipeline
+from controller.switchctl import BwnController, PortPlan, SwitchPlan
+
+LOG = logging.getLogger("bwn.controller.ebpf")
 
 INGRESS = "BwnIngress"
 T_ROUTES = f"{INGRESS}_ipv4_lpm"
@@ -47,6 +52,7 @@ METER = f"{INGRESS}_reservation_meter"
 DROP_COUNTER = f"{INGRESS}_drop_counter"
 QUEUE_EMPTIED_COUNTER = f"{INGRESS}_queue_emptied"
 QUEUE_FULL_COUNTER = f"{INGRESS}_queue_full"
+QUEUE_DRY_REGISTER = f"{INGRESS}_queue_dry"
 TELEMETRY_DIGEST = "BwnIngressDeparser_port_telemetry"
 RESERVATION_METERS = 256          # p4src/psa/bwn.p4
 QUEUE_FP_BITS = 16                # the virtual queue counts 2^-16 bytes
@@ -70,7 +76,11 @@ class Entry:
     def add(self, pipe: Pipeline) -> None:
         pipe.table_add(self.table, self.action, self.keys, self.params, self.priority)
 
+    def update(self, pipe: Pipeline) -> None:
+        pipe.table_update(self.table, self.action, self.keys, self.params, self.priority)
+
     def set(self, pipe: Pipeline) -> None:
+        """Add, or update when the key is there (libnikss prints its refusal of the add)."""
         pipe.table_set(self.table, self.action, self.keys, self.params, self.priority)
 
 
@@ -122,6 +132,7 @@ class VirtualQueue:
     rate_fp: int        # bytes per ns * 2^32
     idle_ns: int        # a gap this long empties the queue (and keeps gap * rate in 64 bits)
     limit_bytes: int    # the FIFO's limit
+    drain_fp: int       # ns per 2^-16 byte * 2^32: the queue_dry register's drain time
 
     @classmethod
     def of(cls, rate_bps: float, limit_bytes: int) -> "VirtualQueue":
@@ -136,7 +147,12 @@ class VirtualQueue:
         if drain_ns >= idle_ns:
             raise dm.ConfigError(f"a queue of {limit_bytes} B at {rate_bps:g} b/s drains in {drain_ns / 1e9:.0f} s, "
                                  f"longer than the virtual queue can measure ({idle_ns / 1e9:.0f} s)")
-        return cls(rate_fp, idle_ns, limit_bytes)
+        # the program's drain time of q: ((q >> 8) * drain_fp) >> 24 = q * drain_fp / 2^32 ns
+        drain_fp = round(8e9 * 2**QUEUE_FP_BITS / rate_bps)
+        if ((limit_bytes << QUEUE_FP_BITS) >> 8) * drain_fp >= 2**64:
+            raise dm.ConfigError(f"a queue of {limit_bytes} B at {rate_bps:g} b/s is too slow for the "
+                                 f"virtual queue's drain time (64 bits)")
+        return cls(rate_fp, idle_ns, limit_bytes, drain_fp)
 
     @property
     def rate_bps(self) -> float:
@@ -145,7 +161,7 @@ class VirtualQueue:
     def entry(self, pidx: int) -> Entry:
         check_pidx(pidx)
         return Entry(T_QUEUE, f"{INGRESS}_set_queue", (Key.exact(pidx),),
-                     (self.rate_fp, self.idle_ns, self.limit_bytes))
+                     (self.rate_fp, self.idle_ns, self.limit_bytes, self.drain_fp))
 
 
 def flows_log_table() -> list[Entry]:
@@ -409,8 +425,11 @@ class EbpfSwitch:
         try:
             self._detach_and_unload()
         finally:
-            for port in list(self.qdiscs):
-                self.qdiscs.pop(port).remove()
+            # every port's root qdisc, whoever added it (the controller adds the
+            # bottleneck's): the interfaces may outlive this switch
+            self.qdiscs.clear()
+            for name in self.ports.values():
+                PortQdisc(name, 1, self.netns).remove()
             if self.cpu is not None:
                 try:
                     steer_to_cpu_off(self.ports.values(), self.netns)
@@ -446,3 +465,179 @@ def steer_to_cpu_off(ifnames: Iterable[str], netns: Optional[str] = None) -> Non
     for name in ifnames:
         script = f"for q in /sys/class/net/{name}/queues/rx-*; do echo 0 > $q/rps_cpus || exit 1; done"
         _run(_netns_cmd(netns, "sh", "-c", script), f"{name}: RPS off")
+
+
+# ---- the controller's eBPF backend ----------------------------------------------
+def route_entries(plan: SwitchPlan, frame_bytes_of: dict[int, int], only_port: Optional[int] = None) -> list[Entry]:
+    """The routing entries of a SwitchPlan for the PSA program (those that leave
+    by `only_port`, if given), each with its port's options, as
+    controller/switchctl.py's route_entries does for BMv2."""
+    ports = {pp.port: pp for pp in plan.ports}
+    reserved_dsts = {r.dst for r in plan.reservations}
+    out = []
+    for prefix, port, dst_mac, src_mac in plan.routes:
+        if only_port is not None and port != only_port:
+            continue
+        pp = ports.get(port)
+        options = ent.PortOptions(loss=pp.loss if pp else 0.0,
+                                  reservations=prefix.split("/")[0] in reserved_dsts,
+                                  af_queue_packets=pp.af_queue_packets if pp else 0)
+        out.append(route(prefix, ifindex(plan.ifnames[port]), port, dst_mac, src_mac, options,
+                         frame_bytes_of.get(port, 1514)))
+    return out
+
+
+class _NoQueueControl:
+    """The eBPF switch's queues are its ports' qdiscs, set with each rate (no connection)."""
+
+    def set_depth(self, port: int, depth_packets: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class EbpfHandle:
+    """The controller's side of one eBPF switch: its pipeline's tables through
+    libnikss, its telemetry digests, and its ports' qdiscs."""
+
+    def __init__(self, plan: SwitchPlan) -> None:
+        if plan.pipe_id is None:
+            raise ValueError(f"{plan.name}: an eBPF switch plan needs its pipeline id")
+        missing = [p for p in (pp.port for pp in plan.ports) if p not in plan.ifnames]
+        if missing:
+            raise ValueError(f"{plan.name}: ports {missing} have no interface in the plan")
+        self.name = plan.name
+        self.plan = plan
+        self.is_up = False
+        self.pipe: Optional[Pipeline] = None
+        self.digests = None
+        self.qdiscs: dict[int, PortQdisc] = {}
+
+    def open(self) -> Pipeline:
+        if self.pipe is None:
+            pipe = Pipeline(self.plan.pipe_id)
+            if not pipe.exists():
+                pipe.close()
+                raise RuntimeError(f"{self.name}: NIKSS pipeline {self.plan.pipe_id} is not loaded")
+            self.pipe = pipe
+            self.digests = pipe.digests(TELEMETRY_DIGEST)
+        return self.pipe
+
+    def close(self) -> None:
+        if self.digests is not None:
+            self.digests.close()
+            self.digests = None
+        if self.pipe is not None:
+            self.pipe.close()
+            self.pipe = None
+        self.is_up = False
+
+
+class EbpfController(BwnController):
+    """controller/switchctl.py's controller for eBPF switches: the same plans,
+    schedules, pins, telemetry files and status; the switches' state goes
+    through libnikss, and a port's rate and queue are its htb + bfifo qdisc and
+    the program's virtual copy of them (in bits/s and bytes).
+
+    Differences from BMv2: no sessions to lose (the pipeline lives in the kernel,
+    loaded by the switch's node before the controller starts); no queue
+    look-ahead (htb serves the packets already queued at the new rate at once,
+    where BMv2 fixes a packet's departure when it is enqueued); telemetry is
+    polled from the digest queue every `poll_interval_s`."""
+
+    target = "ebpf"
+    poll_interval_s = 0.02
+
+    def _make_switches(self, plans: list[SwitchPlan], p4info: Optional[Path], p4blob: Optional[Path]) -> list:
+        return [EbpfHandle(p) for p in plans]
+
+    def _queue_control(self, plan: SwitchPlan) -> _NoQueueControl:  # type: ignore[override]
+        return _NoQueueControl()
+
+    def _queue_target_bps(self, plan: SwitchPlan, pp: PortPlan, t_s: float) -> float:
+        return self._target_bps(pp, t_s)
+
+    def _frame_bytes(self, plan: SwitchPlan) -> dict[int, int]:
+        return {pp.port: pp.frame_bytes for pp in plan.ports}
+
+    async def _start_sessions(self):
+        for sw in self.switches:
+            await self._install(sw)
+        return asyncio.create_task(asyncio.Event().wait(), name="ebpf-pipelines")
+
+    async def _install(self, sw: EbpfHandle) -> None:
+        """The switch's whole state in its freshly loaded pipeline: the window
+        configuration, EBN's table, the routes, the reservations and each port's
+        capacity and queue."""
+        plan = sw.plan
+        pipe = sw.open()         # loaded by the switch's node for this run: its tables are empty
+        wc = window_config(self.window)
+        pipe.table_default(wc.table, wc.action, wc.params)
+        for e in static_tables(self.window):
+            e.add(pipe)
+        for e in route_entries(plan, self._frame_bytes(plan)):
+            e.add(pipe)
+        for i, res in enumerate(plan.reservations):
+            install_reservation(pipe, res, i)
+        sw.digests.poll()            # reports of a pipeline's earlier life
+        sw.is_up = True
+        for pp in plan.ports:
+            if pp.schedule is not None:
+                await self._apply_rate(sw, plan, pp, self._target_bps(pp, 0.0), _NoQueueControl(), first=True)
+        self.ready_count[sw.name] += 1
+
+    async def _apply_rate(self, sw: EbpfHandle, plan: SwitchPlan, pp: PortPlan,  # type: ignore[override]
+                          rate_bps: float, queues: object, first: bool = False,
+                          queue_rate_bps: Optional[float] = None) -> Optional[float]:
+        """The port's capacity (what it stamps) and, when the switch shapes the
+        link, its qdisc's rate and the virtual queue's; returns the rate in
+        frames of the port's size per second (capacity.csv's queue_pps, as BMv2's)."""
+        pipe = sw.open()
+        write = Entry.add if first else Entry.update
+        write(port_capacity(pp.port, rate_bps, self.window), pipe)
+        pps: Optional[float] = None
+        if pp.shaped_by_switch:
+            limit = pp.queue_packets * pp.frame_bytes
+            q = sw.qdiscs.get(pp.port)
+            if q is None:
+                q = sw.qdiscs[pp.port] = PortQdisc(plan.ifnames[pp.port], limit)
+                q.install(rate_bps)
+            else:
+                q.set_rate(rate_bps)
+            write(VirtualQueue.of(rate_bps, limit).entry(pp.port), pipe)
+            pps = rate_bps / (8 * pp.frame_bytes)
+            self.applied_queue_bps[(plan.name, pp.port)] = rate_bps
+        self.applied_bps[(plan.name, pp.port)] = rate_bps
+        self._log_rate(plan, pp, rate_bps, pps, pps)
+        return pps
+
+    async def _write_routes(self, sw: EbpfHandle, plan: SwitchPlan, only_port: int) -> int:  # type: ignore[override]
+        pipe = sw.open()
+        entries = route_entries(plan, self._frame_bytes(plan), only_port=only_port)
+        for e in entries:
+            pipe.table_update(e.table, e.action, e.keys, e.params)
+        return len(entries)
+
+    async def _telemetry(self, sw: EbpfHandle) -> None:
+        last_row_s: dict[int, float] = {}
+        ports = {pp.port for pp in sw.plan.ports}
+        unit = self.window.queue_unit_bytes
+        while True:
+            await asyncio.sleep(self.poll_interval_s)
+            try:
+                items = sw.digests.poll() if sw.digests is not None else []
+            except Exception as exc:   # the pipeline is gone (a teardown under way)
+                LOG.warning("%s: telemetry digests: %s", sw.name, exc)
+                await asyncio.sleep(0.5)
+                continue
+            if items:
+                self._record_telemetry(sw.name, [EbpfTelemetry.from_digest(d).as_port_telemetry(unit)
+                                                 for d in items], ports, last_row_s)
+
+    async def run(self, duration_s: Optional[float] = None, ready: Optional[asyncio.Event] = None) -> None:
+        try:
+            await super().run(duration_s, ready)
+        finally:
+            for sw in self.switches:
+                sw.close()

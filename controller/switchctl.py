@@ -94,12 +94,16 @@ class PortPlan:
 @dataclass
 class SwitchPlan:
     name: str
-    grpc_addr: str
-    thrift_port: int
+    grpc_addr: str = ""                     # BMv2: its P4Runtime server
+    thrift_port: int = 0                    # BMv2: its Thrift runtime (queues, counters)
     device_id: int = 0
     routes: list[tuple[str, int, str, str]] = field(default_factory=list)  # prefix, port, dst_mac, src_mac
     ports: list[PortPlan] = field(default_factory=list)
     reservations: list[ent.Reservation] = field(default_factory=list)
+    # The eBPF switch (controller/ebpf.py): its NIKSS pipeline and each port's interface.
+    target: str = "bmv2"
+    pipe_id: Optional[int] = None
+    ifnames: dict[int, str] = field(default_factory=dict)
 
 
 class SwitchClock:
@@ -165,6 +169,8 @@ class PortStatus:
 class BwnController:
     """Runs the switches of one experiment."""
 
+    target = "bmv2"
+
     def __init__(self, plans: list[SwitchPlan], p4info: Path, p4blob: Path, out_dir: Path,
                  window: ent.WindowConfig, telemetry_interval_s: float = 0.5,
                  schedule_interval_s: float = 0.1, clock: Callable[[], float] = time.monotonic,
@@ -194,11 +200,7 @@ class BwnController:
         self.latest_telemetry: dict[tuple[str, int], tuple[ent.PortTelemetry, float]] = {}
         self.switch_clocks: dict[str, SwitchClock] = {p.name: SwitchClock() for p in plans}
         self._rate_lock: Optional[asyncio.Lock] = None      # made in run(), on its loop
-        self.switches = [
-            fy.Switch(p.name, p.grpc_addr, fy.SwitchOptions(
-                p4info=p4info, p4blob=p4blob, device_id=p.device_id, ready_handler=self._on_ready))
-            for p in plans
-        ]
+        self.switches = self._make_switches(plans, p4info, p4blob)
         out_dir.mkdir(parents=True, exist_ok=True)
         self._cap_file = open(out_dir / "capacity.csv", "w", newline="")
         self._cap_csv = csv.writer(self._cap_file)
@@ -207,6 +209,37 @@ class BwnController:
         self._tel_csv = csv.writer(self._tel_file)
         self._tel_csv.writerow(["t_s", "switch", "port", "capacity_kbps", "rate_kbps", "avail_kbps",
                                 "queue_pkts", "flows", "ebn_code", "window_start_us"])
+
+    # -- what differs per target (controller/ebpf.py's EbpfController overrides these) --
+    def _make_switches(self, plans: list[SwitchPlan], p4info: Path, p4blob: Path) -> list:
+        """One handle per switch, each with `name` and `is_up`."""
+        return [fy.Switch(p.name, p.grpc_addr, fy.SwitchOptions(
+                    p4info=p4info, p4blob=p4blob, device_id=p.device_id, ready_handler=self._on_ready))
+                for p in plans]
+
+    def _queue_control(self, plan: SwitchPlan) -> QueueControl:
+        """A connection to the switch's queues (BMv2's Thrift runtime); `.close()` it."""
+        return QueueControl(plan.thrift_port)
+
+    async def _start_sessions(self) -> asyncio.Task:
+        """Start the switches' sessions; return the task that runs them (it installs
+        each switch's state: ready_count counts those done)."""
+        return asyncio.create_task(fy.Controller(self.switches).run(), name="finsy")
+
+    async def _write_routes(self, sw: fy.Switch, plan: SwitchPlan, only_port: int) -> int:
+        """Rewrite the routes of `plan` that leave by `only_port` (its options
+        changed); return how many routes."""
+        entries = route_entries(plan, only_port=only_port)
+        if entries:
+            await sw.modify(entries)
+        return len(entries) // len(ent.ROUTE_TABLES)
+
+    def _log_rate(self, plan: SwitchPlan, pp: PortPlan, rate_bps: float, pps: Optional[float],
+                  schedule_pps: Optional[float]) -> None:
+        self._cap_csv.writerow([f"{self.now_s():.3f}", pp.link, plan.name, pp.port, f"{rate_bps:.0f}",
+                                "" if pps is None else f"{pps:.2f}",
+                                "" if schedule_pps is None else f"{schedule_pps:.2f}"])
+        self._cap_file.flush()
 
     def now_s(self) -> float:
         return self.clock() - self.t0
@@ -267,7 +300,7 @@ class BwnController:
             entry, meter = ent.reservation(res)
             await sw.insert([entry])
             await sw.modify([meter])
-        queues = QueueControl(plan.thrift_port)
+        queues = self._queue_control(plan)
         # A switch's first session comes before the schedules start (run() starts their
         # clock once every switch is ready): it gets the schedule's first rate, however
         # long the connection took (under load it took more than a step's 1.5 s once).
@@ -299,15 +332,19 @@ class BwnController:
             queues.set_rate(pp.port, pps)
             self.applied_queue_bps[(plan.name, pp.port)] = queue_bps
         self.applied_bps[(plan.name, pp.port)] = rate_bps
-        self._cap_csv.writerow([f"{self.now_s():.3f}", pp.link, plan.name, pp.port, f"{rate_bps:.0f}",
-                                "" if pps is None else f"{pps:.2f}",
-                                "" if schedule_pps is None else f"{schedule_pps:.2f}"])
-        self._cap_file.flush()
+        self._log_rate(plan, pp, rate_bps, pps, schedule_pps)
         return pps
+
+    def _reconnect_queues(self, plan: SwitchPlan, old: QueueControl) -> QueueControl:
+        old.close()
+        try:
+            return self._queue_control(plan)
+        except Exception:
+            return old
 
     # -- periodic tasks -----------------------------------------------------------------
     async def _schedules(self) -> None:
-        queues = {p.name: QueueControl(p.thrift_port) for p in self.plans.values()}
+        queues = {p.name: self._queue_control(p) for p in self.plans.values()}
         try:
             while True:
                 await asyncio.sleep(self.schedule_interval_s)
@@ -333,7 +370,7 @@ class BwnController:
                                                        queue_rate_bps=queue_rate)
                             except Exception as exc:  # switch restarting: its ready handler will re-apply
                                 LOG.warning("%s: could not apply rate on port %d: %s", sw.name, pp.port, exc)
-                                queues[plan.name] = _reconnect_queues(plan.thrift_port, queues[plan.name])
+                                queues[plan.name] = self._reconnect_queues(plan, queues[plan.name])
         finally:
             for q in queues.values():
                 q.close()
@@ -347,32 +384,36 @@ class BwnController:
             try:
                 async for digest_list in sw.read_digests(ent.TELEMETRY_DIGEST):
                     await sw.write([digest_list.ack()])
-                    t = self.now_s()
-                    for item in digest_list:
-                        r = ent.PortTelemetry.from_digest(item)
-                        if r.port in ports:
-                            end_s = self.switch_clocks[sw.name].observe(r.window_start_us, self.window.window_us, t)
-                            self.latest_telemetry[(sw.name, r.port)] = (r, end_s)
-                        if r.port not in ports or t - last_row_s.get(r.port, -1e9) < self.telemetry_interval_s:
-                            continue
-                        last_row_s[r.port] = t
-                        self._tel_csv.writerow([f"{t:.3f}", sw.name, r.port, r.capacity_kbps, r.rate_kbps,
-                                                r.avail_kbps, r.queue_pkts, r.flows, r.ebn_code,
-                                                r.window_start_us])
-                    self._tel_file.flush()
+                    self._record_telemetry(sw.name, [ent.PortTelemetry.from_digest(item) for item in digest_list],
+                                           ports, last_row_s)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # session lost: the queue survives reconnects
                 LOG.warning("%s: telemetry digest: %s", sw.name, exc)
                 await asyncio.sleep(0.5)
 
+    def _record_telemetry(self, switch: str, reports: list[ent.PortTelemetry], ports: set[int],
+                          last_row_s: dict[int, float]) -> None:
+        """Keep each report of `switch`'s ports as the port's latest, and write one
+        row per port per telemetry interval to telemetry.csv."""
+        t = self.now_s()
+        for r in reports:
+            if r.port in ports:
+                end_s = self.switch_clocks[switch].observe(r.window_start_us, self.window.window_us, t)
+                self.latest_telemetry[(switch, r.port)] = (r, end_s)
+            if r.port not in ports or t - last_row_s.get(r.port, -1e9) < self.telemetry_interval_s:
+                continue
+            last_row_s[r.port] = t
+            self._tel_csv.writerow([f"{t:.3f}", switch, r.port, r.capacity_kbps, r.rate_kbps,
+                                    r.avail_kbps, r.queue_pkts, r.flows, r.ebn_code, r.window_start_us])
+        self._tel_file.flush()
+
     # -- lifetime ----------------------------------------------------------------------
     async def run(self, duration_s: Optional[float] = None, ready: Optional[asyncio.Event] = None) -> None:
         """Run until `duration_s` elapses (or forever); `ready` is set once every
         switch has had its state installed."""
-        controller = fy.Controller(self.switches)
         self._rate_lock = asyncio.Lock()
-        tasks = [asyncio.create_task(controller.run(), name="finsy")]
+        tasks = [await self._start_sessions()]
         try:
             while min(self.ready_count.values()) == 0:
                 if tasks[0].done():
@@ -439,7 +480,7 @@ class BwnController:
             for sw, plan, pp in ports:
                 self._check_up(sw)
                 rate = self._target_bps(pp, self.now_s())
-                queues = QueueControl(plan.thrift_port)
+                queues = self._queue_control(plan)
                 try:
                     pps = await self._apply_rate(sw, plan, pp, rate, queues)
                 finally:
@@ -458,10 +499,7 @@ class BwnController:
         done = []
         for sw, plan, pp in found:
             self._check_up(sw)
-            entries = route_entries(plan, only_port=pp.port)
-            if entries:
-                await sw.modify(entries)
-            done.append((sw.name, pp.port, len(entries) // len(ent.ROUTE_TABLES)))
+            done.append((sw.name, pp.port, await self._write_routes(sw, plan, pp.port)))
         return done
 
     async def port_status(self) -> list[PortStatus]:
@@ -495,11 +533,3 @@ def route_entries(plan: SwitchPlan, only_port: Optional[int] = None) -> list:
                                   af_queue_packets=pp.af_queue_packets if pp else 0)
         out += ent.route(prefix, port, dst_mac, src_mac, options)
     return out
-
-
-def _reconnect_queues(thrift_port: int, old: QueueControl) -> QueueControl:
-    old.close()
-    try:
-        return QueueControl(thrift_port)
-    except Exception:
-        return old

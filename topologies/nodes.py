@@ -1,7 +1,10 @@
 """Mininet node classes: BMv2 switches, quiet hosts, and link-emulator nodes.
 
-* :class:`Bmv2Switch` runs one `simple_switch_grpc` (gRPC and Thrift on loopback)
-  with the Mininet interfaces as its ports; it is started and ended by pid.
+* :class:`Bmv2MininetSwitch` runs one `simple_switch_grpc` (gRPC and Thrift on
+  loopback) with the Mininet interfaces as its ports; it is started and ended by pid.
+* :class:`EbpfMininetSwitch` is the switch in the kernel: p4src/psa/bwn.p4 loaded by
+  NIKSS and attached to the Mininet interfaces (controller/ebpf.py's EbpfSwitch);
+  its stop detaches and unloads everything it attached.
 * :class:`BwnHost` is a Mininet host with IPv6 and NIC offloads off (real,
   MTU-sized frames; no router solicitations in the switches' counters).
 * :class:`LinkemNode` is the "small node between the two ends of a link" that
@@ -311,3 +314,53 @@ class Bmv2MininetSwitch(Switch):
         """Kill and start the switch again (tests of the controller's reconnect)."""
         self.stop_process()
         self.start([])
+
+
+class EbpfMininetSwitch(Switch):
+    """The eBPF switch in Mininet (root namespace): NIKSS pipeline `pipe_id` of
+    build/ebpf/bwn.o on the node's interfaces (port number = Mininet's), its
+    packets steered to `cpu`. No process: the program runs in the kernel, in
+    the softirq of each packet. :meth:`stop` detaches the program from every
+    port, unloads the pipeline (its pins go) and deletes the ports' qdiscs
+    before Mininet deletes the interfaces."""
+
+    def __init__(self, name: str, pipe_id: int = 100, cpu: Optional[int] = None,
+                 log_dir: str = "build/logs", obj: Optional[str] = None, **params: Any) -> None:
+        super().__init__(name, **params)
+        self.pipe_id = pipe_id
+        self.cpu = cpu
+        self.log_dir = Path(log_dir)
+        self.obj = obj
+        self.ebpf: Any = None
+        self.proc = None        # no switch process (the fidelity monitor asks)
+
+    @property
+    def log_path(self) -> Path:
+        return self.log_dir / f"{self.name}.log"
+
+    def port_of(self, intf_name: str) -> int:
+        for port, intf in self.intfs.items():
+            if intf.name == intf_name:
+                return port
+        raise KeyError(f"{self.name} has no interface {intf_name}")
+
+    def ifnames(self) -> dict[int, str]:
+        return {port: intf.name for port, intf in self.intfs.items() if intf.name != "lo"}
+
+    def start(self, controllers: list) -> None:
+        from controller.ebpf import EbpfSwitch
+
+        quiet_interfaces(self)
+        self.ebpf = EbpfSwitch(self.name, self.ifnames(), self.pipe_id, netns=None, cpu=self.cpu,
+                               obj=Path(self.obj) if self.obj else None, log_dir=self.log_dir)
+        self.ebpf.start()
+
+    def stop_process(self) -> None:
+        """Detach and unload (what a BMv2 node's process end is)."""
+        sw, self.ebpf = self.ebpf, None
+        if sw is not None:
+            sw.stop()
+
+    def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 (Mininet's signature)
+        self.stop_process()
+        super().stop(deleteIntfs)

@@ -598,11 +598,12 @@ def packet_socket_stats(pid: int) -> Optional[tuple[int, int]]:
     return (received, dropped) if found else None
 
 
-def read_p4_drops(thrift_port: int) -> Optional[dict[str, int]]:
-    """The P4 program's drop counter by reason (Thrift), or None if unreachable."""
+def read_p4_drops(switch: "int | SwitchProbe") -> Optional[dict[str, int]]:
+    """The P4 program's drop counter by reason (a BMv2 switch's over Thrift, given
+    its port or probe; an eBPF switch's through libnikss), or None if unreachable."""
     from controller.entries import DROP_COUNTER, DROP_REASONS
 
-    reader = CounterReader(thrift_port)
+    reader = counter_reader(switch)
     try:
         if not reader.open():
             return None
@@ -654,6 +655,65 @@ class CounterReader:
         self._transport = self._client = None
 
 
+class NikssCounterReader:
+    """An eBPF switch's P4 counters through libnikss, as :class:`CounterReader`
+    reads BMv2's (the same counter names; controller/ebpf.py maps them).
+
+    Its queue-emptied counter counts the packets that find the port's virtual
+    queue empty, so it moves only when the next packet arrives; the count read
+    here adds 1 while the virtual queue, as the port's last packet left it, has
+    run dry by now (the program's ``queue_dry`` register, on the same clock).
+    The sum moves when the port runs dry, as BMv2's count of packets that
+    leave their queue empty does, and not when the next packet then arrives to
+    the empty queue (its arrival is counted and the queue is no longer dry)."""
+
+    def __init__(self, pipe_id: int) -> None:
+        self.pipe_id = pipe_id
+        self._pipe: Any = None
+
+    def open(self) -> bool:
+        try:
+            from controller.nikss import Pipeline
+            pipe = Pipeline(self.pipe_id)
+        except Exception:   # no libnikss here
+            return False
+        if not pipe.exists():
+            pipe.close()
+            return False
+        self._pipe = pipe
+        return True
+
+    def read(self, counter: str, index: int) -> Optional[int]:
+        from controller import ebpf as eb
+        from controller.entries import DROP_COUNTER, QUEUE_EMPTIED_COUNTER
+        if self._pipe is None:
+            return None
+        try:
+            if counter == DROP_COUNTER:
+                return self._pipe.counter_get(eb.DROP_COUNTER, index)[0]
+            if counter == QUEUE_EMPTIED_COUNTER:
+                emptied = self._pipe.counter_get(eb.QUEUE_EMPTIED_COUNTER, index)[0]
+                dry_ns = self._pipe.register_get(eb.QUEUE_DRY_REGISTER, index)
+                return emptied + (1 if time.monotonic_ns() >= dry_ns else 0)
+        except Exception:   # the pipeline is gone (a teardown)
+            self.close()
+        return None
+
+    def close(self) -> None:
+        if self._pipe is not None:
+            self._pipe.close()
+        self._pipe = None
+
+
+def counter_reader(switch: "int | SwitchProbe") -> "CounterReader | NikssCounterReader":
+    """The counter reader of a switch: a BMv2 Thrift port, or a probe (eBPF when it has a pipeline)."""
+    if isinstance(switch, SwitchProbe):
+        if switch.pipe_id is not None:
+            return NikssCounterReader(switch.pipe_id)
+        return CounterReader(switch.thrift_port)
+    return CounterReader(switch)
+
+
 # ---------------------------------------------------------------------------------------
 # The sampler the runner starts and stops
 
@@ -665,6 +725,7 @@ class SwitchProbe:
     thrift_port: int
     intfs: list[str]                                   # its interfaces (root namespace)
     ports: dict[int, str] = field(default_factory=dict)  # port -> interface
+    pipe_id: Optional[int] = None                        # an eBPF switch's NIKSS pipeline (no pid, no Thrift)
 
 
 @dataclass
@@ -702,7 +763,7 @@ class Monitor:
         self.tx: dict[str, list[tuple[float, int]]] = defaultdict(list)          # port -> tx_packets
         self._tx_fds: dict[str, int] = {}
         self.emptied: dict[str, list[tuple[float, int]]] = defaultdict(list)   # port -> queue_emptied
-        self._counters: dict[str, tuple[CounterReader, str, int]] = {}    # port -> reader, counter, index
+        self._counters: dict[str, tuple[CounterReader | NikssCounterReader, str, int]] = {}  # port -> reader, counter, index
         self.sampler_cpu_s = 0.0
         self.sampler_ticks = 0
         self._intfs = [i for s in self.switches for i in s.intfs]
@@ -730,7 +791,8 @@ class Monitor:
             intfs = {port: intf.name for port, intf in sw.intfs.items() if intf.name != "lo"}
             proc = getattr(sw, "proc", None)
             probes.append(SwitchProbe(plan.name, proc.pid if proc else None, plan.thrift_port,
-                                      sorted(intfs.values()), intfs))
+                                      sorted(intfs.values()), intfs,
+                                      pipe_id=plan.pipe_id if getattr(plan, "target", "bmv2") == "ebpf" else None))
             for pp in plan.ports:
                 if pp.port in intfs:
                     # A port whose link's bwn-link serves the rate (shaper = "link") is
@@ -750,7 +812,7 @@ class Monitor:
     # -- sampling ---------------------------------------------------------------------
     def start(self) -> None:
         for s in self.switches:
-            self._p4_start[s.name] = read_p4_drops(s.thrift_port)
+            self._p4_start[s.name] = read_p4_drops(s)
             if s.pid is not None:
                 packet_socket_stats(s.pid)               # reset: count this run only
                 self._proc_cpu_start[s.name] = process_cpu_s(s.pid)
@@ -763,8 +825,8 @@ class Monitor:
         # through a file descriptor kept open (one pread).
         from controller.dataplane_math import MAX_PORTS
         from controller.entries import QUEUE_EMPTIED_COUNTER
-        readers: dict[str, CounterReader] = {}
-        thrift_ports = {s.name: s.thrift_port for s in self.switches}
+        readers: dict[str, CounterReader | NikssCounterReader] = {}
+        probes = {s.name: s for s in self.switches}
         for p in self.ports:
             if p.rate_limited:
                 key = f"{p.switch}:{p.port}"
@@ -772,8 +834,8 @@ class Monitor:
                     self._tx_fds[key] = os.open(f"/sys/class/net/{p.intf}/statistics/tx_packets", os.O_RDONLY)
                 except OSError:
                     continue
-                if p.switch in thrift_ports and p.switch not in readers:
-                    reader = CounterReader(thrift_ports[p.switch])
+                if p.switch in probes and p.switch not in readers:
+                    reader = counter_reader(probes[p.switch])
                     if reader.open() and reader.read(QUEUE_EMPTIED_COUNTER, p.port % MAX_PORTS) is not None:
                         readers[p.switch] = reader
                     else:
@@ -832,7 +894,7 @@ class Monitor:
         if self._intfs:
             self.net.append((self._stopped_s, read_net_dev(self._intfs)))
         for s in self.switches:
-            self._p4_end[s.name] = read_p4_drops(s.thrift_port)
+            self._p4_end[s.name] = read_p4_drops(s)
             self._ring[s.name] = packet_socket_stats(s.pid) if s.pid is not None else None
             if s.pid is not None:
                 self._proc_cpu[s.name] = _delta(process_cpu_s(s.pid), self._proc_cpu_start.get(s.name))

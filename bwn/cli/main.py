@@ -97,7 +97,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if duration_s <= 0:
         print("bwn run: --duration must be positive", file=sys.stderr)
         return 2
-    why = requirements.experiment_missing()
+    why = requirements.experiment_missing(args.target)
     if why is None and args.pcap:
         why = requirements.tcpdump_missing()
     if why:
@@ -125,7 +125,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         for i, scheme in enumerate(schemes):
             print(f"== {i + 1}/{len(schemes)}: {scheme} ({path.stem}, {duration_s:.0f} s)", flush=True)
             meta = experiment.run_scheme(cfg, scheme, out / scheme, duration_s,
-                                         progress=lambda m: print(m, flush=True), pcap=args.pcap)
+                                         progress=lambda m: print(m, flush=True), pcap=args.pcap,
+                                         target=args.target)
             if not meta.get("ok"):
                 failed.append(scheme)
     except KeyboardInterrupt:
@@ -150,7 +151,7 @@ def cmd_net(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"bwn net: {path}: {exc}", file=sys.stderr)
         return 2
-    why = requirements.experiment_missing()
+    why = requirements.experiment_missing(args.target)
     if why:
         print(f"bwn net: cannot run here: {why}", file=sys.stderr)
         return 3
@@ -167,7 +168,7 @@ def cmd_net(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     shutil.copy(path, out / "scenario.toml")
     try:
-        return run_session(cfg, out, progress=lambda m: print(m, flush=True))
+        return run_session(cfg, out, progress=lambda m: print(m, flush=True), target=args.target)
     except Exception as exc:  # torn down already; say what failed
         print(f"bwn net: failed: {type(exc).__name__}: {exc} (switch logs in {out / 'switch-logs'})",
               file=sys.stderr)
@@ -184,6 +185,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 1
     print(summary.read_text())
     return 0
+
+
+def add_target_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target", choices=("bmv2", "ebpf"), default="bmv2",
+                   help="the switches: BMv2 processes (p4src/v1model, the default) or the eBPF switch in "
+                        "the kernel (p4src/psa under NIKSS: make build-ebpf; docs/dataplane.md, 'PSA on eBPF')")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -204,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep a headers-only capture of each bottleneck link (or the scenario's "
                         "[capture] links) in OUT/<scheme>/capture/ and draw seq-<scheme>.png "
                         "from it; needs tcpdump")
+    add_target_argument(p)
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("reproduce", help="run a paper's evaluation grid over seeds and judge its claims "
                                          "(docs/reproduce.md)")
@@ -224,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("scenario", help="scenario name (bwn list) or path to a TOML config")
     p.add_argument("--out", help="folder for the controller's capacity.csv and telemetry.csv and the "
                                  "switch logs (default: a new folder under the system's temp dir)")
+    add_target_argument(p)
     p.set_defaults(func=cmd_net)
     p = sub.add_parser("report", help="regenerate the summary and plots of a finished run")
     p.add_argument("dir", help="a `bwn run` output folder (its <scheme>/ folders are read)")

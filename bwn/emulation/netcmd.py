@@ -138,7 +138,9 @@ def format_status(rows: Sequence[Any]) -> str:
                    for row in table)
 
 
-def _describe_rates(applied: Sequence[Any], frame_bytes: int) -> str:
+def _describe_rates(applied: Sequence[Any], frame_bytes: int, target: str = "bmv2") -> str:
+    if target == "ebpf":   # the port's htb qdisc takes the rate in bits/s
+        return ", ".join(f"{a.switch} port {a.port} (its htb qdisc and virtual queue)" for a in applied)
     return ", ".join(f"{a.switch} port {a.port} ({a.queue_pps:.1f} packets/s of {frame_bytes}-byte frames "
                      f"in its BMv2 queue)" for a in applied)
 
@@ -153,7 +155,7 @@ def run_command(cmd: Command, controller: Any, call: Callable[[Any], Any],
         return format_status(call(controller.port_status()))
     if isinstance(cmd, SetRate):
         applied = call(controller.set_link_rate(cmd.link, cmd.rate_bps))
-        where = _describe_rates(applied, frame_bytes)
+        where = _describe_rates(applied, frame_bytes, getattr(controller, 'target', 'bmv2'))
         if cmd.rate_bps is None:
             return f"{cmd.link}: back on its schedule: {applied[0].rate_bps / 1e6:g} Mb/s now at {where}\n"
         return (f"{cmd.link}: capacity {cmd.rate_bps / 1e6:g} Mb/s now at {where}; its schedule is paused "

@@ -69,22 +69,41 @@ def _frame_bytes(mss_bytes: int) -> int:
     return mss_bytes + 14 + 20 + 8 + 24 + TRANSPORT_HEADER_LEN
 
 
-def build_network(cfg: ExperimentConfig, log_dir: Path, frame_bytes: Optional[int] = None) -> BuiltNetwork:
+TARGETS = ("bmv2", "ebpf")
+
+
+def check_target(target: str) -> str:
+    if target not in TARGETS:
+        raise ValueError(f"unknown switch target {target!r} (one of {', '.join(TARGETS)})")
+    return target
+
+
+def build_network(cfg: ExperimentConfig, log_dir: Path, frame_bytes: Optional[int] = None,
+                  target: str = "bmv2") -> BuiltNetwork:
     """Mininet network for `cfg` (not started). `frame_bytes`: the frame size that
-    converts every port's rate to BMv2's packets/s; None: the agents' data frames on
-    ports that carry a flow's data, ACK frames on the others."""
+    converts every port's rate to BMv2's packets/s (and sizes the eBPF switch's
+    queues in bytes); None: the agents' data frames on ports that carry a flow's
+    data, ACK frames on the others. `target`: the switches, BMv2 processes
+    ("bmv2") or the PSA program in the kernel under NIKSS ("ebpf"), each
+    switch's packets on a CPU of its own in turn."""
     from mininet.link import Link
     from mininet.net import Mininet
 
-    from topologies.nodes import Bmv2MininetSwitch, BwnHost, LinkemNode
+    from topologies.nodes import Bmv2MininetSwitch, BwnHost, EbpfMininetSwitch, LinkemNode
 
+    check_target(target)
     net = Mininet(topo=None, controller=None, build=False, autoSetMacs=False, link=Link,
                   waitConnected=False)
     for i, sw in enumerate(cfg.switches):
-        net.addSwitch(sw.name, cls=Bmv2MininetSwitch, dpid=f"{i + 1:016x}",
-                      grpc_port=sw.grpc_port or GRPC_PORT_BASE + i,
-                      thrift_port=sw.thrift_port or THRIFT_PORT_BASE + i,
-                      device_id=sw.device_id, log_dir=str(log_dir))
+        if target == "ebpf":
+            from controller.ebpf import pipeline_id, switch_cpu
+            net.addSwitch(sw.name, cls=EbpfMininetSwitch, dpid=f"{i + 1:016x}", pipe_id=pipeline_id(i),
+                          cpu=switch_cpu(i), log_dir=str(log_dir))
+        else:
+            net.addSwitch(sw.name, cls=Bmv2MininetSwitch, dpid=f"{i + 1:016x}",
+                          grpc_port=sw.grpc_port or GRPC_PORT_BASE + i,
+                          thrift_port=sw.thrift_port or THRIFT_PORT_BASE + i,
+                          device_id=sw.device_id, log_dir=str(log_dir))
     for h in cfg.hosts:
         net.addHost(h.name, cls=BwnHost, ip=str(h.ip))
     built = BuiltNetwork(net=net, plans=[])
@@ -105,6 +124,13 @@ def build_network(cfg: ExperimentConfig, log_dir: Path, frame_bytes: Optional[in
     return built
 
 
+def _new_plan(sw: Any) -> SwitchPlan:
+    from topologies.nodes import EbpfMininetSwitch
+    if isinstance(sw, EbpfMininetSwitch):
+        return SwitchPlan(name=sw.name, target="ebpf", pipe_id=sw.pipe_id, ifnames=sw.ifnames())
+    return SwitchPlan(name=sw.name, grpc_addr=sw.grpc_addr, thrift_port=sw.thrift_port, device_id=sw.device_id)
+
+
 def _switch_plans(cfg: ExperimentConfig, net: Any, ends: dict[str, tuple[Any, Any]],
                   frame_bytes: Optional[int] = None) -> list[SwitchPlan]:
     data_frame_bytes = frame_bytes or _frame_bytes(AGENT_MSS_BYTES)
@@ -112,8 +138,7 @@ def _switch_plans(cfg: ExperimentConfig, net: Any, ends: dict[str, tuple[Any, An
     plans = []
     for sw_cfg in cfg.switches:
         sw = net.get(sw_cfg.name)
-        plan = SwitchPlan(name=sw.name, grpc_addr=sw.grpc_addr, thrift_port=sw.thrift_port,
-                          device_id=sw.device_id)
+        plan = _new_plan(sw)
         for h in cfg.hosts:
             path = cfg.path_links(sw.name, h.name)
             if not path:
@@ -467,20 +492,28 @@ class ScenarioNetwork:
     telemetry.csv, the emulators' logs, switch logs in `switch-logs/`.
     `frame_bytes`: see :func:`build_network`. `linkem_args`: link name -> more
     `bwn-link` options for that link's emulator (e.g. the soak's jitter and loss,
-    benchmarks/soak.py); the scenario's delay and seed are always given."""
+    benchmarks/soak.py); the scenario's delay and seed are always given. `target`:
+    BMv2 switches ("bmv2") or the eBPF switch ("ebpf": controller/ebpf.py)."""
 
     def __init__(self, cfg: ExperimentConfig, out_dir: Path, progress: Callable[[str], None] = print,
                  label: str = "", frame_bytes: Optional[int] = None,
-                 linkem_args: Optional[Mapping[str, Sequence[str]]] = None) -> None:
+                 linkem_args: Optional[Mapping[str, Sequence[str]]] = None, target: str = "bmv2") -> None:
         self.cfg = cfg
         self.out_dir = out_dir
         self.log_dir = out_dir / "switch-logs"
         self.progress = progress
         self.label = label
-        self.p4info, self.p4blob = pipeline_files()
+        self.target = check_target(target)
+        if target == "ebpf":
+            from controller.ebpf import default_object
+            if not default_object().exists():
+                raise FileNotFoundError(f"{default_object()} missing: run `make build-ebpf`")
+            self.p4info = self.p4blob = None
+        else:
+            self.p4info, self.p4blob = pipeline_files()
         self.frame_bytes = frame_bytes
         self.linkem_args = {name: list(args) for name, args in (linkem_args or {}).items()}
-        self.built = build_network(cfg, self.log_dir, frame_bytes)
+        self.built = build_network(cfg, self.log_dir, frame_bytes, target)
         self.controller: Optional[BwnController] = None
         self.controller_thread: Optional[ControllerThread] = None
         self._stopped = False
@@ -491,16 +524,21 @@ class ScenarioNetwork:
 
     def start(self) -> None:
         cfg, net = self.cfg, self.net
-        self.progress(f"{self.label}starting {len(cfg.switches)} BMv2 switches and {len(cfg.hosts)} hosts")
+        kind = "eBPF (NIKSS)" if self.target == "ebpf" else "BMv2"
+        self.progress(f"{self.label}starting {len(cfg.switches)} {kind} switches and {len(cfg.hosts)} hosts")
         net.start()
         configure_hosts(cfg, net)
         self._start_linkems()
         window = ent.WindowConfig(cfg.dataplane.window_us, cfg.dataplane.flow_window_us,
                                   cfg.dataplane.queue_unit_bytes or self.frame_bytes
                                   or _frame_bytes(AGENT_MSS_BYTES))
-        self.controller = BwnController(self.built.plans, self.p4info, self.p4blob, self.out_dir, window,
-                                        telemetry_interval_s=cfg.telemetry.interval_s,
-                                        queue_lookahead=cfg.queue_lookahead)
+        controller_class = BwnController
+        if self.target == "ebpf":
+            from controller.ebpf import EbpfController
+            controller_class = EbpfController
+        self.controller = controller_class(self.built.plans, self.p4info, self.p4blob, self.out_dir, window,
+                                           telemetry_interval_s=cfg.telemetry.interval_s,
+                                           queue_lookahead=cfg.queue_lookahead)
         self.controller_thread = ControllerThread(self.controller)
         self.controller_thread.start()
         if self.built.linkem_group is not None:
@@ -601,9 +639,11 @@ def _delete_root_interfaces(net: Any) -> None:
 
 
 def run_scheme(cfg: ExperimentConfig, scheme: str, out_dir: Path, duration_s: float,
-               progress: Callable[[str], None] = print, pcap: bool = False) -> dict[str, Any]:
+               progress: Callable[[str], None] = print, pcap: bool = False,
+               target: str = "bmv2") -> dict[str, Any]:
     """One run of the scenario with `scheme` for the flows under test; `pcap`:
-    capture the bottleneck links (bwn/emulation/capture.py)."""
+    capture the bottleneck links (bwn/emulation/capture.py); `target`: the switches
+    (BMv2 or eBPF)."""
 
     from bwn.scenario.config import ConfigError
     from bwn.emulation.runlock import experiment_lock
@@ -612,15 +652,16 @@ def run_scheme(cfg: ExperimentConfig, scheme: str, out_dir: Path, duration_s: fl
     if conflicts:
         raise ConfigError(conflicts, str(cfg.source or cfg.name))
     with experiment_lock(progress):
-        return _run_scheme_locked(cfg, scheme, out_dir, duration_s, progress, pcap)
+        return _run_scheme_locked(cfg, scheme, out_dir, duration_s, progress, pcap, target)
 
 
 def _run_scheme_locked(cfg: ExperimentConfig, scheme: str, out_dir: Path, duration_s: float,
-                       progress: Callable[[str], None], pcap: bool = False) -> dict[str, Any]:
+                       progress: Callable[[str], None], pcap: bool = False,
+                       target: str = "bmv2") -> dict[str, Any]:
     from bwn.linkem import netem_available
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    network = ScenarioNetwork(cfg, out_dir, progress, label=f"[{scheme}] ")
+    network = ScenarioNetwork(cfg, out_dir, progress, label=f"[{scheme}] ", target=target)
     log_dir = network.log_dir
     captures: Optional[capture.Captures] = None
     monitor: Optional[fidelity.Monitor] = None
@@ -628,7 +669,7 @@ def _run_scheme_locked(cfg: ExperimentConfig, scheme: str, out_dir: Path, durati
     receivers: list[Agent] = []
     ok = False
     interrupted = False
-    meta: dict[str, Any] = {"scheme": scheme, "duration_s": duration_s,
+    meta: dict[str, Any] = {"scheme": scheme, "duration_s": duration_s, "target": target,
                             "delay_emulator": ("none" if not network.built.linkem_nodes
                                                else "bwn-links" if cfg.linkem_shared else "bwn-link"),
                             "linkem_rt_priority": cfg.linkem_rt_priority if network.built.linkem_nodes else None,

@@ -214,6 +214,11 @@ def describe(network: Any, out_dir: Path) -> str:
     net = network.net
     lines = []
     for sw in net.switches:
+        if getattr(network, "target", "bmv2") == "ebpf":
+            lines.append(f"  {sw.name}: eBPF, NIKSS pipeline {sw.pipe_id} on "
+                         f"{', '.join(sw.ifnames().values())}, CPU {sw.cpu} "
+                         f"(nikss-ctl table get pipe {sw.pipe_id} BwnIngress_ipv4_lpm)")
+            continue
         pid = sw.proc.pid if sw.proc is not None else "?"
         lines.append(f"  {sw.name}: simple_switch_grpc pid {pid}, P4Runtime {sw.grpc_addr}, "
                      f"Thrift {sw.thrift_port} (simple_switch_CLI --thrift-port {sw.thrift_port})")
@@ -250,10 +255,11 @@ def _restore_terminal(stdin: TextIO) -> None:
 
 
 def run_session(cfg: ExperimentConfig, out_dir: Path, stdin: TextIO = sys.stdin,
-                progress: Callable[[str], None] = print) -> int:
-    """Bring `cfg`'s network up, hand the user the CLI, tear everything down.
-    Returns the exit status: 0 after exit/Ctrl-D, 130 after Ctrl-C at the prompt,
-    128 + the signal's number after SIGTERM or SIGHUP."""
+                progress: Callable[[str], None] = print, target: str = "bmv2") -> int:
+    """Bring `cfg`'s network up (switches of `target`: "bmv2" or "ebpf"), hand the
+    user the CLI, tear everything down. Returns the exit status: 0 after
+    exit/Ctrl-D, 130 after Ctrl-C at the prompt, 128 + the signal's number after
+    SIGTERM or SIGHUP."""
     from bwn.emulation.runner import ScenarioNetwork, start_link_schedules
     from bwn.emulation.runlock import experiment_lock
 
@@ -273,7 +279,7 @@ def run_session(cfg: ExperimentConfig, out_dir: Path, stdin: TextIO = sys.stdin,
             network: Optional[ScenarioNetwork] = None
             try:
                 with _deferred_signals():
-                    network = ScenarioNetwork(cfg, out_dir, say, frame_bytes=SESSION_FRAME_BYTES)
+                    network = ScenarioNetwork(cfg, out_dir, say, frame_bytes=SESSION_FRAME_BYTES, target=target)
                 network.start()
                 # The links' schedules start now, on the switches and in bwn-link alike.
                 assert network.controller is not None

@@ -64,6 +64,10 @@ control BwnIngress(inout psa_headers_t hdr, inout psa_metadata_t meta,
      * that packet's time (ns). */
     Register<bit<64>, bit<32>>(MAX_PORTS) queue_fp;
     Register<bit<64>, bit<32>>(MAX_PORTS) queue_time;
+    /* When the virtual queue, as the last packet left it, runs dry (ns): the
+     * controller compares it with its clock to see a port that ran dry after its
+     * last packet (the queue-emptied count only moves with the next arrival). */
+    Register<bit<64>, bit<32>>(MAX_PORTS) queue_dry;
     /* What DATA packets are stamped with (narrow 0: the port is not
      * configured and stamps nothing): narrow[63:32] ++ tight[31:0] (kb/s,
      * tight an int32), and log7(IC)[31:16] ++ EBN code[7:0]. */
@@ -129,13 +133,15 @@ control BwnIngress(inout psa_headers_t hdr, inout psa_metadata_t meta,
     /* ---- the port's virtual queue (configuration) ----------------------- */
     /* rate: bytes per ns * 2^32 of the port's qdisc; idle_ns: a gap after
      * which the queue is surely empty (and rate * gap still fits 64 bits);
-     * limit_bytes: the qdisc's FIFO limit. A port without an entry has no
-     * queue (BI 0; every packet finds it empty). */
-    action set_queue(bit<64> rate, bit<64> idle_ns, bit<32> limit_bytes) {
+     * limit_bytes: the qdisc's FIFO limit; drain: ns per byte * 2^16 (the
+     * queue's 2^-16 bytes -> ns, scaled by 2^32). A port without an entry has
+     * no queue (BI 0; every packet finds it empty). */
+    action set_queue(bit<64> rate, bit<64> idle_ns, bit<32> limit_bytes, bit<64> drain) {
         meta.has_queue = 1;
         meta.queue_rate = rate;
         meta.queue_idle_ns = idle_ns;
         meta.queue_limit_fp = (bit<64>)limit_bytes << QUEUE_FP_SHIFT;
+        meta.queue_drain = drain;
     }
 
     action no_queue() {
@@ -403,6 +409,8 @@ control BwnIngress(inout psa_headers_t hdr, inout psa_metadata_t meta,
                     }
                     queue_fp.write(idx, meta.queue_fp);
                     queue_time.write(idx, meta.now_ns);
+                    v64 = meta.now_ns + (((meta.queue_fp >> 8) * meta.queue_drain) >> 24);
+                    queue_dry.write(idx, v64);
                 }
 
                 /* ---- rare: a window closes, or a flow is new ------------ */

@@ -90,6 +90,7 @@ struct psa_metadata_t {
     bit<64> queue_rate;         /* bytes per ns * 2^32 */
     bit<64> queue_idle_ns;      /* a gap this long empties the queue */
     bit<64> queue_limit_fp;     /* the FIFO's limit, in 2^-16 bytes */
+    bit<64> queue_drain;        /* ns per 2^-16 byte * 2^32 */
     bit<64> queue_fp;           /* the queue after draining to now, 2^-16 bytes */
     bit<32> queue_bytes;
     /* EBN's N */
