@@ -1,9 +1,19 @@
 #!/usr/bin/env python3
-"""Forwarding rate and CPU per packet of bwn.p4 against a plain IPv4 router on BMv2.
+"""Forwarding rate and CPU per packet of bwn.p4 against a plain IPv4 router on BMv2,
+and of bwn on eBPF against bwn on the fast BMv2.
 
     sudo .venv/bin/python benchmarks/switch_pps.py [--seconds 8] [--rounds 7]
         [--builds default,fast] [--programs plain,bwn] [--classes data,plain,window-first]
-        [--callgrind 2000] [--candidate build/try] [--threads]
+        [--callgrind 2000] [--candidate build/try] [--threads] [--target ebpf]
+
+--target ebpf adds a build `ebpf`: p4src/psa/bwn.p4 (build/ebpf/bwn.o) loaded by
+NIKSS on the same two ports, configured as the controller configures it, its
+packets steered to one CPU (as in experiments), measured in the same rounds and
+on the same traffic as the BMv2 builds (program bwn only: there is no plain PSA
+router). It has no process: its CPU per packet is the machine's busy time (all
+CPUs, /proc/stat) less the generator's, over the frames; "machine CPU/packet"
+(every build) is the busy time with the generator's included, the figure that
+compares the two on equal terms.
 
 Method. One `simple_switch_grpc` in a private network namespace, two veth ports.
 A closed-loop generator (this process, AF_PACKET) keeps `--inflight` 1000-byte
@@ -59,6 +69,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from controller.bmv2 import SWITCH_BINARY, Bmv2Switch, fast_switch_binary  # noqa: E402
+from bwn.analysis.fidelity import read_proc_stat  # noqa: E402
 from bwn.emulation.netns import NetnsSet  # noqa: E402
 from bwn.requirements import netns_missing  # noqa: E402
 from bwn.analysis.stats import mean_interval  # noqa: E402
@@ -71,6 +82,7 @@ SW_MAC = "00:00:00:00:01:01"
 H2_MAC = "00:00:00:00:00:02"
 DST_IP = "10.0.2.2"
 PROGRAMS = ("plain", "bwn")
+EBPF = "ebpf"                 # the eBPF "build" (--target ebpf)
 # BMv2's threads that work per packet: packet in, ingress, the egress port's egress
 # thread, transmit (simple_switch starts them in this order; --threads).
 BUSY_THREADS = 4
@@ -198,6 +210,7 @@ class Sample:
     user_us_per_pkt: float = 0.0    # of cpu_us_per_pkt: the switch in user space (the pipeline)
     generator_us_per_pkt: float = 0.0   # this process (the closed-loop generator), user + system
     threads_us_per_pkt: tuple[float, ...] = ()   # the switch's busiest threads, in start order
+    machine_us_per_pkt: float = 0.0     # every CPU's busy time, generator included
 
 
 def closed_loop(tx: socket.socket, rx: socket.socket, pkts: list[bytes], seconds: float,
@@ -241,8 +254,10 @@ class Bench:
         # Thrift servers are on this process's loopback; the generator's ends are in ns.
         tag = self.nets.tag
         self.sw_ports = {1: f"pps{tag}s1", 2: f"pps{tag}s2"}
-        self.nets.veth(self.sw_ports[1], "hp1", None, self.ns, mtu=9000)
-        self.nets.veth(self.sw_ports[2], "hp2", None, self.ns, mtu=9000)
+        # NIKSS's XDP helper needs the veth peer's MTU under a page (eBPF build).
+        mtu = 1500 if EBPF in args.builds.split(",") else 9000
+        self.nets.veth(self.sw_ports[1], "hp1", None, self.ns, mtu=mtu)
+        self.nets.veth(self.sw_ports[2], "hp2", None, self.ns, mtu=mtu)
         with InNetns(self.ns):
             self.tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
             self.tx.bind(("hp1", 0))
@@ -259,6 +274,8 @@ class Bench:
         return sw.start(timeout_s=600 if wrapper else 30)
 
     def measure(self, binary: str, program: str, traffic: str) -> Sample:
+        if binary == EBPF:
+            return self.measure_ebpf(traffic)
         sw = self.switch(binary)
         try:
             session = program_switch(sw, program, 1 if traffic == "window-first" else None,
@@ -269,7 +286,9 @@ class Bench:
                 closed_loop(self.tx, self.rx, pkts, 1.0, self.args.inflight)  # warm up
                 drain(self.rx)
                 cpu0, threads0, gen0 = switch_cpu_s(sw.proc.pid), thread_cpu_s(sw.proc.pid), os.times()
+                stat0 = read_proc_stat()
                 got, lost, elapsed = closed_loop(self.tx, self.rx, pkts, self.args.seconds, self.args.inflight)
+                stat1 = read_proc_stat()
                 cpu1, threads1, gen1 = switch_cpu_s(sw.proc.pid), thread_cpu_s(sw.proc.pid), os.times()
                 drain(self.rx)
             finally:
@@ -281,7 +300,44 @@ class Bench:
         user_s, sys_s = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
         gen_s = (gen1.user - gen0.user) + (gen1.system - gen0.system)
         return Sample(got / elapsed, (user_s + sys_s) / got * 1e6, lost, user_s / got * 1e6,
-                      gen_s / got * 1e6, tuple(busiest_threads_us(threads0, threads1, got)))
+                      gen_s / got * 1e6, tuple(busiest_threads_us(threads0, threads1, got)),
+                      busy_s(stat0, stat1) / got * 1e6)
+
+    def measure_ebpf(self, traffic: str) -> Sample:
+        """bwn on eBPF: the PSA program under NIKSS on the same ports."""
+        from controller import ebpf as eb
+        from controller import entries as ent
+        from controller.nikss import Pipeline
+
+        sw = eb.EbpfSwitch("pps-ebpf", dict(self.sw_ports), eb.pipeline_id(95), cpu=eb.switch_cpu(0),
+                           log_dir=self.log_dir).start()
+        try:
+            with Pipeline(sw.pipe_id) as pipe:
+                window = ent.WindowConfig()
+                wc = eb.window_config(window)
+                if traffic == "window-first":   # every packet closes a window (1 us windows)
+                    wc = eb.Entry(wc.table, wc.action, (), ((1 << 64) - 1, 1, (1 << 32) - 1, 1))
+                pipe.table_default(wc.table, wc.action, wc.params)
+                for e in eb.static_tables(window):
+                    e.add(pipe)
+                ifx = sw.ifindexes()
+                eb.route("10.0.2.0/24", ifx[2], 2, H2_MAC, SW_MAC).add(pipe)
+                eb.port_capacity(2, 1e9, window).add(pipe)
+                pkts = frames("data" if traffic == "window-first" else traffic)
+                closed_loop(self.tx, self.rx, pkts, 1.0, self.args.inflight)  # warm up
+                drain(self.rx)
+                gen0, stat0 = os.times(), read_proc_stat()
+                got, lost, elapsed = closed_loop(self.tx, self.rx, pkts, self.args.seconds, self.args.inflight)
+                stat1, gen1 = read_proc_stat(), os.times()
+                drain(self.rx)
+        finally:
+            sw.stop()
+        if got == 0:
+            raise RuntimeError(f"ebpf/{traffic}: no frame came out of port 2 (see {sw.log_path})")
+        gen_s = (gen1.user - gen0.user) + (gen1.system - gen0.system)
+        machine_s = busy_s(stat0, stat1)
+        return Sample(got / elapsed, max(0.0, machine_s - gen_s) / got * 1e6, lost, 0.0, gen_s / got * 1e6,
+                      (), machine_s / got * 1e6)
 
     def callgrind(self, binary: str, program: str, traffic: str, n: int, out: Path) -> float:
         """Instructions per packet over `n` packets (after warm-up), profile in `out`."""
@@ -315,6 +371,12 @@ class Bench:
         self.tx.close()
         self.rx.close()
         self.nets.close()
+
+
+def busy_s(before: tuple[float, float], after: tuple[float, float]) -> float:
+    """Busy CPU seconds of all CPUs between two read_proc_stat() readings."""
+    tick = os.sysconf("SC_CLK_TCK")
+    return ((after[0] - before[0]) - (after[1] - before[1])) / tick
 
 
 def paired_ratio(pps: list[float], plain_pps: list[float]) -> str:
@@ -357,7 +419,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="also print CPU per packet of the switch's busiest threads and of the generator")
     ap.add_argument("--profile-dir", default="build/switch-pps", help="callgrind profiles and switch logs")
     ap.add_argument("--log-dir", default="build/switch-pps")
+    ap.add_argument("--target", choices=("bmv2", EBPF), default="bmv2",
+                    help="ebpf: also measure bwn on eBPF (build `ebpf`, make build-ebpf) beside the BMv2 builds")
     args = ap.parse_args(argv)
+    if args.target == EBPF and EBPF not in args.builds.split(","):
+        args.builds += f",{EBPF}"
     why = netns_missing()
     if why:
         print(f"switch_pps: {why}", file=sys.stderr)
@@ -368,8 +434,14 @@ def main(argv: list[str] | None = None) -> int:
             builds[b] = shutil.which(SWITCH_BINARY)
         elif b == "fast":
             builds[b] = fast_switch_binary()
+        elif b == EBPF:
+            from bwn.requirements import ebpf_missing, ebpf_program_missing
+            why = ebpf_missing() or ebpf_program_missing()
+            if why:
+                ap.error(f"the eBPF switch cannot run here: {why}")
+            builds[b] = EBPF
         else:
-            ap.error(f"unknown build {b!r} (default, fast)")
+            ap.error(f"unknown build {b!r} (default, fast, ebpf)")
         if not builds[b]:
             ap.error(f"BMv2 build {b!r} is not installed (scripts/p4-toolchain.sh installs both)")
     classes = [c for c in args.classes.split(",") if c]
@@ -392,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     Path(args.profile_dir).mkdir(parents=True, exist_ok=True)
 
     cases = [(b, p, c) for b in builds for p in programs for c in classes
-             if not (p == "plain" and c == "window-first")]
+             if not (p == "plain" and c == "window-first") and not (b == EBPF and p != "bwn")]
     results: dict[tuple[str, str, str], list[Sample]] = {k: [] for k in cases}
     bench = Bench(args)
     try:
@@ -423,9 +495,9 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"\n### switch_pps: {FRAME_BYTES}-byte frames, {args.rounds} interleaved rounds of {args.seconds:g} s, "
           f"{args.inflight} frames in flight; median (min..max)\n")
-    print("| BMv2 build | program | traffic | pps | us CPU/packet (user) | pps / plain router, same traffic "
-          "| per-round ratio, mean [95 % CI] |")
-    print("|---|---|---|---|---|---|---|")
+    print("| BMv2 build | program | traffic | pps | us CPU/packet (user) | machine us CPU/packet "
+          "| pps / plain router, same traffic | per-round ratio, mean [95 % CI] |")
+    print("|---|---|---|---|---|---|---|---|")
     for (b, p, c), ss in results.items():
         if not ss:
             continue
@@ -433,8 +505,19 @@ def main(argv: list[str] | None = None) -> int:
         ratio = statistics.median(s.pps for s in ss) / statistics.median(s.pps for s in plain) if plain else float("nan")
         print(f"| {b} | {p} | {c} | {med([s.pps for s in ss])} | "
               f"{statistics.median(s.cpu_us_per_pkt for s in ss):.1f} "
-              f"({statistics.median(s.user_us_per_pkt for s in ss):.1f}) | {ratio:.2f} | "
+              f"({statistics.median(s.user_us_per_pkt for s in ss):.1f}) | "
+              f"{statistics.median(s.machine_us_per_pkt for s in ss):.1f} | {ratio:.2f} | "
               f"{paired_ratio([x.pps for x in ss], [x.pps for x in plain]) if plain else '-'} |")
+    ebpf_pairs = [(c, results[(EBPF, "bwn", c)], results.get(("fast", "bwn", c))) for c in classes
+                  if results.get((EBPF, "bwn", c))]
+    if any(fast for _, _, fast in ebpf_pairs):
+        print("\n| traffic | bwn on eBPF / bwn on the fast BMv2: per-round pps ratio, mean [95 % CI] "
+              "| per-round machine CPU/packet ratio |")
+        print("|---|---|---|")
+        for c, ebpf, fast in ebpf_pairs:
+            if fast:
+                print(f"| {c} | {paired_ratio([x.pps for x in ebpf], [x.pps for x in fast])} | "
+                      f"{paired_ratio([x.machine_us_per_pkt for x in ebpf], [x.machine_us_per_pkt for x in fast])} |")
     if args.threads and args.rounds:
         print_threads(results)
     pairs = [(k, results.get((k[0], "bwn", k[2]))) for k in results if k[1] == "candidate"]

@@ -346,10 +346,19 @@ class EbpfSwitch:
     run that was killed, is detached and unloaded first, and said so in the
     log); :meth:`stop` detaches every port, unloads the pipeline (its pins
     under /sys/fs/bpf go with it) and deletes the ports' root qdiscs: nothing
-    of it is left. Both are safe to call again."""
+    of it is left. Both are safe to call again.
+
+    NIKSS attaches, with the TC program, an XDP "helper" to each port that
+    gives non-IPv4 frames the IPv4 EtherType for TC's sake and keeps the real
+    one aside. bwn drops non-IPv4 frames in its parser, which it does as well
+    with their own EtherType, so the helper is detached again (`xdp_helper`
+    False): a veth that runs an XDP program copies every frame it receives
+    into XDP's buffer first, which cost 2.3 times the packets per second here
+    (docs/dataplane.md, "PSA on eBPF")."""
 
     def __init__(self, name: str, ports: dict[int, str], pipe_id: int, netns: Optional[str] = None,
-                 cpu: Optional[int] = None, obj: Optional[Path] = None, log_dir: Path = Path("build/logs")) -> None:
+                 cpu: Optional[int] = None, obj: Optional[Path] = None, log_dir: Path = Path("build/logs"),
+                 xdp_helper: bool = False) -> None:
         for port in ports:
             check_pidx(port)
         self.name = name
@@ -360,6 +369,7 @@ class EbpfSwitch:
         self.obj = Path(obj) if obj is not None else default_object()
         self.log_dir = Path(log_dir)
         self.qdiscs: dict[int, PortQdisc] = {}
+        self.xdp_helper = xdp_helper
         self.started = False
         from controller.nikss import PipelineProcess
         self.process = PipelineProcess(pipe_id, netns, self.log_path)
@@ -390,6 +400,9 @@ class EbpfSwitch:
             self.process.load(self.obj)
             for name in self.ports.values():
                 self.process.add_port(name)
+                if not self.xdp_helper:
+                    _run(_netns_cmd(self.netns, "ip", "link", "set", "dev", name, "xdp", "off"),
+                         f"{name}: detach NIKSS's XDP helper")
             if self.cpu is not None:
                 steer_to_cpu(self.ports.values(), self.cpu, self.netns)
         except BaseException:
