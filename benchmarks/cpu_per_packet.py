@@ -19,6 +19,12 @@ Where the numbers come from: `run.json` `fidelity.measurements.process_cpu_s`
 sampler, Mininet), `receiver_cpu_s` (bwn-recv processes, read just before they
 are stopped) and each flow's `cpu_s` in `flows/*.summary.json` (bwn-send's own
 `time.process_time()`). Runs older than these fields show "-".
+
+The eBPF switch (`bwn run --target ebpf`) has no process: it runs in the kernel's
+softirq, whose time over the run (`fidelity.measurements.machine_cpu_s`, all
+CPUs, /proc/stat) is a row of its own, on both targets (there it is the veths'
+packet paths, which BMv2's frames take too); "rest of the machine" is the busy
+time that no row accounts for, other jobs on the machine included.
 """
 from __future__ import annotations
 
@@ -29,6 +35,12 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Optional
+
+
+# Not a component of its own: the kernel charges a tick spent in softirq to the task
+# it interrupted as well (unless it accounts IRQ time exactly), so this row overlaps
+# the others and stays out of the total.
+SOFTIRQ_ROW = "(of which kernel softirq: eBPF switches, veths)"
 
 
 def load(run_dir: Path) -> dict[str, Any]:
@@ -83,6 +95,16 @@ def one_run(run_dir: Path) -> dict[str, dict[str, Optional[float]]]:
     recv_cpu = meta.get("receiver_cpu_s")
     out["receivers (all)"] = {"cpu_s": sum(recv_cpu.values()) if recv_cpu else None,
                               "packets": segments + acks_sent, "wall_s": wall_s}
+    # What no listed process accounts for (the eBPF switches, which have no process,
+    # when the kernel runs them outside these processes; other kernel work; other jobs
+    # on the machine), and the kernel's packet paths' softirq time (all CPUs).
+    machine = m.get("machine_cpu_s") or {}
+    if machine:
+        listed = [v.get("cpu_s") for v in out.values()]
+        if machine.get("busy") is not None and None not in listed:
+            out["rest of the machine"] = {"cpu_s": max(0.0, machine["busy"] - sum(listed)), "packets": None,
+                                          "wall_s": wall_s}
+        out[SOFTIRQ_ROW] = {"cpu_s": machine.get("softirq"), "packets": None, "wall_s": wall_s}
     out["_e2e"] = {"cpu_s": None, "packets": data_sent + acks_sent, "wall_s": wall_s}
     return out
 
@@ -113,12 +135,13 @@ def table(run_dirs: list[Path]) -> list[dict[str, Any]]:
         end = mean([1e6 * i["cpu_s"] / p if i["cpu_s"] is not None and p else None for i, p in zip(items, e2e)])
         rows.append({"component": name, "cpu_s": cpu, "core_pct": share, "us_per_own_packet": own,
                      "us_per_e2e_packet": end})
-    total = [r["us_per_e2e_packet"] for r in rows]
-    rows.append({"component": "total", "cpu_s": sum(r["cpu_s"] for r in rows if r["cpu_s"] is not None),
-                 "core_pct": sum(r["core_pct"] for r in rows if r["core_pct"] is not None),
-                 "us_per_own_packet": None,
-                 "us_per_e2e_packet": sum(t for t in total if t is not None) if total else None})
-    return rows
+    summed = [r for r in rows if r["component"] != SOFTIRQ_ROW]
+    total = [r["us_per_e2e_packet"] for r in summed]
+    softirq = [r for r in rows if r["component"] == SOFTIRQ_ROW]
+    return summed + [{"component": "total", "cpu_s": sum(r["cpu_s"] for r in summed if r["cpu_s"] is not None),
+                      "core_pct": sum(r["core_pct"] for r in summed if r["core_pct"] is not None),
+                      "us_per_own_packet": None,
+                      "us_per_e2e_packet": sum(t for t in total if t is not None) if total else None}] + softirq
 
 
 def fmt(v: Optional[float], digits: int = 1) -> str:

@@ -502,6 +502,19 @@ def read_proc_stat() -> tuple[float, float]:
     return float(sum(values)), float(values[3] + values[4])
 
 
+CPU_TIME_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def read_cpu_times() -> dict[str, float]:
+    """Seconds each kind of CPU time took since boot, over all CPUs (/proc/stat):
+    softirq is where the kernel's packet paths run, the eBPF switch's included
+    (sampled at each tick when the kernel does not account it exactly)."""
+    with open("/proc/stat", "rb") as fh:
+        fields = fh.readline().split()[1:]
+    tick = os.sysconf("SC_CLK_TCK")
+    return {name: int(v) / tick for name, v in zip(CPU_TIME_FIELDS, fields)}
+
+
 def read_net_dev(names: Iterable[str]) -> dict[str, tuple[int, int, int, int]]:
     """Interface -> (rx_packets, rx_dropped, tx_packets, tx_dropped) of this namespace."""
     wanted = set(names)
@@ -779,6 +792,7 @@ class Monitor:
         self._proc_cpu: dict[str, Optional[float]] = {}
         self._wait_start: dict[str, Optional[float]] = {}
         self._wait: dict[str, Optional[float]] = {}
+        self._cpu_times: list[dict[str, float]] = []      # at start and at stop
 
     @classmethod
     def for_network(cls, out_dir: Path, built: Any, telemetry_interval_s: float,
@@ -843,6 +857,7 @@ class Monitor:
                 if p.switch in readers:
                     self._counters[key] = (readers[p.switch], QUEUE_EMPTIED_COUNTER, p.port % MAX_PORTS)
         self._started_s = time.monotonic()
+        self._cpu_times = [read_cpu_times()]
         self._runner_cpu0 = time.process_time()
         if self._intfs:
             self.net.append((self._started_s, read_net_dev(self._intfs)))
@@ -874,6 +889,14 @@ class Monitor:
         finally:
             self.sampler_cpu_s = time.thread_time() - cpu0
 
+    def _machine_cpu(self) -> Optional[dict[str, float]]:
+        if len(self._cpu_times) < 2:
+            return None
+        a, b = self._cpu_times[0], self._cpu_times[-1]
+        d = {k: b[k] - a[k] for k in a}
+        return {"busy": round(sum(d.values()) - d["idle"] - d["iowait"], 2), "softirq": round(d["softirq"], 2),
+                "system": round(d["system"], 2), "user": round(d["user"] + d["nice"], 2)}
+
     def stop(self) -> None:
         """End sampling and read the end counters (switches still running)."""
         if self._thread is None:
@@ -883,6 +906,7 @@ class Monitor:
         self._thread = None
         self._sample()
         self._stopped_s = time.monotonic()
+        self._cpu_times.append(read_cpu_times())
         # the runner process: controller (P4Runtime, telemetry), this sampler, Mininet
         self._proc_cpu["runner"] = time.process_time() - self._runner_cpu0
         for fd in self._tx_fds.values():
@@ -985,6 +1009,9 @@ class Monitor:
                         "cpu_fraction": round(self.sampler_cpu_s / wall_s, 5),
                         "us_per_tick": round(1e6 * self.sampler_cpu_s / max(self.sampler_ticks, 1), 1)},
             "process_cpu_s": {k: (round(v, 2) if v is not None else None) for k, v in self._proc_cpu.items()},
+            # the whole machine over the run (other jobs on it included): busy CPU and its
+            # softirq part, where the eBPF switch and the veths' packet paths run
+            "machine_cpu_s": self._machine_cpu(),
             # time the process's threads were runnable but had no CPU (not judged: evidence)
             "process_wait_s": {k: (round(v, 2) if v is not None else None) for k, v in self._wait.items()},
             "queues": queues,
