@@ -287,6 +287,7 @@ def main(args: argparse.Namespace, executor: Any = None) -> int:
         signal.signal(signal.SIGTERM, on_term)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     status = 0
+    written = False
     for grid, cases in grids:
         try:
             if args.calibrate:
@@ -295,9 +296,12 @@ def main(args: argparse.Namespace, executor: Any = None) -> int:
                 print(md.read_text())
                 continue
             status = max(status, run_paper(args, grid, cases, state, executor or LocalExecutor()))
+            written = written or not args.plan
         except KeyboardInterrupt:
             print("interrupted: torn down; finished runs stay and the same command resumes", file=sys.stderr)
             return 130
+    if written and not args.quick:
+        page.write_index(Path(args.out))
     return status
 
 

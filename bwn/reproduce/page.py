@@ -264,3 +264,45 @@ def write_page(grid: gr.Grid, out_root: Path, cases: Sequence[gr.Case], records:
                      f"{c.duration_s:g} / {c.quick_duration_s:g} | {c.note} |")
     md.write_text("\n".join(lines) + "\n")
     return md
+
+
+def write_index(out_root: Path) -> Path:
+    """``OUT/README.md``: per paper, its claims' tally and one line per claim with its
+    verdict, from each grid and the claims CSV its page wrote (a paper whose page is
+    not written yet says so)."""
+    lines = ["# Results: the five papers, claim by claim", "",
+             "Each page judges a paper's evaluation under one decision rule, fixed before its runs "
+             "(`docs/reproduce.md`). Earlier pages, made before that rule: `archive/`.", "",
+             "| paper | claims in its evaluation | judged | reproduced | partly | not reproduced | inconclusive | "
+             "not judged |", "|---|---|---|---|---|---|---|---|"]
+    details: list[str] = []
+    for paper in gr.PAPERS:
+        grid = gr.load_grid(paper)
+        verdicts: dict[str, str] = {}
+        claims_csv = out_root / f"{paper}-claims.csv"
+        if claims_csv.exists():
+            for row in csv.DictReader(open(claims_csv, newline="")):
+                verdicts[row["claim"]] = row["verdict"]
+        judged_items = [i for i in grid.inventory if i.judged]
+        if not claims_csv.exists():
+            lines.append(f"| [{paper}]({paper}.md) | {len(grid.inventory)} | {len(judged_items)} | page not made "
+                         f"yet | | | | {len(grid.inventory) - len(judged_items)} |")
+        else:
+            t = tally(grid, [_stub(c, verdicts.get(c.id, stats.NO_VALID_RUN)) for c in grid.claims])
+            lines.append(f"| [{paper}]({paper}.md) | {t['items']} | {t['items'] - t['not judged']} | "
+                         f"{t[stats.REPRODUCED]} | {t[stats.PARTLY]} | {t[stats.NOT_REPRODUCED]} | "
+                         f"{t[stats.INCONCLUSIVE]} | {t['not judged']} |")
+        details += ["", f"## {grid.title}", ""]
+        for item in grid.inventory:
+            if not item.judged:
+                details.append(f"* {item.id}: not judged ({item.not_judged})")
+                continue
+            shown = ", ".join(f"{c}: **{verdicts.get(c, 'not run yet')}**" for c in item.claims)
+            details.append(f"* {item.id} ({item.where}): {shown}")
+    path = out_root / "README.md"
+    path.write_text("\n".join(lines + details) + "\n")
+    return path
+
+
+def _stub(claim: gr.Claim, verdict: str) -> cl.ClaimJudgement:
+    return cl.ClaimJudgement(claim, [], verdict)
