@@ -105,7 +105,8 @@ def experiment_missing(target: str = "bmv2") -> Optional[str]:
     """What stops ``bwn run`` or ``bwn net`` on this machine (root, the switches of
     `target`, Mininet, the compiled program), or None."""
     if os.geteuid() != 0:
-        return "experiments need root (Mininet and the switches create interfaces and namespaces)"
+        switches = "the eBPF switch" if target == "ebpf" else "BMv2"
+        return f"experiments need root (Mininet and {switches} create interfaces and namespaces)"
     if target == "ebpf":
         return ebpf_missing() or mininet_missing() or ebpf_program_missing()
     return bmv2_missing() or mininet_missing() or pipeline_missing()

@@ -109,14 +109,14 @@ def test_duration_must_be_positive(capsys, no_experiment, tmp_path):
 
 @pytest.mark.parametrize("command", ["run", "net"])
 def test_a_machine_that_cannot_run_it_is_exit_3(capsys, monkeypatch, no_experiment, tmp_path, command):
-    monkeypatch.setattr(requirements, "experiment_missing", lambda: "experiments need root (test)")
+    monkeypatch.setattr(requirements, "experiment_missing", lambda target="bmv2": "experiments need root (test)")
     rc, _, err = run(capsys, command, "smoke", "--out", str(tmp_path / "out"))
     assert (rc, err) == (3, f"bwn {command}: cannot run here: experiments need root (test)\n")
     assert not (tmp_path / "out").exists()     # nothing written before the checks pass
 
 
 def test_pcap_needs_tcpdump(capsys, monkeypatch, no_experiment, tmp_path):
-    monkeypatch.setattr(requirements, "experiment_missing", lambda: None)
+    monkeypatch.setattr(requirements, "experiment_missing", lambda target="bmv2": None)
     monkeypatch.setattr(requirements, "tcpdump_missing", lambda: "tcpdump is not installed (test)")
     rc, _, err = run(capsys, "run", "smoke", "--pcap", "--out", str(tmp_path))
     assert (rc, err) == (3, "bwn run: cannot run here: tcpdump is not installed (test)\n")

@@ -509,7 +509,7 @@ def network(monkeypatch, tmp_path, fail: set = frozenset(), linkem_args=None, fr
             log.append(("thread.stop",))
 
     monkeypatch.setattr(ex, "pipeline_files", lambda: (Path("p4info"), Path("blob")))
-    def build(c, log_dir, f):
+    def build(c, log_dir, f, target="bmv2"):
         assert (c, log_dir, f) == (cfg, tmp_path / "switch-logs", frame_bytes)
         return built
     monkeypatch.setattr(ex, "build_network", build)
@@ -613,7 +613,7 @@ def fake_run(monkeypatch, tmp_path, *, summaries=("main",), interrupt=False, pca
         pass
 
     class Network:
-        def __init__(self, cfg_, out_dir, progress, label=""):
+        def __init__(self, cfg_, out_dir, progress, label="", target="bmv2"):
             log.append(("network", label))
             seen["network"] = (cfg_, out_dir, progress)
             self.log_dir = out_dir / "switch-logs"
@@ -845,9 +845,11 @@ def test_run_scheme_holds_the_experiment_lock_and_passes_everything_on(monkeypat
     cfg = scenario("smoke")
     lines: list[str] = []
     assert ex.run_scheme(cfg, "newreno", tmp_path, 7.5, lines.append, pcap=True) == {"ok": True}
-    assert got == {"lock": lines.append, "run": (cfg, "newreno", tmp_path, 7.5, lines.append, True)}
+    assert got == {"lock": lines.append, "run": (cfg, "newreno", tmp_path, 7.5, lines.append, True, "bmv2")}
     ex.run_scheme(cfg, "ebn", tmp_path, 3.0, lines.append)
-    assert got["run"][-1] is False        # no capture unless asked
+    assert got["run"][-2] is False        # no capture unless asked
+    ex.run_scheme(cfg, "ebn", tmp_path, 3.0, lines.append, target="ebpf")
+    assert got["run"][-1] == "ebpf"       # the switches the user asked for
 
 
 def test_delete_root_interfaces_deletes_only_those_still_there(monkeypatch):
