@@ -58,7 +58,6 @@ RESERVATION_METERS = 256          # p4src/psa/bwn.p4
 QUEUE_FP_BITS = 16                # the virtual queue counts 2^-16 bytes
 RATE_FP_BITS = 32                 # its rate is bytes per ns * 2^32
 U64_MAX = 2**64 - 1
-ETHERNET_BYTES = 14
 
 
 # ---- table entries ------------------------------------------------------------
@@ -315,11 +314,6 @@ def ifindex(ifname: str, netns: Optional[str] = None) -> int:
     return int(res.stdout)
 
 
-def frame_bytes_of_ipv4(total_len: int) -> int:
-    """What the program counts for a frame (and the qdisc, on a veth): IPv4's total length + 14."""
-    return total_len + ETHERNET_BYTES
-
-
 def switch_cpu(index: int, cpus: Optional[Sequence[int]] = None) -> int:
     """The CPU the `index`-th switch's packets are steered to: round robin."""
     import os
@@ -502,9 +496,6 @@ def route_entries(plan: SwitchPlan, frame_bytes_of: dict[int, int], only_port: O
 
 class _NoQueueControl:
     """The eBPF switch's queues are its ports' qdiscs, set with each rate (no connection)."""
-
-    def set_depth(self, port: int, depth_packets: int) -> None:
-        pass
 
     def close(self) -> None:
         pass

@@ -491,15 +491,3 @@ class PipelineProcess:
     def unload(self) -> None:
         if self.exists():
             self._run("pipeline", "unload", "id", self.pipe_id)
-
-
-def attached_ports(ifnames: Iterable[str]) -> list[str]:
-    """Those of `ifnames` (in this network namespace) that still carry a TC or
-    XDP program: what a teardown must leave none of."""
-    left = []
-    for name in ifnames:
-        res = subprocess.run(["tc", "filter", "show", "dev", name, "ingress"], capture_output=True, text=True)
-        xdp = subprocess.run(["ip", "-d", "link", "show", "dev", name], capture_output=True, text=True)
-        if res.stdout.strip() or " xdp" in xdp.stdout or "prog/xdp" in xdp.stdout:
-            left.append(name)
-    return left
