@@ -423,8 +423,9 @@ class Bench:
         from controller import entries as ent
         from controller.nikss import Pipeline
 
-        sw = eb.EbpfSwitch("pps-ebpf", dict(self.sw_ports), eb.pipeline_id(95), cpu=eb.switch_cpu(0),
-                           log_dir=self.log_dir).start()
+        sw = eb.EbpfSwitch("pps-ebpf", dict(self.sw_ports), eb.pipeline_id(95),
+                           cpu=None if self.args.ebpf_unsteered else eb.switch_cpu(0),
+                           log_dir=self.log_dir, xdp_helper=self.args.ebpf_xdp_helper).start()
         try:
             with Pipeline(sw.pipe_id) as pipe:
                 window = ent.WindowConfig()
@@ -544,6 +545,10 @@ def main(argv: list[str] | None = None) -> int:
                          "fast as it goes, frames out counted at port 2's peer (a switch's rate under overload: "
                          "what it takes of what is offered; --inflight does not apply)")
     ap.add_argument("--batch", type=int, default=32, help="frames per call of the batched generator")
+    ap.add_argument("--ebpf-xdp-helper", action="store_true",
+                    help="keep NIKSS's XDP helper on the eBPF switch's ports (controller/ebpf.py detaches it)")
+    ap.add_argument("--ebpf-unsteered", action="store_true",
+                    help="do not steer the eBPF switch's ports to one CPU (experiments do)")
     args = ap.parse_args(argv)
     if args.target == EBPF and EBPF not in args.builds.split(","):
         args.builds += f",{EBPF}"
