@@ -596,6 +596,11 @@ def main(argv: list[str] | None = None) -> int:
     cases = [(b, p, c) for b in builds for p in programs for c in classes
              if not (p == "plain" and c == "window-first") and not (b == EBPF and p != "bwn")]
     results: dict[tuple[str, str, str], list[Sample]] = {k: [] for k in cases}
+    # The machine's experiment lock for the whole measurement: an experiment running
+    # beside it would take the CPU it measures (and be judged on a CPU this takes).
+    from bwn.emulation.runlock import experiment_lock
+    lock = experiment_lock(progress=lambda m: print(m, flush=True))
+    lock.__enter__()
     bench = Bench(args)
     try:
         for r in range(args.rounds):
@@ -619,6 +624,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"callgrind: {p:5s} {c:12s} {ir[(p, c)]:10.0f} instructions/packet ({out})", flush=True)
     finally:
         bench.close()
+        lock.__exit__(None, None, None)
 
     def med(xs: list[float]) -> str:
         return f"{statistics.median(xs):,.0f} ({min(xs):,.0f}..{max(xs):,.0f})".replace(",", " ")
