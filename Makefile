@@ -7,7 +7,7 @@
 #   make run    (as root) the smoke scenario's network and the Mininet CLI: bwn net smoke
 #               (SCENARIO=name for another one; see README "Try it by hand")
 #   make test   all tests (unit, namespace end-to-end, PTF on BMv2, Mininet smoke)
-#   make ptf    only the PTF suite, with its live output
+#   make ptf    only the PTF suite, with its live output (make ptf-ebpf: on the eBPF switch)
 #   make mutants  mutation testing of the Python core (hours; resumable; MODULES="wire report" for some)
 #   make schema regenerate docs/scenario.schema.json from bwn/scenario/model.py
 #   make clean
@@ -20,7 +20,7 @@ P4_SRCS := $(wildcard p4src/shared/*.p4 p4src/v1model/*.p4)
 APT_PACKAGES := python3 python3-venv python3-pip python3-scapy python3-thrift iproute2 iputils-ping \
 	ethtool tcpdump tshark iperf3 mininet make
 
-.PHONY: deps toolchain toolchain-tofino toolchain-pack build build-tofino build-ebpf build-bench bench-switch run test ptf mutants schema clean
+.PHONY: deps toolchain toolchain-tofino toolchain-pack build build-tofino build-ebpf build-bench bench-switch run test ptf ptf-ebpf mutants schema clean
 
 deps:
 	@if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
@@ -119,6 +119,10 @@ test:
 
 ptf: build
 	$(PY) ptf-tests/run_ptf.py
+
+# The same suite on the eBPF switch (p4src/psa under NIKSS).
+ptf-ebpf: build-ebpf
+	$(PY) ptf-tests/run_ptf.py --target ebpf
 
 # Mutation testing of the Python core with mutmut (docs/testing.md): per module,
 # resumable (stop it and run it again), niced; not in CI. MODULES="wire hosts" for
