@@ -872,13 +872,17 @@ class Monitor:
         for key, fd in self._tx_fds.items():
             counter = self._counters.get(key)
             emptied = counter[0].read(*counter[1:]) if counter else None
+            # each port's own time, taken at its counter's read: the reads before it
+            # (a Thrift or libnikss call per port, each letting the controller's
+            # thread run) put the last ports of a tick milliseconds after its start
+            t_port = time.monotonic()
             try:
                 tx = int(os.pread(fd, 32, 0))
             except (OSError, ValueError):
                 continue
-            self.tx[key].append((t, tx))
+            self.tx[key].append((t_port, tx))
             if emptied is not None:
-                self.emptied[key].append((t, emptied))
+                self.emptied[key].append((t_port, emptied))
 
     def _run(self) -> None:
         cpu0 = time.thread_time()
