@@ -20,7 +20,11 @@ busy share, the longest stretch without idle CPU, and the bottlenecks' utilizati
 e.g. `parking`, the paper's 3 x 10 Mb/s) as `bwn reproduce obp` renders it, per seed
 and scheme, on the target.
 
-Every run's folder (run.json, flows, telemetry, logs) stays under --out.
+Every run's folder (run.json, flows, telemetry, logs) stays under --out; with
+`--grid-case` a second table gives the grid's parking-lot metrics of each run
+(bottleneck utilization, the long flow's goodput over its max-min share,
+retransmissions: bwn.analysis.claims). `--report DIR` prints both tables for runs
+already made under DIR (OUT/TARGET/...), running nothing.
 """
 from __future__ import annotations
 
@@ -78,6 +82,19 @@ def verdict(meta: dict[str, Any]) -> dict[str, Any]:
             "lateness_p99_us": (checks.get("linkem_lateness") or {}).get("value")}
 
 
+# What the obp grid judges of its parking lot (topologies/reproduce/obp.toml's claims).
+METRICS = ("link_utilization:b1,b2,b3", "share_fraction:long", "retransmissions:all")
+
+
+def metrics(path: Path, scheme: str) -> dict[str, Any]:
+    """The obp grid's parking-lot metrics of one run folder (bwn.analysis.claims)."""
+    from bwn.analysis import claims, report
+    meta = json.loads((path / "run.json").read_text())
+    run = report.load_scheme_run(path, scheme)
+    rows = report.summarize(run)
+    return {m: claims.metric_value(m, run, rows, meta.get("fidelity") or {}, path) for m in METRICS}
+
+
 def run_one(cfg: Any, scheme: str, out: Path, target: str, progress) -> dict[str, Any]:
     from bwn.emulation import runner
     meta = runner.run_scheme(cfg, scheme, out, cfg.duration_s, progress=progress, target=target)
@@ -93,7 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--grid-case", help="run this case of the obp grid instead of --sizes")
     ap.add_argument("--seeds", default="1", help="seeds of --grid-case runs")
     ap.add_argument("--out", type=Path, default=REPO / "build" / "parking-scale")
+    ap.add_argument("--report", action="store_true", help="print the tables of the runs under --out; run nothing")
     args = ap.parse_args(argv)
+    if args.report:
+        return report(args.out / args.target, args.target, bool(args.grid_case))
     why = requirements.experiment_missing(args.target)
     if why:
         print(f"parking_lot_scale: cannot run here: {why}", file=sys.stderr)
@@ -132,20 +152,54 @@ def main(argv: list[str] | None = None) -> int:
                 (path / "scenario.toml").write_text(tomli_w.dumps(data))
                 cfg = validate(data, base_dir=path, source=str(path / "scenario.toml"))
                 runs.append((f"{n} x {rate} Mb/s", cfg, scheme, path))
-    rows = []
+    rows: list[tuple[str, str, dict[str, Any]]] = []
     for label, cfg, scheme, path in runs:
         print(f"== {label}, {scheme}, {args.target} ({cfg.duration_s:g} s): {path}", flush=True)
         v = run_one(cfg, scheme, path, args.target, lambda m: print(f"   {m}", flush=True))
+        if args.grid_case:
+            v.update(metrics(path, scheme))
         rows.append((label, scheme, v))
         (path / "verdict.json").write_text(json.dumps(v, indent=1) + "\n")
+    print_tables(rows, args.target, bool(args.grid_case))
+    return 0
+
+
+def report(root: Path, target: str, grid: bool) -> int:
+    """The tables of runs already made under ROOT (OUT/TARGET)."""
+    rows = []
+    for run_json in sorted(root.glob("**/run.json")):
+        path = run_json.parent
+        scheme = json.loads(run_json.read_text()).get("scheme", path.name)
+        v = verdict(json.loads(run_json.read_text()))
+        if grid:
+            v.update(metrics(path, scheme))
+        rows.append((str(path.parent.relative_to(root)), scheme, v))
+    if not rows:
+        print(f"no runs under {root}", file=sys.stderr)
+        return 1
+    print_tables(rows, target, grid)
+    return 0
+
+
+def print_tables(rows: list[tuple[str, str, dict[str, Any]]], target: str, grid: bool) -> None:
     print(f"\n| parking lot | scheme | target | every invariant held | broken | CPU busy (mean) "
           f"| longest stretch without idle CPU, s | bwn-link p99 lateness, us | bottleneck utilization |")
     print("|---|---|---|---|---|---|---|---|---|")
     for label, scheme, v in rows:
-        print(f"| {label} | {scheme} | {args.target} | {'yes' if v['valid'] else 'no'} | {v['broken']} | "
+        print(f"| {label} | {scheme} | {target} | {'yes' if v['valid'] else 'no'} | {v['broken']} | "
               f"{v['cpu_busy'] if v['cpu_busy'] is not None else '-'} | {v['no_idle_s']} | "
               f"{v['lateness_p99_us']} | {v['utilization']} |")
-    return 0
+    if grid:
+        print(f"\n| run | scheme | valid | bottleneck utilization (b1-b3) | long flow / its max-min share "
+              f"| retransmissions |")
+        print("|---|---|---|---|---|---|")
+        for label, scheme, v in rows:
+            print(f"| {label} | {scheme} | {'yes' if v['valid'] else 'no'} | {_fmt(v[METRICS[0]], 3)} | "
+                  f"{_fmt(v[METRICS[1]], 3)} | {_fmt(v[METRICS[2]], 0)} |")
+
+
+def _fmt(v: Any, digits: int) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
 
 
 if __name__ == "__main__":

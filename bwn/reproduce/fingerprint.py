@@ -28,7 +28,8 @@ RUN_CODE: tuple[str, ...] = (
 #: ... except what reads or judges runs but never makes one (the analysis, this
 #: package, the command line), and the other targets' adapters. The scenario a
 #: run was made with has a fingerprint of its own (bwn.reproduce.plan).
-NOT_RUN_CODE: tuple[str, ...] = ("bwn/analysis", "bwn/reproduce", "bwn/cli", "controller/tofino.py")
+NOT_RUN_CODE: tuple[str, ...] = ("bwn/analysis", "bwn/reproduce", "bwn/cli", "controller/tofino.py",
+                                 "controller/ebpf.py", "controller/nikss.py")
 
 
 class FingerprintError(RuntimeError):
