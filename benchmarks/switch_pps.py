@@ -13,7 +13,10 @@ on the same traffic as the BMv2 builds (program bwn only: there is no plain PSA
 router). It has no process: its CPU per packet is the machine's busy time (all
 CPUs, /proc/stat) less the generator's, over the frames; "machine CPU/packet"
 (every build) is the busy time with the generator's included, the figure that
-compares the two on equal terms.
+compares the two on equal terms. Two more eBPF builds undo one choice of the
+switch each, measured in the same rounds: `ebpf-xdp` keeps NIKSS's XDP helper on
+its ports, `ebpf-unsteered` lets the kernel run its ports' packets on any CPU
+(`--builds fast,ebpf,ebpf-xdp,ebpf-unsteered`).
 
 Method. One `simple_switch_grpc` in a private network namespace, two veth ports.
 A closed-loop generator (this process, AF_PACKET) keeps `--inflight` 1000-byte
@@ -84,6 +87,9 @@ H2_MAC = "00:00:00:00:00:02"
 DST_IP = "10.0.2.2"
 PROGRAMS = ("plain", "bwn")
 EBPF = "ebpf"                 # the eBPF "build" (--target ebpf)
+# The eBPF switch as experiments run it, and with one of its two choices undone
+# (controller/ebpf.py, EbpfSwitch): (steered to one CPU, NIKSS's XDP helper kept).
+EBPF_BUILDS = {EBPF: (True, False), "ebpf-xdp": (True, True), "ebpf-unsteered": (False, False)}
 # BMv2's threads that work per packet: packet in, ingress, the egress port's egress
 # thread, transmit (simple_switch starts them in this order; --threads).
 BUSY_THREADS = 4
@@ -347,7 +353,7 @@ class Bench:
         tag = self.nets.tag
         self.sw_ports = {1: f"pps{tag}s1", 2: f"pps{tag}s2"}
         # NIKSS's XDP helper needs the veth peer's MTU under a page (eBPF build).
-        mtu = 1500 if EBPF in args.builds.split(",") else 9000
+        mtu = 1500 if set(args.builds.split(",")) & set(EBPF_BUILDS) else 9000
         self.nets.veth(self.sw_ports[1], "hp1", None, self.ns, mtu=mtu)
         self.nets.veth(self.sw_ports[2], "hp2", None, self.ns, mtu=mtu)
         with InNetns(self.ns):
@@ -388,8 +394,8 @@ class Bench:
         return closed_loop(self.tx, self.rx, pkts, self.args.seconds, self.args.inflight)
 
     def measure(self, binary: str, program: str, traffic: str) -> Sample:
-        if binary == EBPF:
-            return self.measure_ebpf(traffic)
+        if binary in EBPF_BUILDS:
+            return self.measure_ebpf(traffic, *EBPF_BUILDS[binary])
         sw = self.switch(binary)
         try:
             session = program_switch(sw, program, 1 if traffic == "window-first" else None,
@@ -417,15 +423,15 @@ class Bench:
                       gen_s / got * 1e6, tuple(busiest_threads_us(threads0, threads1, got)),
                       busy_s(stat0, stat1) / got * 1e6)
 
-    def measure_ebpf(self, traffic: str) -> Sample:
+    def measure_ebpf(self, traffic: str, steered: bool, xdp_helper: bool) -> Sample:
         """bwn on eBPF: the PSA program under NIKSS on the same ports."""
         from controller import ebpf as eb
         from controller import entries as ent
         from controller.nikss import Pipeline
 
         sw = eb.EbpfSwitch("pps-ebpf", dict(self.sw_ports), eb.pipeline_id(95),
-                           cpu=None if self.args.ebpf_unsteered else eb.switch_cpu(0),
-                           log_dir=self.log_dir, xdp_helper=self.args.ebpf_xdp_helper).start()
+                           cpu=eb.switch_cpu(0) if steered else None,
+                           log_dir=self.log_dir, xdp_helper=xdp_helper).start()
         try:
             with Pipeline(sw.pipe_id) as pipe:
                 window = ent.WindowConfig()
@@ -524,7 +530,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=8.0, help="measurement per (build, program, class, round)")
     ap.add_argument("--rounds", type=int, default=7, help="interleaved repetitions (median and range reported)")
-    ap.add_argument("--builds", default="default,fast", help="BMv2 builds: default (on PATH), fast (/opt/bmv2-perf)")
+    ap.add_argument("--builds", default="default,fast",
+                    help="BMv2 builds: default (on PATH), fast (/opt/bmv2-perf); the eBPF switch: ebpf (as "
+                         "experiments run it), ebpf-xdp (NIKSS's XDP helper kept on its ports), ebpf-unsteered "
+                         "(its ports not steered to one CPU)")
     ap.add_argument("--classes", default="data,plain,window-first", help="traffic classes (see above)")
     ap.add_argument("--programs", default="plain,bwn", help="programs to measure: plain, bwn (default both)")
     ap.add_argument("--inflight", type=int, default=32, help="frames kept inside the switch")
@@ -545,15 +554,11 @@ def main(argv: list[str] | None = None) -> int:
                          "fast as it goes, frames out counted at port 2's peer (a switch's rate under overload: "
                          "what it takes of what is offered; --inflight does not apply)")
     ap.add_argument("--batch", type=int, default=32, help="frames per call of the batched generator")
-    ap.add_argument("--ebpf-xdp-helper", action="store_true",
-                    help="keep NIKSS's XDP helper on the eBPF switch's ports (controller/ebpf.py detaches it)")
-    ap.add_argument("--ebpf-unsteered", action="store_true",
-                    help="do not steer the eBPF switch's ports to one CPU (experiments do)")
     args = ap.parse_args(argv)
     if args.target == EBPF and EBPF not in args.builds.split(","):
         args.builds += f",{EBPF}"
     if args.generator is None:
-        args.generator = "batched" if EBPF in args.builds.split(",") else "frame"
+        args.generator = "batched" if set(args.builds.split(",")) & set(EBPF_BUILDS) else "frame"
     why = netns_missing()
     if why:
         print(f"switch_pps: {why}", file=sys.stderr)
@@ -564,14 +569,14 @@ def main(argv: list[str] | None = None) -> int:
             builds[b] = shutil.which(SWITCH_BINARY)
         elif b == "fast":
             builds[b] = fast_switch_binary()
-        elif b == EBPF:
+        elif b in EBPF_BUILDS:
             from bwn.requirements import ebpf_missing, ebpf_program_missing
             why = ebpf_missing() or ebpf_program_missing()
             if why:
                 ap.error(f"the eBPF switch cannot run here: {why}")
-            builds[b] = EBPF
+            builds[b] = b
         else:
-            ap.error(f"unknown build {b!r} (default, fast, ebpf)")
+            ap.error(f"unknown build {b!r} (default, fast, {', '.join(EBPF_BUILDS)})")
         if not builds[b]:
             ap.error(f"BMv2 build {b!r} is not installed (scripts/p4-toolchain.sh installs both)")
     classes = [c for c in args.classes.split(",") if c]
@@ -594,7 +599,7 @@ def main(argv: list[str] | None = None) -> int:
     Path(args.profile_dir).mkdir(parents=True, exist_ok=True)
 
     cases = [(b, p, c) for b in builds for p in programs for c in classes
-             if not (p == "plain" and c == "window-first") and not (b == EBPF and p != "bwn")]
+             if not (p == "plain" and c == "window-first") and not (b in EBPF_BUILDS and p != "bwn")]
     results: dict[tuple[str, str, str], list[Sample]] = {k: [] for k in cases}
     # The machine's experiment lock for the whole measurement: an experiment running
     # beside it would take the CPU it measures (and be judged on a CPU this takes).
@@ -638,11 +643,12 @@ def main(argv: list[str] | None = None) -> int:
         if not ss:
             continue
         plain = results.get((b, "plain", "data" if c == "window-first" else c))   # the same traffic
-        ratio = statistics.median(s.pps for s in ss) / statistics.median(s.pps for s in plain) if plain else float("nan")
+        ratio = (f"{statistics.median(s.pps for s in ss) / statistics.median(s.pps for s in plain):.2f}"
+                 if plain else "-")
         print(f"| {b} | {p} | {c} | {med([s.pps for s in ss])} | "
               f"{statistics.median(s.cpu_us_per_pkt for s in ss):.1f} "
               f"({statistics.median(s.user_us_per_pkt for s in ss):.1f}) | "
-              f"{statistics.median(s.machine_us_per_pkt for s in ss):.1f} | {ratio:.2f} | "
+              f"{statistics.median(s.machine_us_per_pkt for s in ss):.1f} | {ratio} | "
               f"{paired_ratio([x.pps for x in ss], [x.pps for x in plain]) if plain else '-'} |")
     ebpf_pairs = [(c, results[(EBPF, "bwn", c)], results.get(("fast", "bwn", c))) for c in classes
                   if results.get((EBPF, "bwn", c))]
@@ -654,6 +660,16 @@ def main(argv: list[str] | None = None) -> int:
             if fast:
                 print(f"| {c} | {paired_ratio([x.pps for x in ebpf], [x.pps for x in fast])} | "
                       f"{paired_ratio([x.machine_us_per_pkt for x in ebpf], [x.machine_us_per_pkt for x in fast])} |")
+    variants = [(c, b, results[(b, "bwn", c)], results.get((EBPF, "bwn", c))) for c in classes
+                for b in EBPF_BUILDS if b != EBPF and results.get((b, "bwn", c))]
+    if any(ref for *_, ref in variants):
+        print("\n| traffic | eBPF switch | / as experiments run it: per-round pps ratio, mean [95 % CI] "
+              "| per-round machine CPU/packet ratio |")
+        print("|---|---|---|---|")
+        for c, b, ss, ref in variants:
+            if ref:
+                print(f"| {c} | {b} | {paired_ratio([x.pps for x in ss], [x.pps for x in ref])} | "
+                      f"{paired_ratio([x.machine_us_per_pkt for x in ss], [x.machine_us_per_pkt for x in ref])} |")
     if args.threads and args.rounds:
         print_threads(results)
     pairs = [(k, results.get((k[0], "bwn", k[2]))) for k in results if k[1] == "candidate"]

@@ -347,8 +347,8 @@ class EbpfSwitch:
     one aside. bwn drops non-IPv4 frames in its parser, which it does as well
     with their own EtherType, so the helper is detached again (`xdp_helper`
     False): a veth that runs an XDP program copies every frame it receives
-    into XDP's buffer first, which cost 2.3 times the packets per second here
-    (docs/dataplane.md, "PSA on eBPF")."""
+    into XDP's buffer first, which cost 1.2-1.6 times the CPU per frame here
+    (docs/dataplane.md, "Forwarding rate against the fast BMv2")."""
 
     def __init__(self, name: str, ports: dict[int, str], pipe_id: int, netns: Optional[str] = None,
                  cpu: Optional[int] = None, obj: Optional[Path] = None, log_dir: Path = Path("build/logs"),
