@@ -37,6 +37,7 @@ from bwn.reproduce.plan import (
     find_run,
     planned_runs,
     scenario_fingerprint,
+    waiting_runs,
 )
 
 DEFAULT_OUT = REPO / "docs" / "results"
@@ -51,7 +52,7 @@ EXIT_CODES = """exit status:
 
 def metric_names(grid: gr.Grid) -> list[str]:
     names = list(lg.STANDARD_METRICS)
-    for claim in grid.claims:
+    for claim in grid.judged_claims:
         if claim.metric not in names:
             names.append(claim.metric)
     return names
@@ -115,7 +116,11 @@ def _cases(grid: gr.Grid, args: argparse.Namespace) -> list[gr.Case]:
         if unknown:
             raise gr.GridError(f"{grid.paper} has no case(s) {', '.join(unknown)}; known: "
                                f"{', '.join(c.id for c in grid.cases)}")
-        cases = [c for c in grid.cases if c.id in wanted]
+        waiting = [c for c in grid.cases if c.id in wanted and c.waiting]
+        if waiting:
+            raise gr.GridError("; ".join(f"{grid.paper}: case {c.id} waits for {gr.machinery_text(c.waiting)}"
+                                         for c in waiting))
+        cases = [c for c in grid.cases if c.id in wanted]         # evidence cases too, when named
     return cases
 
 
@@ -180,10 +185,14 @@ def run_paper(args: argparse.Namespace, grid: gr.Grid, cases: list[gr.Case], sta
     progress = (lambda m: print(m, flush=True))
     plan = planned_runs(grid, args.quick, cases)
     selected = grid.selected(args.quick)
-    page_cases = [c for c in grid.cases if c in selected or c in cases]
+    ledger_rows = [] if args.no_carry else lg.read_ledger(out_root, grid.paper, names)
+    made = {a.key.case for a in ledger_rows}
+    if out.is_dir():
+        made |= {p.name for p in out.iterdir() if p.is_dir()}
+    # evidence cases are on the page when they have attempts (or are run now)
+    page_cases = [c for c in grid.cases if c in selected or c in cases or (c.evidence and c.id in made)]
     page_plan = planned_runs(grid, args.quick, page_cases)
     scenarios = _scenarios(grid, page_plan, args.quick)
-    ledger_rows = [] if args.no_carry else lg.read_ledger(out_root, grid.paper, names)
 
     def current_pool() -> lg.Pool:
         return lg.pool(out, page_plan, ledger_rows, state, scenarios, names)
@@ -196,8 +205,18 @@ def run_paper(args: argparse.Namespace, grid: gr.Grid, cases: list[gr.Case], sta
               f"attempts), about {estimate_s([r for r, _ in todo]) / 60:.0f} min left ({OVERHEAD_S:.0f} s per run "
               "beyond its duration)")
         for case in cases:
-            print(f"  {case.id:<14} {case.label:<40} {', '.join(case.schemes):<34} x{case.seeds if not args.quick else 1} "
+            print(f"  {case.id:<14} {case.label[:40]:<40} {', '.join(case.schemes):<34} x{case.seeds if not args.quick else 1} "
                   f"{case.quick_duration_s if args.quick else case.duration_s:g} s")
+        full, quick = planned_runs(grid, False), planned_runs(grid, True)
+        print(f"  the grid: {len(full)} runs at the declared seeds, {estimate_s(full) / 3600:.1f} h; "
+              f"--quick: {len(quick)} runs, {estimate_s(quick) / 60:.0f} min")
+        waiting = waiting_runs(grid)
+        if waiting:
+            keys = {r.key: r for runs in waiting.values() for r in runs}
+            print(f"  waiting for machinery (declared, not planned): {len(keys)} runs, "
+                  f"{estimate_s(list(keys.values())) / 3600:.1f} h more when all of it is built")
+            for name, runs in waiting.items():
+                print(f"    {name}: {len(runs)} runs, {estimate_s(runs) / 3600:.1f} h ({gr.MACHINERY[name]})")
         reasons: dict[str, int] = {}
         for _, why in todo:
             reasons[why.split(":")[0]] = reasons.get(why.split(":")[0], 0) + 1
@@ -335,6 +354,6 @@ def run_one(args: argparse.Namespace) -> int:
                         progress=lambda m: print(m, flush=True))
     except KeyboardInterrupt:
         return 130
-    attempt = lg.load_attempt(key, path, metric_names(grid), "")
+    attempt = lg.load_attempt(key, path, metric_names(grid), "", planned.case.params)
     print(f"{key.text()}: {attempt.status}: {attempt.reason[:200]} ({path})")
     return 0 if attempt.status == lg.VALID else 1
