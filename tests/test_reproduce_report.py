@@ -322,7 +322,7 @@ def test_default_tcp_drops_the_reservation_it_cannot_take():
 
 
 def test_calibration_scales_rates_and_keeps_the_bdp():
-    case = gr.load_grid("obp").case("c10-rtt100")
+    case = gr.load_grid("obp").case("f5-rtt100")
     half = cal.scaled_case(case, 0.5)
     assert half.params["rate_mbit"] == pytest.approx(5.51)
     assert half.params["delay_ms"] == pytest.approx(96)
