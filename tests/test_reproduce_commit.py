@@ -1,12 +1,12 @@
 """The commit a results page names: -dirty only when code or grids differ from it,
-not when the results it writes do (bwn/reproduce.py commit_text)."""
+not when the results it writes do (bwn/reproduce/core.py commit_text)."""
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
 
-from bwn import grid as gr
-from bwn import reproduce
+from bwn.reproduce import grid as gr
+from bwn.reproduce import core as reproduce
 
 
 def _git(repo: Path, *words: str) -> str:

@@ -1,4 +1,4 @@
-"""A run's scenario fingerprint (bwn/reproduce.py): what makes a run, so that a later
+"""A run's scenario fingerprint (bwn/reproduce/core.py): what makes a run, so that a later
 session carries or keeps a run only while its case still renders to it."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from bwn import grid as gr
-from bwn import reproduce
+from bwn.reproduce import grid as gr
+from bwn.reproduce import core as reproduce
 
 
 def _fingerprint_before_the_field(cfg) -> str:
@@ -38,7 +38,7 @@ def test_a_scenario_that_sets_the_look_ahead_renders_it():
     case = grid.case("d")
     data, cfg = reproduce.config_for(grid, case, 1, "newreno", quick=False)
     data["experiment"]["queue_lookahead"] = True
-    from bwn.controller.config import validate
+    from bwn.scenario.config import validate
     cfg_ahead = validate(data, base_dir=gr.template_path(case.template).parent)
     assert cfg_ahead.queue_lookahead is True
     assert reproduce.scenario_fingerprint(cfg_ahead) != reproduce.scenario_fingerprint(cfg)

@@ -1,15 +1,16 @@
 """Practical equivalence: a comparison whose whole interval lies within the claim's
 margin is a tie ("equal"), which no seed count would turn into a gain
-(bwn/stats.py, bwn/claims.py, docs/reproduce.md)."""
+(bwn/analysis/stats.py, bwn/analysis/claims.py, docs/reproduce.md)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from bwn import claims as cl
-from bwn import grid as gr
-from bwn import reproduce, stats
+from bwn.analysis import claims as cl
+from bwn.reproduce import grid as gr
+from bwn.reproduce import core as reproduce
+from bwn.analysis import stats
 
 E = stats.Estimate
 

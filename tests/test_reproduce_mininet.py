@@ -32,7 +32,7 @@ def _needs_mininet_and_bmv2():
 def test_reproduce_quick_case_end_to_end(tmp_path):
     before = _links()
     out = tmp_path / "results"
-    res = subprocess.run([sys.executable, "-m", "bwn.cli", "reproduce", "ebn", "--quick", "--cases", CASE,
+    res = subprocess.run([sys.executable, "-m", "bwn.cli.main", "reproduce", "ebn", "--quick", "--cases", CASE,
                           "--out", str(out)],
                          capture_output=True, text=True, timeout=900, cwd=REPO)
     print(res.stdout[-5000:], res.stderr[-5000:])

@@ -1,5 +1,5 @@
 """The reproduction report's arithmetic: intervals, outcomes, verdicts, and that
-INVALID runs never enter a mean (bwn/stats.py, bwn/claims.py, bwn/reproduce.py)."""
+INVALID runs never enter a mean (bwn/analysis/stats.py, bwn/analysis/claims.py, bwn/reproduce/core.py)."""
 from __future__ import annotations
 
 import csv
@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from bwn import claims as cl
-from bwn import grid as gr
-from bwn import reproduce, stats
+from bwn.analysis import claims as cl
+from bwn.reproduce import grid as gr
+from bwn.reproduce import core as reproduce
+from bwn.analysis import stats
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -202,7 +203,7 @@ def test_a_page_written_without_the_run_folders_keeps_its_throughput_figure(tmp_
     assert figure.read_bytes() == b"drawn elsewhere"
     # Case a's runs made here (with the flow's log, so drawable) and case b's carried:
     # a figure of case a alone would replace the whole; the whole is kept.
-    from bwn.hosts.flowlog import SENDER_FIELDS, TimeSeriesLog
+    from hosts.flowlog import SENDER_FIELDS, TimeSeriesLog
     for r in records:
         r.carried = False
         (r.path / "flows").mkdir(parents=True)
@@ -282,7 +283,7 @@ def test_quick_sets_pick_cases_that_ran_faithfully_here(paper):
 
 
 def test_seed_changes_start_times_and_flow_ids_and_is_recorded():
-    from bwn import seeding
+    from bwn.scenario import seeding
     grid = gr.load_grid("ebn")
     case = grid.case("c")
     one = gr.render(grid, case, 1, "ebn", quick=True)
@@ -337,7 +338,7 @@ def test_calibration_scales_rates_and_keeps_the_bdp():
 
 
 def test_cli_rejects_bad_arguments(capsys):
-    from bwn.cli import main
+    from bwn.cli.main import main
     assert main(["reproduce", "nosuchpaper", "--plan"]) == 2
     assert "unknown paper" in capsys.readouterr().err
     assert main(["reproduce", "ebn", "--plan", "--cases", "zz"]) == 2
@@ -348,7 +349,7 @@ def test_cli_rejects_bad_arguments(capsys):
 
 
 def test_link_utilization_metric_takes_each_links_busier_port():
-    from bwn import report
+    from bwn.analysis import report
     fidelity = {"measurements": {"ports": {
         "s1:2": {"link": "b1", "utilization": 0.97}, "s2:1": {"link": "b1", "utilization": 0.05},
         "s2:2": {"link": "b2", "utilization": 0.91}}}}
@@ -361,7 +362,7 @@ def test_link_utilization_metric_takes_each_links_busier_port():
 def test_execute_resumes_skipping_complete_valid_runs(tmp_path, monkeypatch):
     """A second invocation runs only what is missing, incomplete or INVALID, and
     keeps the superseded attempt."""
-    from bwn import experiment
+    from bwn.emulation import runner as experiment
     calls: list[tuple[str, int]] = []
     invalid = {"newreno"}
 
@@ -415,7 +416,7 @@ def test_execute_resumes_skipping_complete_valid_runs(tmp_path, monkeypatch):
 
 
 def test_reordered_metric_sums_the_receivers_counts_of_the_runs_flows(tmp_path):
-    from bwn import report
+    from bwn.analysis import report
     run = report.SchemeRun("gtcp", [])
     run.flow_ids = {"g4": 11, "g2": 12}
     (tmp_path / "recv-h2.summary.json").write_text(json.dumps([
@@ -430,7 +431,7 @@ def test_reordered_metric_sums_the_receivers_counts_of_the_runs_flows(tmp_path):
 def test_share_fraction_is_goodput_over_the_max_min_fair_share():
     """A parking lot in miniature: 'long' crosses b1 and b2, 'c1' only b1, 'c2'
     only b2, all 10 Mb/s (frames): each flow's fair share is half a link."""
-    from bwn import report
+    from bwn.analysis import report
     flows = [report.FlowLog(name, samples=[{"t_s": float(t)} for t in range(11)],
                             summary={"duration_s": 10.0}) for name in ("long", "c1", "c2")]
     run = report.SchemeRun("obp", flows, capacity=[report.CapacitySample(0.0, "b1", 10e6),
@@ -497,7 +498,7 @@ def test_valid_runs_of_the_committed_table_are_carried_to_a_new_machine(tmp_path
     assert back.path == records[2].path
 
     # Resumption: only what the table cannot vouch for is run.
-    from bwn import experiment
+    from bwn.emulation import runner as experiment
     calls: list[tuple[str, int]] = []
 
     def fake_run_scheme(cfg, scheme, out_dir, duration_s, progress=print):
@@ -599,7 +600,7 @@ def test_execute_runs_again_what_an_edited_case_made(tmp_path, monkeypatch):
     it was made with: after a case's parameters change (or the stored scenario is
     not the case's), its runs are made again and the old ones superseded."""
     import dataclasses
-    from bwn import experiment
+    from bwn.emulation import runner as experiment
     calls: list[tuple[str, int]] = []
 
     def fake_run_scheme(cfg, scheme, out_dir, duration_s, progress=print):

@@ -699,7 +699,7 @@ control BwnEgress(inout v1_headers_t hdr, inout metadata_t meta,
      * checks, and only routed packets reach the egress). Between two reads with no increment the
      * port never ran dry: every departure had a successor waiting, so a
      * rate-limited port was backlogged and must have sent at its rate. The
-     * fidelity monitor (bwn/fidelity.py, departure_rate) reads it every 0.1 s. */
+     * fidelity monitor (bwn/analysis/fidelity.py, departure_rate) reads it every 0.1 s. */
     counter<PortId_t>(MAX_PORTS, CounterType.packets) queue_emptied;
 
     /* EBN code, narrow and tight link each become the minimum of what the
