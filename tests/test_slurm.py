@@ -345,7 +345,7 @@ def test_teardown_leaves_no_daemon_job_file_or_port_even_with_a_job_running(tmp_
     before = system_places_snapshot()
     cluster = SlurmCluster()
     with cluster:
-        job = subprocess.run(["sbatch", "--parsable", "--wrap", "sleep 600"], env=cluster.env,
+        job = subprocess.run(["sbatch", "--parsable", "--output=/dev/null", "--wrap", "sleep 600"], env=cluster.env,
                              capture_output=True, text=True, check=True).stdout.strip()
         deadline = time.monotonic() + 60
         while "RUNNING" not in subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], env=cluster.env,
