@@ -27,8 +27,8 @@ from needs import missing
 from slurm_cluster import (SlurmCluster, marked_pids, slurm_cluster, slurm_missing,  # noqa: F401 (fixture)
                            system_places_snapshot)
 
+from bwn.reproduce import fingerprint as fp
 from bwn.reproduce import slurm as sl
-from bwn.reproduce import slurm_node
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -36,8 +36,8 @@ REPO = Path(__file__).resolve().parents[1]
 def _clean_checkout() -> None:
     """The driver checks nodes against its commit, so its run code must be committed."""
     try:
-        _, dirty = slurm_node.code_state()
-    except slurm_node.FingerprintError as exc:
+        dirty = fp.code_state().dirty
+    except fp.FingerprintError as exc:
         missing(str(exc), "Slurm sweeps")
         return
     missing(f"run code differs from the commit ({', '.join(dirty)}): commit to test sweeps" if dirty else None,
@@ -91,9 +91,8 @@ def test_batch_script_runs_the_task_of_its_array_index_and_records_its_node(tmp_
     tasks = [sl.Task(f"k{i}", ("sh", "-c", f"mkdir -p {{run}} && echo k{i} > {{run}}/who"), f"runs/k{i}")
              for i in range(3)]
     opts = sl.SlurmOptions()
-    fingerprint, _ = slurm_node.code_state()
     script = tmp_path / "s.sh"
-    script.write_text(sl.batch_script(tasks, opts, fingerprint, out, state))
+    script.write_text(sl.batch_script(tasks, opts, fp.code_state().fingerprint, out, state))
     env = {**os.environ, "SLURM_ARRAY_JOB_ID": "41", "SLURM_ARRAY_TASK_ID": "1", "SLURMD_NODENAME": "nodeX"}
     res = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
@@ -134,23 +133,6 @@ def test_duplicate_keys_are_refused(tmp_path):
     tasks = [sl.Task("k", ("true",), "a"), sl.Task("k", ("true",), "b")]
     with pytest.raises(ValueError, match="unique: k"):
         sl.run_sweep(tasks, tmp_path, tmp_path / "s", sl.SlurmOptions())
-
-
-def test_fingerprint_follows_the_run_code_and_nothing_else(tmp_path):
-    node = _clone(tmp_path)
-    git = ["git", "-C", str(node), "-c", "user.name=t", "-c", "user.email=t@t"]
-    base, dirty = slurm_node.code_state(node)
-    assert dirty == ()
-    assert base == slurm_node.code_state(REPO)[0]               # same commit, same fingerprint
-    (node / "bwn" / "reproduce" / "new_page.py").write_text("# reproduce layer\n")
-    (node / "docs" / "x.md").write_text("docs\n")
-    assert slurm_node.code_state(node) == (base, ())             # neither is run code
-    target = node / "controller" / "__init__.py"
-    target.write_text(target.read_text() + "# changed\n")
-    assert slurm_node.code_state(node)[1] == ("controller/__init__.py",)
-    subprocess.run([*git, "commit", "-qam", "x"], check=True)
-    assert slurm_node.code_state(node) == (slurm_node.code_state(node)[0], ())
-    assert slurm_node.code_state(node)[0] != base
 
 
 def test_a_bundle_that_would_write_outside_its_folder_is_refused(tmp_path):
@@ -250,7 +232,7 @@ def test_a_node_with_other_code_is_refused_by_name_and_the_sweep_cancelled(slurm
     with pytest.raises(sl.FingerprintMismatch) as err:
         _sweep(slurm_cluster, tasks, out, node_repo=str(node), node_python=sys.executable)
     assert err.value.nodes == [slurm_cluster.node]
-    assert slurm_cluster.node in str(err.value) and slurm_node.code_state(node)[0] in str(err.value)
+    assert slurm_cluster.node in str(err.value) and fp.code_state(node).fingerprint in str(err.value)
     assert not (out / "grid").exists()                              # nothing ran
     states = {k: [a["state"] for a in v] for k, v in _attempts(out).items()}
     assert states["t0"] == ["refused"]

@@ -49,7 +49,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from bwn.reproduce import slurm_node
-from bwn.reproduce.slurm_node import READY_COMMENT, REPO, FingerprintError, code_state
+from bwn.paths import REPO
+from bwn.reproduce import fingerprint as fp
+from bwn.reproduce.slurm_node import READY_COMMENT
 
 #: Slurm job states in which an attempt waits for a node.
 QUEUED_STATES = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD",
@@ -269,7 +271,6 @@ def batch_script(tasks: Sequence[Task], options: SlurmOptions, fingerprint: str,
               "fetch_wait_s": options.fetch_wait_s,
               "tasks": [{"key": t.key, "argv": list(t.argv), "run_folder": t.run_folder} for t in tasks]}
     repo, python = options.repo(), options.python()
-    node_script = Path(repo) / Path(slurm_node.__file__).resolve().relative_to(REPO)
     return "\n".join([
         "#!/bin/bash",
         "# A bwn sweep (bwn/reproduce/slurm.py): array index i runs task i below on its node,",
@@ -278,7 +279,8 @@ def batch_script(tasks: Sequence[Task], options: SlurmOptions, fingerprint: str,
         f"BWN_REPO={shlex.quote(repo)}",
         f"BWN_PYTHON={shlex.quote(python)}",
         'cd "$BWN_REPO" || { echo "bwn: no checkout at $BWN_REPO on $(hostname)" >&2; exit 78; }',
-        f'exec "$BWN_PYTHON" {shlex.quote(str(node_script))} task --index "$SLURM_ARRAY_TASK_ID" <<\'BWN_SWEEP\'',
+        "# -m with the checkout as the working folder: the node's own bwn is imported",
+        f'exec "$BWN_PYTHON" -m bwn.reproduce.slurm_node task --index "$SLURM_ARRAY_TASK_ID" <<\'BWN_SWEEP\'',
         json.dumps(config),
         "BWN_SWEEP",
         ""])
@@ -369,9 +371,10 @@ class _Sweep:
         if why:
             raise SlurmError(why)
         try:
-            self.fingerprint, dirty = code_state()
-        except FingerprintError as exc:
+            state = fp.code_state()
+        except fp.FingerprintError as exc:
             raise SlurmError(f"the driver's checkout has no code fingerprint: {exc}") from None
+        self.fingerprint, dirty = state.fingerprint, state.dirty
         if dirty:
             raise SlurmError("the driver's run code differs from its commit, so no node can be checked "
                              f"against it: commit or stash {', '.join(dirty)}")

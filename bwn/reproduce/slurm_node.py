@@ -1,11 +1,12 @@
 """The node's side of a Slurm sweep (bwn/reproduce/slurm.py): one array task.
 
-The batch script the driver writes runs this file, from the node's own checkout,
-with the submission's tasks as JSON on standard input. For the task of its
-``SLURM_ARRAY_TASK_ID`` it
+The batch script the driver writes runs ``python -m bwn.reproduce.slurm_node``
+in the node's own checkout (its folder first on the import path, so the node's
+code is what runs and what is fingerprinted), with the submission's tasks as
+JSON on standard input. For the task of its ``SLURM_ARRAY_TASK_ID`` it
 
-1. computes the node's code fingerprint (:func:`code_state`) and, when it
-   differs from the driver's or the node's run code differs from its commit,
+1. computes the node's code fingerprint (bwn.reproduce.fingerprint) and, when
+   it differs from the driver's or the node's run code differs from its commit,
    refuses to run (result ``refused``, naming the node, exit 78);
 2. runs the task's argv (``{out}`` and ``{run}`` replaced by the output folder
    and the task's run folder on this node), its output in a task log;
@@ -20,14 +21,13 @@ with the submission's tasks as JSON on standard input. For the task of its
    filesystem, no ssh) and acknowledges it; then the spool is removed (also
    when Slurm ends the task first: a cancelled or requeued run hands nothing over).
 
-Only the standard library: the file runs by its path, before anything else of
-the checkout is imported. (``python3 slurm_node.py task --help``.)
+``python -m bwn.reproduce.slurm_node fingerprint`` prints the checkout's
+fingerprint, to compare a node with the driver by hand.
 """
 from __future__ import annotations
 
 import argparse
 import datetime as dt
-import hashlib
 import json
 import os
 import shutil
@@ -40,13 +40,9 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-#: The checkout this file belongs to (bwn/reproduce/slurm_node.py -> the repository).
-REPO = Path(__file__).resolve().parents[2]
-#: What a run executes (git pathspecs from the checkout's root), for the code
-#: fingerprint: a change anywhere else (analysis, ``bwn reproduce`` itself, docs,
-#: tests) does not change what a run does on a node.
-RUN_CODE = ("p4src", "controller", "hosts", "topologies", "bwn", "Makefile", "pyproject.toml")
-NOT_RUN_CODE = ("bwn/analysis", "bwn/reproduce", "bwn/cli/doc.py")
+from bwn.paths import REPO
+from bwn.reproduce import fingerprint as fp
+
 #: Exit code of a task refused for its node's code fingerprint (sysexits EX_CONFIG).
 EXIT_REFUSED = 78
 #: Exit code of a task whose bundle the driver did not fetch in time (srun transfer).
@@ -55,36 +51,6 @@ EXIT_NOT_FETCHED = 75
 READY_COMMENT = "bwn-ready"
 #: Seconds a terminated task's command has to end after SIGTERM (Slurm's KillWait is 30 s).
 TERM_GRACE_S = 20.0
-
-
-class FingerprintError(RuntimeError):
-    """The checkout cannot say what code it holds (not a git checkout, git missing)."""
-
-
-def _git(repo: Path, *words: str) -> str:
-    try:
-        res = subprocess.run(["git", "-C", str(repo), *words], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise FingerprintError(f"git failed in {repo}: {exc}") from exc
-    if res.returncode != 0:
-        raise FingerprintError(f"`git {' '.join(words)}` failed in {repo}: {res.stderr.strip()}")
-    return res.stdout
-
-
-def code_state(repo: Path = REPO) -> tuple[str, tuple[str, ...]]:
-    """The checkout's code fingerprint (a hash of the git blob ids of RUN_CODE's
-    files at HEAD: the same on every machine whose checkout holds the same run
-    code) and the run-code files that differ from HEAD (modified, staged, deleted
-    or untracked), which a fingerprint of HEAD does not vouch for."""
-    digest = hashlib.sha256()
-    # (ls-tree takes no exclude pathspecs: NOT_RUN_CODE is left out here)
-    for line in sorted(_git(repo, "ls-tree", "-r", "--full-tree", "HEAD", "--", *RUN_CODE).splitlines()):
-        meta, _, path = line.partition("\t")
-        if not any(path == p or path.startswith(p + "/") for p in NOT_RUN_CODE):
-            digest.update(f"{path}\0{meta.split()[2]}\n".encode())
-    spec = [*RUN_CODE, *(f":(exclude){p}" for p in NOT_RUN_CODE)]
-    status = _git(repo, "status", "--porcelain", "--untracked-files=all", "--", *spec)
-    return digest.hexdigest()[:16], tuple(sorted(line[3:] for line in status.splitlines() if line.strip()))
 
 
 def node_name() -> str:
@@ -177,11 +143,12 @@ def run_task(config: dict[str, Any], index: int) -> int:
         "restart_count": int(os.environ.get("SLURM_RESTART_COUNT") or 0),
         "expected_fingerprint": config["fingerprint"], "started_utc": _utc()}
     try:
-        fingerprint, dirty = code_state()
+        state = fp.code_state(REPO)
+        fingerprint, dirty = state.fingerprint, state.dirty
         why = (f"its run code differs from its commit ({', '.join(dirty[:5])}{' ...' if len(dirty) > 5 else ''})"
                if dirty else f"code fingerprint {fingerprint}, the driver's is {config['fingerprint']}"
                if fingerprint != config["fingerprint"] else "")
-    except FingerprintError as exc:
+    except fp.FingerprintError as exc:
         fingerprint, why = "", f"no code fingerprint: {exc}"
     result["fingerprint"] = fingerprint
     if why:
@@ -248,7 +215,7 @@ def _hand_over(config: dict[str, Any], work: Path, run: Path, log_path: Path,
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="slurm_node.py", description="The node's side of a bwn Slurm sweep (run by the batch script "
+        prog="python -m bwn.reproduce.slurm_node", description="The node's side of a bwn Slurm sweep (run by the batch script "
                                           "bwn/reproduce/slurm.py writes).")
     sub = parser.add_subparsers(dest="command", required=True)
     task = sub.add_parser("task", help="run one array task; the submission's JSON on standard input")
@@ -256,8 +223,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     sub.add_parser("fingerprint", help="print this checkout's code fingerprint and its uncommitted run code")
     args = parser.parse_args(argv)
     if args.command == "fingerprint":
-        fingerprint, dirty = code_state()
-        print(fingerprint, *(f"uncommitted: {d}" for d in dirty), sep="\n")
+        state = fp.code_state(REPO)
+        print(state.fingerprint, *(f"uncommitted run code: {d}" for d in state.dirty), sep="\n")
         return 0
     config = json.load(sys.stdin)
     if not 0 <= args.index < len(config["tasks"]):
