@@ -86,6 +86,8 @@ class Task:
     key: str
     argv: tuple[str, ...]
     run_folder: str                     # relative to the output folder, "/"-separated
+    #: exit codes that mean the task did its work (any other is a failed try)
+    ok_exit_codes: tuple[int, ...] = (0,)
 
     def __post_init__(self) -> None:
         if not self.key or "\n" in self.key:
@@ -269,7 +271,8 @@ def batch_script(tasks: Sequence[Task], options: SlurmOptions, fingerprint: str,
     config = {"format": 1, "fingerprint": fingerprint, "transfer": options.transfer,
               "out": str(out.resolve()), "state": str(state_dir.resolve()), "spool": options.node_spool,
               "fetch_wait_s": options.fetch_wait_s,
-              "tasks": [{"key": t.key, "argv": list(t.argv), "run_folder": t.run_folder} for t in tasks]}
+              "tasks": [{"key": t.key, "argv": list(t.argv), "run_folder": t.run_folder,
+                         "ok_exit_codes": list(t.ok_exit_codes)} for t in tasks]}
     repo, python = options.repo(), options.python()
     return "\n".join([
         "#!/bin/bash",
@@ -306,10 +309,14 @@ def sbatch_arguments(n_tasks: int, options: SlurmOptions, script: Path, state_di
 def run_sweep(tasks: Sequence[Task], out: Path, state_dir: Path, options: SlurmOptions,
               progress: Callable[[str], None] = print,
               describe: Optional[Callable[[Task, dict[str, Any]], str]] = None,
+              make_room: Optional[Callable[[Path], None]] = None,
               cli: Optional[SlurmCli] = None) -> SweepOutcome:
     """Run every task on Slurm and wait until each has ended (done, or failed after
     ``max_tries``). ``describe(task, result)`` adds words to a task's "done" line
-    (the caller's verdict of its run folder). Raises :class:`FingerprintMismatch`
+    (the caller's verdict of its run folder; the first word, before a ":", is
+    counted in the progress line). ``make_room(folder)`` moves an earlier run
+    folder out of the way when a node's bundle brings a new one home (default:
+    into the state folder's ``replaced/``). Raises :class:`FingerprintMismatch`
     (after cancelling the sweep's jobs) when a node runs other code, and
     :class:`SlurmError` when Slurm cannot be used."""
     keys = [t.key for t in tasks]
@@ -317,6 +324,8 @@ def run_sweep(tasks: Sequence[Task], out: Path, state_dir: Path, options: SlurmO
         dup = sorted({k for k in keys if keys.count(k) > 1})
         raise ValueError(f"task keys must be unique: {', '.join(dup)}")
     sweep = _Sweep(list(tasks), out, state_dir, options, progress, describe, cli or SlurmCli(options.env))
+    if make_room is not None:
+        sweep.make_room = make_room
     with sweep.locked():
         return sweep.run()
 
@@ -332,7 +341,9 @@ class _Sweep:
         self.submissions: list[dict[str, Any]] = []
         self.refusals: dict[str, str] = {}
         self.fingerprint = ""
-        self._last_counts: Optional[tuple[int, ...]] = None
+        self.labels: dict[str, str] = {}              # key -> describe()'s word for a done task
+        self.make_room: Callable[[Path], None] = self._set_aside
+        self._last_summary = ""
 
     # -- state on disk ---------------------------------------------------------------
 
@@ -506,6 +517,7 @@ class _Sweep:
         if state == "ok":
             st.final = "done"
             extra = self.describe(self.tasks[key], att.result or {}) if self.describe else ""
+            self.labels[key] = extra.split(":")[0].strip()
             self.progress(f"{key}: {detail}{': ' + extra if extra else ''}")
         else:
             self.progress(f"{key}: try {st.tries()}/{self.opt.max_tries} {state}: {detail}")
@@ -554,11 +566,17 @@ class _Sweep:
             bucket = (st.final if st.final else att.state if att is not None and att.state in counts
                       else "queued")
             counts[bucket] += 1
-        summary = tuple(counts.values())
-        if summary != self._last_counts:
-            self._last_counts = summary
-            self.progress("slurm: " + ", ".join(f"{v} {k}" for k, v in counts.items())
-                          + f" of {len(self.tasks)}")
+        labels: dict[str, int] = {}
+        for key in self.tasks:
+            if self.states[key].final == "done" and self.labels.get(key):
+                labels[self.labels[key]] = labels.get(self.labels[key], 0) + 1
+        parts = [f"{v} {k}" for k, v in counts.items()]
+        if labels:
+            parts[2] += " (" + ", ".join(f"{v} {k}" for k, v in sorted(labels.items())) + ")"
+        summary = "slurm: " + ", ".join(parts) + f" of {len(self.tasks)}"
+        if summary != self._last_summary:
+            self._last_summary = summary
+            self.progress(summary)
 
     def _outcome(self) -> SweepOutcome:
         done, failed, nodes = {}, {}, {}
@@ -574,6 +592,11 @@ class _Sweep:
         return SweepOutcome(done, failed, nodes)
 
     # -- bringing a run home without a shared filesystem ------------------------------
+
+    def _set_aside(self, folder: Path) -> None:
+        aside = self.dir / "replaced" / f"{'-'.join(folder.relative_to(self.out).parts)}-{int(time.time())}"
+        aside.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(folder), str(aside))
 
     def _fetch(self, att: Attempt, row: _Row) -> Optional[dict[str, Any]]:
         """Read a ready node's bundle through ``srun --overlap`` into the output
@@ -605,9 +628,7 @@ class _Sweep:
             if (incoming / "run").is_dir():
                 dest = self.out / self.states[str(result["key"])].run_folder
                 if dest.exists():
-                    aside = self.dir / "replaced" / f"{dest.name}-{att.tag}"
-                    aside.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.move(str(dest), str(aside))
+                    self.make_room(dest)
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(str(incoming / "run"), str(dest))
             slurm_node._write_json(recorded, result)

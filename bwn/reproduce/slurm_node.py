@@ -117,6 +117,13 @@ def _run_command(argv: list[str], log_path: Path, cwd: Path) -> tuple[int, bool]
     return (rc, terminated)
 
 
+def batch_exit(result: dict[str, Any]) -> int:
+    """The batch script's exit code, as Slurm shows it: 0 when the task did its
+    work (its command's exit code was one of the task's ``ok_exit_codes``), else
+    the command's (at least 1)."""
+    return 0 if result["status"] == "ok" else max(1, int(result["exit_code"]))
+
+
 def run_task(config: dict[str, Any], index: int) -> int:
     """Run the task ``index`` of a submission (``config``: the JSON the batch script
     carries); returns the batch script's exit code."""
@@ -157,7 +164,8 @@ def run_task(config: dict[str, Any], index: int) -> int:
     else:
         argv = substitute(list(task["argv"]), out_root, run)
         rc, terminated = _run_command(argv, log_path, REPO)
-        result.update(status="terminated" if terminated else "ok" if rc == 0 else "failed", exit_code=rc)
+        ok_codes = task.get("ok_exit_codes") or [0]
+        result.update(status="terminated" if terminated else "ok" if rc in ok_codes else "failed", exit_code=rc)
     result["ended_utc"] = _utc()
     result["wall_s"] = round(time.monotonic() - started, 1)
     if run.is_dir():
@@ -165,10 +173,10 @@ def run_task(config: dict[str, Any], index: int) -> int:
                                                                      "fingerprint", "started_utc", "ended_utc")})
     if transfer == "shared":
         _write_json(Path(config["state"]) / "results" / f"{tag}.json", result)
-        return int(result["exit_code"])
+        return batch_exit(result)
     if result["status"] == "terminated":           # cancelled, preempted or requeued: nothing to hand over
         shutil.rmtree(work, ignore_errors=True)
-        return int(result["exit_code"])
+        return batch_exit(result)
     return _hand_over(config, work, run, log_path, result, tag)
 
 
@@ -210,7 +218,7 @@ def _hand_over(config: dict[str, Any], work: Path, run: Path, log_path: Path,
         print(f"bwn: the driver did not fetch {tag}'s result within {config.get('fetch_wait_s')} s; "
               "removed (the driver counts the attempt as lost and runs it again)", file=sys.stderr)
         return EXIT_NOT_FETCHED
-    return int(result["exit_code"])
+    return batch_exit(result)
 
 
 def main(argv: Optional[list[str]] = None) -> int:
