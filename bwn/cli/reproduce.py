@@ -398,11 +398,18 @@ def run_one(args: argparse.Namespace) -> int:
         print(f"bwn reproduce-run: cannot run here: {why}", file=sys.stderr)
         return 3
     _quiet_mininet()
+
+    # A batch system ends a task with SIGTERM (cancel, preemption, time limit): the
+    # run tears its network down as after Ctrl-C, not left for the next run to trip on.
+    def on_term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_term)
     out = Path(args.out) / grid.paper
     try:
         path = make_run(grid, out, planned, args.quick, args.command or f"bwn reproduce-run {key.text()}", state,
                         progress=lambda m: print(m, flush=True))
     except KeyboardInterrupt:
+        print(f"{key.text()}: interrupted: torn down", file=sys.stderr)
         return 130
     attempt = lg.load_attempt(key, path, metric_names(grid), "")
     print(f"{key.text()}: {attempt.status}: {attempt.reason[:200]} ({path})")
