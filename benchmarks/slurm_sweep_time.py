@@ -9,7 +9,9 @@ a task of a Slurm job array on an exclusive node, ``bwn reproduce-run KEY``
 up from Debian's packages and removed afterwards (tests/slurm_cluster.py), so
 the figures are this machine's. Printed per run: its task's wall time (the
 node's wall clock from start to end of ``bwn reproduce-run``) and the time from
-the previous task's end to its start (Slurm's scheduling); per paper: the full
+the previous task's end to its start (Slurm's scheduling), and whether the run
+waited for another experiment's hold on this machine's experiment lock (then its
+wall time includes that wait); per paper: the full
 grid's runs (bwn.reproduce.plan) and runs x (longest task + scheduling) / N for
 a few N, the time of the grid on N such nodes when every run is valid at its
 first attempt (an INVALID run is made again, up to 3 times).
@@ -79,6 +81,9 @@ def main() -> int:
         if not outcome.ok:
             print(f"failed: {outcome.failed}", file=sys.stderr)
             return 1
+        waited = {p for p in papers
+                  if "waiting for another bwn experiment" in (out / "slurm" / "logs" /
+                                                              f"{outcome.done[tasks[p].key]['job']}.task.log").read_text()}
         submitted = min(_utc(a["submitted_utc"]) for a in
                         json.loads((out / "slurm" / "state.json").read_text())["submissions"])
     print(f"\nOn this machine's single-node Slurm ({cluster.node}), {dt.date.today()}; minutes for the full grid "
@@ -95,7 +100,8 @@ def main() -> int:
         per_run_s = float(result["wall_s"]) + sched_s
         print(f"{p:<6} {tasks[p].key:<28} {runs[p].duration_s:>7.0f}s {float(result['wall_s']):>8.1f}s "
               f"{sched_s:>5.0f}s {n_runs:>9}  "
-              + "  ".join(f"{n_runs * per_run_s / n / 60:>5.0f}m" for n in NODES))
+              + "  ".join(f"{n_runs * per_run_s / n / 60:>5.0f}m" for n in NODES)
+              + ("  (waited for another experiment's lock)" if p in waited else ""))
     return 0
 
 if __name__ == "__main__":
