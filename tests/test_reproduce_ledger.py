@@ -204,3 +204,16 @@ def test_the_cli_rejects_bad_arguments(capsys):
     assert "no case(s) zz" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         bwn_reproduce("ebn", "--seeds", "8")          # seeds are the grid's, declared before the runs
+
+
+def test_a_superseded_attempt_belongs_to_the_key_its_attempt_file_names(tmp_path):
+    """Folder names cannot tell scheme `x` from scheme `x-y` (superseded/a-seed1-x-...),
+    attempt.json can."""
+    out = tmp_path / "p"
+    x, xy = lg.RunKey("p", "a", 1, "x"), lg.RunKey("p", "a", 1, "x-y")
+    for key, name in ((x, "a-seed1-x-20260101T000000-aaa"), (xy, "a-seed1-x-y-20260101T000000-bbb")):
+        folder = out / "superseded" / name
+        folder.mkdir(parents=True)
+        lg.write_attempt_file(folder, key, name[-3:], CODE, "bwn reproduce p")
+    assert [p.name for p in lg.folders_here(out, x)] == ["a-seed1-x-20260101T000000-aaa"]
+    assert [p.name for p in lg.folders_here(out, xy)] == ["a-seed1-x-y-20260101T000000-bbb"]
