@@ -110,7 +110,9 @@ def test_a_slurm_sweep_makes_the_same_runs_and_verdicts_as_a_local_run(slurm_clu
     assert killed, "the first run never started on the node"
     # the killed task was submitted again and its run completed
     assert f"{KILLED}: try 1/3 failed: exit 130" in res.stdout
-    assert res.stdout.count(f"{KILLED}: running on {slurm_cluster.node}") == 2
+    after = res.stdout.split(f"{KILLED}: try 1/3 failed: exit 130", 1)[1]
+    assert ", try 2/3)" in after.split(f"{KILLED}: running on {slurm_cluster.node}", 1)[1].splitlines()[0]
+    assert f"{KILLED}: done on {slurm_cluster.node}" in after
     slurm_rows = _ledger(on_slurm)
     # every attempt is in the ledger, the interrupted one too (its folder superseded, kept)
     attempts = [r for r in slurm_rows if r["scheme"] == "sarbe"]
