@@ -223,8 +223,8 @@ def _hand_over(config: dict[str, Any], work: Path, run: Path, log_path: Path,
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m bwn.reproduce.slurm_node", description="The node's side of a bwn Slurm sweep (run by the batch script "
-                                          "bwn/reproduce/slurm.py writes).")
+        prog="python -m bwn.reproduce.slurm_node",
+        description="The node's side of a bwn Slurm sweep (run by the batch script bwn/reproduce/slurm.py writes).")
     sub = parser.add_subparsers(dest="command", required=True)
     task = sub.add_parser("task", help="run one array task; the submission's JSON on standard input")
     task.add_argument("--index", type=int, required=True, help="the array index (SLURM_ARRAY_TASK_ID)")
