@@ -55,6 +55,8 @@
 #            DIR/{p4c,abseil-cpp,protobuf,p4runtime} as for `build`, plus
 #            DIR/bpftool (libbpf/bpftool v7.5.0 with its libbpf submodule) and
 #            DIR/nikss (NIKSS b8b1e82 with its libbpf submodule)), or cloned.
+#            P4_STAGE_ONLY=1 stops at the stage (nothing installed at /: build
+#            and `pack` on a machine whose own toolchain is left alone).
 #    pack OUT.tar.zst  Pack the stage of the last build in the prebuilt format
 #            (OUT.tar.zst + OUT.apt.txt; OUT-bmv2-fast.tar.zst when built;
 #            OUT-ebpf.tar.zst + OUT-ebpf.apt.txt when the eBPF toolchain was
@@ -583,7 +585,7 @@ build_ebpf_from_source() {
         -DFETCHCONTENT_SOURCE_DIR_P4RUNTIME="$(src_dir p4runtime)" \
         -DP4C_USE_PREINSTALLED_BDWGC=ON
     step "p4c-ebpf build" ninja -C "$p4c/build" -j"$JOBS" p4c-ebpf
-    install -m 755 "$p4c/build/p4c-ebpf" "$EBPF_STAGE$PREFIX/bin/p4c-ebpf"
+    install -m 755 "$p4c/build/backends/ebpf/p4c-ebpf" "$EBPF_STAGE$PREFIX/bin/p4c-ebpf"
     # p4c's backends/ebpf/build_libbpf (configure skips it when it finds a system
     # libbpf): libbpf's headers, which the generated C includes.
     step "eBPF runtime (bpftool, libbpf)" bash -c "cd '$p4c/backends/ebpf' && python3 ./build_libbpf"
@@ -622,6 +624,12 @@ build_ebpf_from_source() {
     done | grep -v -e "^$PREFIX/bin/p4c-ebpf$" -e "^$PREFIX/bin/nikss-ctl$" -e "^$PREFIX/lib/libnikss" \
         -e "^$PREFIX/$EBPF_RUNTIME/" -e "^$PREFIX/include/nikss/" -e "^$PREFIX/share/doc/nikss/" | head -n 3 || true)
     [ -z "$clash" ] || die "the eBPF stage would replace files it does not own: $clash"
+    if [ "${P4_STAGE_ONLY:-0}" = 1 ]; then
+        echo "== eBPF build done (staged only) $(date -u +%FT%TZ)" >>"$LOG_DIR/TIMES"
+        "$EBPF_STAGE$PREFIX/bin/p4c-ebpf" --version >/dev/null 2>&1 || die "the staged p4c-ebpf does not run"
+        say "built the eBPF toolchain from source into $EBPF_STAGE (P4_STAGE_ONLY=1: nothing installed); '$0 pack OUT.tar.zst' packs it"
+        return
+    fi
     step "install the eBPF stage at /" bash -c "cp -a '$EBPF_STAGE$PREFIX'/. '$PREFIX'/ && ldconfig"
     echo "from source (${P4_SRC:-cloned}) on $(date -u +%F)" >"$PREFIX/$STAMP_DIR/ebpf-installed"
     rm -f "$PREFIX/$STAMP_DIR/ebpf-sha256"
@@ -745,13 +753,14 @@ install_ebpf() {
     fi
 }
 
-install() {
+# (not named `install`: a function of that name would hide install(1) from the steps above)
+install_all() {
     install_main
     install_ebpf
 }
 
 case "${1:-install}" in
-    install) install ;;
+    install) install_all ;;
     build) build_from_source; [ "${P4_WITH_EBPF:-0}" != 1 ] || build_ebpf_from_source ;;
     build-ebpf) build_ebpf_from_source ;;
     pack) pack "${2:-}" ;;

@@ -47,6 +47,18 @@ def test_help_names_every_source_and_the_pins():
         assert word in res.stdout, word
 
 
+def test_no_function_hides_a_command_the_script_runs():
+    """A shell function named like a command replaces it for the whole script:
+    `install()` once made the eBPF build's `install -m 755 ...` run the whole
+    installer instead (and stage no p4c-ebpf)."""
+    import re
+    text = SCRIPT.read_text()
+    functions = set(re.findall(r"^([A-Za-z_][A-Za-z0-9_]*)\(\) *\{", text, re.M))
+    commands = {"install", "cp", "tar", "strip", "make", "cmake", "ninja", "git", "find", "file", "ldd",
+                "zstd", "patch", "sed", "awk", "grep", "cmp", "mkdir", "rm", "apt-get", "python3", "ldconfig"}
+    assert not functions & commands, f"functions named like commands: {sorted(functions & commands)}"
+
+
 def test_unknown_command_is_refused_with_the_list():
     res = run("frobnicate")
     assert res.returncode != 0
