@@ -93,13 +93,13 @@ def run(path: str, seconds: float, algo: str, mss: Optional[int], delayed_ack: b
             wrap_a = wrap_b = lambda argv: argv  # noqa: E731
         recv_json = os.path.join(tmp, "recv.json")
         send_json = os.path.join(tmp, "send.json")
-        recv_argv = [PY, "-m", "bwn.hosts.recv", "--listen", f"{dst}:{PORT}", "--once",
+        recv_argv = [PY, "-m", "hosts.recv", "--listen", f"{dst}:{PORT}", "--once",
                      "--linger", "0.2", "--summary-json", recv_json, "--quiet"]
         if delayed_ack:
             recv_argv.append("--delayed-ack")
         recv = subprocess.Popen(wrap_b(recv_argv))
         time.sleep(0.5)
-        send_argv = [PY, "-m", "bwn.hosts.send", "--algo", algo, "--dst", f"{dst}:{PORT}",
+        send_argv = [PY, "-m", "hosts.send", "--algo", algo, "--dst", f"{dst}:{PORT}",
                      "--duration", str(seconds), "--summary-json", send_json, "--quiet", *extra]
         if mss:
             send_argv += ["--mss", str(mss)]

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """GTCP paper sec. IV-A in simulation: 3 reserved + 3 best-effort flows on 10 Mb/s.
 
-Runs :func:`bwn.hosts.netsim_scenarios.gtcp_reservations` (the real transport and
+Runs :func:`hosts.sim.scenarios.gtcp_reservations` (the real transport and
 algorithms over the simulated network with the RFC 2597 edge model the switch
 implements: one FIFO, token-bucket marking at the reserved rate, out-of-profile
 and best-effort packets dropped above a threshold, in-profile ones only when the
@@ -26,7 +26,7 @@ import sys
 import time
 from typing import Dict, List
 
-from bwn.hosts.netsim_scenarios import GTCP_RESERVATIONS_MBIT, FlowResult, gtcp_reservations
+from hosts.sim.scenarios import GTCP_RESERVATIONS_MBIT, FlowResult, gtcp_reservations
 
 
 def main(argv: List[str] | None = None) -> int:

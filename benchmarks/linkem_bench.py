@@ -55,7 +55,8 @@ from typing import Any, Dict, List, Optional
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bwn.linkem import Impairment  # noqa: E402
-from bwn.linkem.netns import Topology, missing_requirements  # noqa: E402
+from bwn.linkem.netns import Topology  # noqa: E402
+from bwn.requirements import linkem_netns_missing  # noqa: E402
 
 PORT = 5999
 PAYLOAD = 58  # 14 Ethernet + 20 IPv4 + 8 UDP + 58 = 100-byte frame
@@ -480,7 +481,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.json:
             Path(args.json).write_text(json.dumps({"offload": rows}, indent=2))
         return 0
-    reason = missing_requirements()
+    reason = linkem_netns_missing()
     if reason:
         print(f"cannot run: {reason}", file=sys.stderr)
         return 2

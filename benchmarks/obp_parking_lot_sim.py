@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """OBP in simulation: the parking lot of the OBP paper, and the cases behind it.
 
-Runs the scenarios of :mod:`bwn.hosts.netsim_scenarios` (the real transport and
+Runs the scenarios of :mod:`hosts.sim.scenarios` (the real transport and
 algorithms; every port stamps OBP's narrow link and AB = IC - BR - BI, eq. 6, with
 BR the bytes it *received* in the last 10 ms) for several seeds and prints means.
 The parking lot: a long flow over 3 bottlenecks of 10 Mb/s, one cross flow each.
@@ -36,7 +36,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
-from bwn.hosts.netsim_scenarios import hidden_bottleneck, max_min_long_share_mbps, parking_lot
+from hosts.sim.scenarios import hidden_bottleneck, max_min_long_share_mbps, parking_lot
 
 PAPER_LOSS = ("unexplained_loss_factor=1",)
 OLD_FLOOR = ("unexplained_loss_factor=1", "min_segments_per_rtt=1")

@@ -14,8 +14,8 @@ import sys
 import tracemalloc
 from typing import List, Optional
 
-from bwn.hosts.transport_receiver import Receiver, Sink
-from bwn.hosts.transport_wire import F_DATA, F_SYN, HEADERS_LEN, encode_options, pack_data_headers
+from hosts.transport.receiver import Receiver, Sink
+from hosts.transport.wire import F_DATA, F_SYN, HEADERS_LEN, encode_options, pack_data_headers
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -36,7 +36,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from bwn.fidelity import integral_steps
+from bwn.analysis.fidelity import integral_steps
 
 
 def _series(rows: list[dict[str, str]], switch: str, port: int, column: str,

@@ -2,13 +2,13 @@
 """Soak: a BMv2 + bwn-link + agents run for minutes, watching every process.
 
 Brings a scenario's network up with the project's machinery
-(``bwn.experiment.ScenarioNetwork``: BMv2 switches, a bwn-link per delayed link,
+(``bwn.emulation.runner.ScenarioNetwork``: BMv2 switches, a bwn-link per delayed link,
 the controller following the links' schedules), starts the scenario's flows
 (``start_agents``) and, while they run, records every ``--interval-s`` the RSS
 and CPU time of each process of the run: every simple_switch_grpc, bwn-link,
 bwn-send and bwn-recv, and this process (the runner: controller, fidelity
 sampler, Mininet). The run's fidelity checks are those of every ``bwn run``
-(``bwn.fidelity.Monitor``). At the end it accounts for every byte the senders
+(``bwn.analysis.fidelity.Monitor``). At the end it accounts for every byte the senders
 handed over (lost bytes must be 0: the transport is reliable) and prints a table.
 
 Outputs in ``--out``: ``soak.csv`` (time series, one row per process and
@@ -41,7 +41,9 @@ from typing import Any, Callable, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bwn import fidelity, soak  # noqa: E402
+from bwn import requirements
+from bwn.analysis import fidelity
+from bwn.analysis import soak  # noqa: E402
 from bwn.cliargs import OneLineErrorParser, number  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -157,7 +159,7 @@ def _watch_network(network: Any) -> list[soak.Watched]:
 
 
 def _end_senders(procs: list[Any], grace_s: float = 3.0) -> None:
-    """`bwn.experiment.end_sender` for all senders at once: SIGINT (end the stream),
+    """`bwn.emulation.runner.end_sender` for all senders at once: SIGINT (end the stream),
     SIGINT again (abort; both write the summary), then SIGKILL, `grace_s` apart."""
     for sig in (signal.SIGINT, signal.SIGINT, signal.SIGKILL):
         running = [p for p in procs if p.poll() is None]
@@ -171,8 +173,8 @@ def _end_senders(procs: list[Any], grace_s: float = 3.0) -> None:
 def run_soak(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: dict[str, list[str]],
              progress: Callable[[str], None]) -> tuple[int, dict[str, Any]]:
     """One soak, holding the experiment lock. Returns (exit status, soak.json)."""
-    from bwn.runlock import experiment_lock
-    from bwn.session import Terminated, _terminate
+    from bwn.emulation.runlock import experiment_lock
+    from bwn.emulation.session import Terminated, _terminate
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _terminate)
@@ -187,8 +189,8 @@ def run_soak(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: dic
 
 def _run_locked(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: dict[str, list[str]],
                 progress: Callable[[str], None]) -> tuple[int, dict[str, Any]]:
-    from bwn import experiment
-    from bwn.session import Terminated, _deferred_signals, _ignore_signals
+    from bwn.emulation import runner as experiment
+    from bwn.emulation.session import Terminated, _deferred_signals, _ignore_signals
 
     duration_s = cfg.duration_s
     scheme = cfg.schemes[0] if cfg.schemes else "newreno"   # only flows marked "under-test" use it
@@ -294,7 +296,7 @@ def _finish(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: dict
             wall_s: float, status: str, problems: list[str], sampler_bytes: Optional[int],
             started_utc: str, progress: Callable[[str], None]) -> dict[str, Any]:
     """Judge, write soak.json, print the table."""
-    from bwn import seeding
+    from bwn.scenario import seeding
 
     fid: dict[str, Any]
     if monitor is None:
@@ -353,7 +355,7 @@ def _finish(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: dict
 def main(argv: Optional[list[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from bwn.controller.config import ConfigError, load_config
+    from bwn.scenario.config import ConfigError, load_config
 
     try:
         cfg = load_config(args.scenario)
@@ -380,9 +382,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     cfg = dataclasses.replace(cfg, duration_s=duration_s)
-    from bwn.cli import preflight
-
-    why = preflight()
+    why = requirements.experiment_missing()
     if why:
         print(f"soak: cannot run here: {why}", file=sys.stderr)
         return 3

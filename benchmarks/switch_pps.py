@@ -58,9 +58,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bwn.bmv2 import SWITCH_BINARY, Bmv2Switch, fast_switch_binary  # noqa: E402
-from bwn.netns import NetnsSet, netns_missing  # noqa: E402
-from bwn.stats import mean_interval  # noqa: E402
+from controller.bmv2 import SWITCH_BINARY, Bmv2Switch, fast_switch_binary  # noqa: E402
+from bwn.emulation.netns import NetnsSet  # noqa: E402
+from bwn.requirements import netns_missing  # noqa: E402
+from bwn.analysis.stats import mean_interval  # noqa: E402
 
 FRAME_BYTES = 1000
 N_FLOWS = 8
@@ -107,8 +108,8 @@ def frames(traffic: str) -> list[bytes]:
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
 
-    from bwn.scapy_bwn import BWN
-    from bwn.wire import BWN_UDP_PORT
+    from bwn.protocol.scapy_layer import BWN
+    from bwn.protocol.wire import BWN_UDP_PORT
 
     out = []
     for i in range(N_FLOWS):
@@ -127,8 +128,8 @@ def program_switch(sw: Bmv2Switch, program: str, window_us: int | None,
                    candidate_dir: Path | None = None) -> object:
     """Push the pipeline and the state a one-route experiment has; returns the session.
     Program `candidate` is bwn.p4 as compiled into `candidate_dir` (--candidate)."""
-    from bwn.controller import entries as ent
-    from bwn.controller.p4rt import SyncSwitch, pipeline_files
+    from controller import entries as ent
+    from controller.p4rt import SyncSwitch, pipeline_files
 
     if program == "plain":
         p4info, blob = pipeline_files(REPO / "build" / "plain", "plain_ipv4")

@@ -15,11 +15,11 @@ from typing import Any, Coroutine, Iterable, TypeVar
 
 import finsy as fy
 
-from bwn.controller.entries import chunks
+from controller.entries import chunks
 
 T = TypeVar("T")
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from bwn.paths import REPO as REPO_ROOT
 DEFAULT_BUILD_DIR = REPO_ROOT / "build"
 
 

@@ -36,12 +36,12 @@ from typing import Callable, Optional, Protocol
 
 import finsy as fy
 
-from bwn.bmv2 import QueueControl
-from bwn.controller import dataplane_math as dm
-from bwn.controller import entries as ent
-from bwn.controller.schedule import ConstantSchedule, bmv2_queue_rate_pps
+from controller.bmv2 import QueueControl
+from controller import dataplane_math as dm
+from controller import entries as ent
+from bwn.scenario.schedule import ConstantSchedule, bmv2_queue_rate_pps
 
-LOG = logging.getLogger("bwn.controller")
+LOG = logging.getLogger(__name__)
 
 # The longest look-ahead of a queue's rate (BwnController._queue_target_bps): a
 # 250-packet queue at 1 Mb/s drains in ~2.2 s; beyond this a telemetry glitch, not

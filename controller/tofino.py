@@ -32,8 +32,8 @@ from pathlib import Path
 import finsy as fy
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from bwn.controller import dataplane_math as dm
-from bwn.controller import entries as en
+from controller import dataplane_math as dm
+from controller import entries as en
 
 INGRESS = "BwnIngress"
 EGRESS = "BwnEgress"

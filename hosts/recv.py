@@ -13,14 +13,14 @@ import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from bwn.wire import BWN_UDP_PORT
+from bwn.protocol.wire import BWN_UDP_PORT
 
-from .flowlog import DEFAULT_LOG_INTERVAL_US, RECEIVER_FIELDS, TimeSeriesLog, log_format_for
+from hosts.flowlog import DEFAULT_LOG_INTERVAL_US, RECEIVER_FIELDS, TimeSeriesLog, log_format_for
 from bwn.cliargs import OneLineErrorParser
 
-from .send import nonneg_float, parse_size
-from .startup import write_ready_file
-from .transport_loop import (
+from hosts.send import nonneg_float, parse_size
+from hosts.startup import write_ready_file
+from hosts.transport.loop import (
     SignalWakeup,
     now_us,
     open_udp_socket,
@@ -28,7 +28,7 @@ from .transport_loop import (
     receiver_emitter,
     run_receiver,
 )
-from .transport_receiver import (
+from hosts.transport.receiver import (
     DEFAULT_DELACK_US,
     DEFAULT_HALF_OPEN_TIMEOUT_US,
     DEFAULT_IDLE_TIMEOUT_US,

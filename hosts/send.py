@@ -16,16 +16,22 @@ import time
 from typing import Any, Dict, Optional, Sequence
 
 from bwn.cliargs import OneLineErrorParser, number
-from bwn.wire import BWN_UDP_PORT
+from bwn.protocol.wire import BWN_UDP_PORT
 
-from .cc import registry
-from .startup import NotStarted, wait_for_start, write_ready_file
-from .flowlog import DEFAULT_LOG_INTERVAL_US, SENDER_FIELDS, TimeSeriesLog, format_summary, log_format_for
-from .transport_loop import SignalWakeup, now_us, open_udp_socket, parse_addr, run_sender, socket_emitter
-from .transport_rto import DEFAULT_INITIAL_RTO_US, DEFAULT_MIN_RTO_US
-from .transport_sender import Sender, SenderConfig
-from .transport_source import FileSource, PatternSource, StreamSource
-from .transport_wire import DEFAULT_MSS_BYTES, MAX_MSS_BYTES
+from hosts.cc import registry
+from hosts.startup import NotStarted, wait_for_start, write_ready_file
+from hosts.flowlog import (
+    DEFAULT_LOG_INTERVAL_US,
+    SENDER_FIELDS,
+    TimeSeriesLog,
+    format_summary,
+    log_format_for,
+)
+from hosts.transport.loop import SignalWakeup, now_us, open_udp_socket, parse_addr, run_sender, socket_emitter
+from hosts.transport.rto import DEFAULT_INITIAL_RTO_US, DEFAULT_MIN_RTO_US
+from hosts.transport.sender import Sender, SenderConfig
+from hosts.transport.source import FileSource, PatternSource, StreamSource
+from hosts.transport.wire import DEFAULT_MSS_BYTES, MAX_MSS_BYTES
 
 PROG = "bwn-send"
 

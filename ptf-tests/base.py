@@ -20,10 +20,10 @@ from ptf.base_tests import BaseTest
 from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import Ether
 
-from bwn.controller import entries as ent
-from bwn.controller.p4rt import SyncSwitch
-from bwn.scapy_bwn import BWN
-from bwn.wire import BWN_UDP_PORT, BwnHeader
+from controller import entries as ent
+from controller.p4rt import SyncSwitch
+from bwn.protocol.scapy_layer import BWN
+from bwn.protocol.wire import BWN_UDP_PORT, BwnHeader
 
 SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)  # root may exceed net.core.rmem_max
 
@@ -195,7 +195,7 @@ class BwnTest(BaseTest):
 
     def set_queue(self, port: int, rate_pps: float, depth_packets: int, sw: int = 1) -> None:
         """BMv2's egress queue of `port`: service rate and depth (Thrift)."""
-        from bwn.bmv2 import QueueControl
+        from controller.bmv2 import QueueControl
         q = QueueControl(int(param("thrift_port" if sw == 1 else "thrift_port2")))
         try:
             q.set_rate(port, rate_pps)
@@ -205,7 +205,7 @@ class BwnTest(BaseTest):
 
     def reset_queue(self, port: int, sw: int = 1) -> None:
         """Back to an unlimited, deep queue (as run_ptf.py starts the switches)."""
-        from bwn.bmv2 import QueueControl
+        from controller.bmv2 import QueueControl
         q = QueueControl(int(param("thrift_port" if sw == 1 else "thrift_port2")))
         try:
             q.set_rate(port, 1e9)

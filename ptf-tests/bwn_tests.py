@@ -15,11 +15,17 @@ from scapy.layers.l2 import Ether
 
 from base import (HOST_IP, HOST_MAC, SWITCH2_MAC, SWITCH_MAC, BwnTest, bwn_packet, ipv4_checksum_ok,
                   param, routed, tcp_packet, udp_packet)
-from bwn.controller import dataplane_math as dm
-from bwn.controller import entries as ent
-from bwn.scapy_bwn import BWN
-from bwn.wire import (BWN_UDP_PORT, EBN_CODE_UNSET, KIND_ACK, NARROW_KBPS_UNSET,
-                      TIGHT_KBPS_UNSET, BwnHeader)
+from controller import dataplane_math as dm
+from controller import entries as ent
+from bwn.protocol.scapy_layer import BWN
+from bwn.protocol.wire import (
+    BWN_UDP_PORT,
+    EBN_CODE_UNSET,
+    KIND_ACK,
+    NARROW_KBPS_UNSET,
+    TIGHT_KBPS_UNSET,
+    BwnHeader,
+)
 
 
 class ForwardingTest(BwnTest):

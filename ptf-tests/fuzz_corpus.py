@@ -43,8 +43,8 @@ def fuzzed_frames(rng: random.Random, count: int) -> list[bytes]:
     from scapy.layers.l2 import Ether
     from scapy.packet import fuzz
 
-    from bwn.scapy_bwn import BWN
-    from bwn.wire import BWN_UDP_PORT
+    from bwn.protocol.scapy_layer import BWN
+    from bwn.protocol.wire import BWN_UDP_PORT
 
     stacks = [
         lambda: Ether(dst=SWITCH_MAC, src=SRC_MAC) / fuzz(IP()) / fuzz(UDP(dport=BWN_UDP_PORT)) / fuzz(BWN()),
@@ -71,8 +71,8 @@ def crafted_frames() -> list[bytes]:
     from scapy.layers.inet6 import IPv6
     from scapy.layers.l2 import ARP, Ether
 
-    from bwn.scapy_bwn import BWN
-    from bwn.wire import BWN_HEADER_LEN, BWN_UDP_PORT
+    from bwn.protocol.scapy_layer import BWN
+    from bwn.protocol.wire import BWN_HEADER_LEN, BWN_UDP_PORT
 
     eth = Ether(dst=SWITCH_MAC, src=SRC_MAC)
     dst = ROUTED_IPS[0]

@@ -13,10 +13,10 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from base import HOST_IP, SWITCH_MAC, BwnTest, bwn_packet, ipv4_checksum_ok
-from bwn.controller import dataplane_math as dm
-from bwn.controller import entries as ent
-from bwn.scapy_bwn import BWN
-from bwn.wire import BwnHeader
+from controller import dataplane_math as dm
+from controller import entries as ent
+from bwn.protocol.scapy_layer import BWN
+from bwn.protocol.wire import BwnHeader
 from fuzz_corpus import read_pcap
 
 CORPUS = Path(__file__).resolve().parent / "fuzz_corpus.pcap"

@@ -13,10 +13,10 @@ import ptf.testutils as tu
 from scapy.layers.inet import IP
 
 from base import HOST_IP, BwnTest, bwn_packet, routed
-from bwn.controller import dataplane_math as dm
-from bwn.controller import entries as ent
-from bwn.scapy_bwn import BWN
-from bwn.wire import BWN_UDP_PORT, BwnHeader
+from controller import dataplane_math as dm
+from controller import entries as ent
+from bwn.protocol.scapy_layer import BWN
+from bwn.protocol.wire import BWN_UDP_PORT, BwnHeader
 
 FRAME_BYTES = 1000
 

@@ -27,8 +27,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bwn.bmv2 import Bmv2Switch, bmv2_missing  # noqa: E402
-from bwn.netns import NetnsSet, netns_missing  # noqa: E402
+from controller.bmv2 import Bmv2Switch  # noqa: E402
+from bwn.emulation.netns import NetnsSet  # noqa: E402
+from bwn.requirements import bmv2_missing, netns_missing, ptf_missing  # noqa: E402
 
 EXIT_SKIPPED = 77
 PTF_QUEUE_DEPTH = 10_000
@@ -39,15 +40,9 @@ PTF_PORT_OF_SW2 = 6
 
 
 def missing_prerequisites(build_dir: Path) -> str | None:
-    why = netns_missing()
+    why = netns_missing() or bmv2_missing() or ptf_missing()
     if why:
         return why
-    missing = bmv2_missing()
-    if missing:
-        return f"BMv2 not installed ({', '.join(missing)} not on PATH)"
-    ptf = Path(sys.executable).parent / "ptf"
-    if not ptf.exists() and shutil.which("ptf") is None:
-        return "ptf is not installed (pip install ptf)"
     if not (build_dir / "bwn.json").exists():
         return f"{build_dir / 'bwn.json'} missing: run `make build` (needs p4c)"
     return None

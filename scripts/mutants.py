@@ -4,19 +4,18 @@
     nice -n 10 .venv/bin/python scripts/mutants.py [MODULE ...] [--jobs 2]
         [--retest] [--fresh] [--report-only] [--survivors]
 
-MODULE is one of: wire report experiment linkem controller hosts (default: all,
-in that order). Each module has its own mutmut work folder under
+MODULE is one of: wire report experiment linkem scenario controller hosts (default:
+all, in that order). Each module has its own mutmut work folder under
 build/mutation/MODULE/, so a run can be stopped (Ctrl-C) and started again: mutmut
 keeps every result and only tests the mutants that have none yet, or whose
 function changed since.
 
 Why a staging copy: mutmut copies the code it mutates to `mutants/` and puts that
-folder first on sys.path. The project maps `bwn.hosts` to `hosts/` and
-`bwn.controller` to `controller/` (pyproject.toml, package-dir), which that
-copy cannot reproduce, and mutmut names each mutant after its file's path. So
-this script lays the modules out as an ordinary package (`bwn/hosts/...`) in
-build/mutation/MODULE/, with tests/ and the data the tests read, and runs mutmut
-there. The worktree itself is never touched, so you can keep working meanwhile.
+folder first on sys.path. This script stages the project's packages (`bwn`, `hosts`,
+`controller`, `topologies`), tests/ and the data the tests read in
+build/mutation/MODULE/ and runs mutmut there, so the worktree itself is never
+touched and you can keep working meanwhile. mutmut names each mutant after its
+module (`hosts.flowlog.x...`).
 
 The inner loop is the fast unit tests only (FAST_TESTS: no root, netns, Mininet,
 BMv2 or PTF); mutmut runs, for each mutant, only the tests that call the mutated
@@ -74,12 +73,13 @@ EQUIVALENT_FILE = REPO / "scripts" / "mutants_equivalent.toml"
 
 # Module -> the files it mutates, as paths in the staged package.
 MODULES: dict[str, list[str]] = {
-    "wire": ["bwn/wire.py"],
-    "report": ["bwn/report.py"],
-    "experiment": ["bwn/experiment.py"],
+    "wire": ["bwn/protocol/wire.py"],
+    "report": ["bwn/analysis/report.py"],
+    "experiment": ["bwn/emulation/runner.py"],
     "linkem": ["bwn/linkem/*"],
-    "controller": ["bwn/controller/*"],
-    "hosts": ["bwn/hosts/*"],
+    "scenario": ["bwn/scenario/*"],
+    "controller": ["controller/*"],
+    "hosts": ["hosts/*"],
 }
 
 # The inner loop: unit tests that need no root, namespaces, Mininet, BMv2, PTF,
@@ -108,8 +108,8 @@ MODULE_TESTS: dict[str, list[str]] = {
               "tests/test_transport_sack.py", "tests/test_transport_wire.py"],
 }
 
-# Folders of the repository laid out as packages of `bwn` (pyproject.toml, package-dir).
-SUBPACKAGES = {"hosts": "bwn/hosts", "controller": "bwn/controller", "topologies": "bwn/topologies"}
+# The import packages of the repository (pyproject.toml), staged as they are.
+PACKAGES = ["bwn", "hosts", "controller", "topologies"]
 # Read by the tests from the repository root.
 DATA_DIRS = ["tests", "topologies", "docs", "ptf-tests", "scripts", "benchmarks"]
 DATA_FILES = [".taplo.toml", "Makefile", "README.md"]
@@ -161,9 +161,8 @@ def _stage(module: str, timeout_multiplier: float = 10.0) -> Path:
     """build/mutation/MODULE/ with bwn/ laid out as one package, tests and data, and the
     mutmut configuration for MODULE."""
     stage = WORK / module
-    _sync_tree(REPO / "bwn", stage / "bwn")
-    for folder, target in SUBPACKAGES.items():
-        _sync_tree(REPO / folder, stage / target)
+    for package in PACKAGES:
+        _sync_tree(REPO / package, stage / package)
     for folder in DATA_DIRS:
         if (REPO / folder).is_dir():
             _sync_tree(REPO / folder, stage / folder)
@@ -175,7 +174,7 @@ def _stage(module: str, timeout_multiplier: float = 10.0) -> Path:
     config = "\n".join([
         "# Written by scripts/mutants.py; edit that script, not this file.",
         "[tool.mutmut]",
-        'source_paths = ["bwn"]',
+        f"source_paths = {json.dumps(PACKAGES)}",
         f"only_mutate = {json.dumps(MODULES[module])}",
         f"also_copy = {json.dumps(DATA_DIRS + DATA_FILES)}",
         f"pytest_add_cli_args_test_selection = {json.dumps(tests)}",
@@ -400,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="like --retest, but leave the mutants not checked yet for later")
     ap.add_argument("--match", default="*", metavar="GLOB",
                     help="with --retest/--only-survivors: re-test only the survivors whose name matches "
-                         "(e.g. 'bwn.hosts.flowlog.*'; default: all)")
+                         "(e.g. 'hosts.flowlog.*'; default: all)")
     ap.add_argument("--fresh", action="store_true", help="discard the module's results and start over")
     ap.add_argument("--report-only", action="store_true", help="print the scores so far; run nothing")
     ap.add_argument("--survivors", action="store_true", help="print each survivor's diff")

@@ -1,4 +1,4 @@
-"""Captures of bottleneck links (bwn/capture.py) and reading them (bwn/pcaptrace.py).
+"""Captures of bottleneck links (bwn/emulation/capture.py) and reading them (bwn/analysis/pcaptrace.py).
 
 The tcpdump tests run in a network namespace of their own, on a veth pair made
 for the test; frames go only from one end of that pair to the other."""
@@ -14,11 +14,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from bwn import capture
-from bwn.controller.config import load_config
-from bwn.hosts.transport_wire import F_ACK, F_DATA, F_RETX, TransportHeader
-from bwn.pcaptrace import read_trace
-from bwn.wire import BWN_UDP_PORT, KIND_ACK, BwnHeader
+from bwn.emulation import capture
+from bwn.scenario.config import load_config
+from hosts.transport.wire import F_ACK, F_DATA, F_RETX, TransportHeader
+from bwn.analysis.pcaptrace import read_trace
+from bwn.protocol.wire import BWN_UDP_PORT, KIND_ACK, BwnHeader
 from needs import missing, no_tool, not_root
 
 REPO = Path(__file__).resolve().parents[1]
@@ -122,6 +122,22 @@ def send_in(ns: str, interface: str, data: list[bytes]) -> None:
                     *[f.hex() for f in data]], check=True, timeout=60)
 
 
+def wait_for_packets(path: Path, count: int, timeout_s: float = 20.0) -> None:
+    """Until tcpdump (-U: a packet is written as it is read) has written `count`
+    packets to `path`, or `timeout_s` (then the test's own assertions say what is
+    missing): a loaded machine may take a while to schedule it."""
+    import dpkt
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with path.open("rb") as fh:
+                if sum(1 for _ in dpkt.pcap.Reader(fh)) >= count:
+                    return
+        except (OSError, ValueError, dpkt.dpkt.NeedData):
+            pass
+        time.sleep(0.1)
+
+
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -140,7 +156,7 @@ def test_capture_keeps_headers_only_and_stops(veth_ns, tmp_path):
     with capture.Captures([point], prefix=["ip", "netns", "exec", veth_ns]) as captures:
         pid = captures.running[0].proc.pid
         send_in(veth_ns, "cap1", frames(20))
-        time.sleep(0.5)
+        wait_for_packets(point.path, 21)
     assert not alive(pid)
     assert captures.stats["lnk"]["captured"] == 21
     with point.path.open("rb") as fh:
@@ -178,7 +194,7 @@ def test_capture_dies_with_a_killed_runner(veth_ns, tmp_path):
     # A runner killed with SIGKILL cannot stop its captures: the kernel does (pdeathsig).
     missing(no_tool("setpriv"), "capture test")
     code = (
-        "import sys, time; from pathlib import Path; from bwn import capture; "
+        "import sys, time; from pathlib import Path; from bwn.emulation import capture; "
         f"p = capture.CapturePoint('lnk', 's1', 'cap0', Path({str(tmp_path / 'k.pcap')!r})); "
         f"c = capture.Captures([p], prefix=['ip', 'netns', 'exec', {veth_ns!r}]); c.start(); "
         "print(c.running[0].proc.pid, flush=True); time.sleep(60)")
@@ -210,8 +226,8 @@ def test_report_draws_the_time_sequence_figure_from_the_capture(tmp_path):
 
     from scapy.all import Ether, wrpcap
 
-    from bwn import report
-    from bwn.report_capture import traces
+    from bwn.analysis import report
+    from bwn.analysis.report_capture import traces
     scheme_dir = tmp_path / "ebn"
     (scheme_dir / "flows").mkdir(parents=True)
     (scheme_dir / "flows" / "main.jsonl").write_text(

@@ -3,9 +3,9 @@ import math
 
 import pytest
 
-from bwn.hosts.cc.base import AckInfo, CcState, SentSegment
-from bwn.hosts.cc.dft import Dft
-from bwn.hosts.cc.westwood import Westwood
+from hosts.cc.base import AckInfo, CcState, SentSegment
+from hosts.cc.dft import Dft
+from hosts.cc.westwood import Westwood
 
 MSS = 1000
 

@@ -1,8 +1,8 @@
 """TCP-EBN: cwnd scaling by beta * currentbn / lastebn (EBN paper sec. III-C)."""
 import pytest
 
-from bwn.hosts.cc.base import AckInfo, CcState, Feedback
-from bwn.hosts.cc.ebn import TcpEbn
+from hosts.cc.base import AckInfo, CcState, Feedback
+from hosts.cc.ebn import TcpEbn
 
 MSS = 1000
 

@@ -1,10 +1,10 @@
-"""The estimators' shared pieces (bwn.hosts.cc.filters): the RTT minimum, the bytes
+"""The estimators' shared pieces (hosts.cc.filters): the RTT minimum, the bytes
 an ACK stands for, and the window a bandwidth estimate gives after a loss."""
 import pytest
 
-from bwn.hosts.cc.base import AckInfo, CcState
-from bwn.hosts.cc.filters import AckedCounter, RttMin
-from bwn.hosts.cc.westwood import Westwood
+from hosts.cc.base import AckInfo, CcState
+from hosts.cc.filters import AckedCounter, RttMin
+from hosts.cc.westwood import Westwood
 
 MSS = 1000
 

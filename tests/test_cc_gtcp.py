@@ -2,8 +2,8 @@
 timeout recovery, start-up threshold, and rate_G = 0 being NewReno."""
 import pytest
 
-from bwn.hosts.cc.base import AckInfo, CcState, CongestionControl
-from bwn.hosts.cc.gtcp import Gtcp
+from hosts.cc.base import AckInfo, CcState, CongestionControl
+from hosts.cc.gtcp import Gtcp
 
 MSS = 1000
 RATE_G = 8e6          # 8 Mb/s
@@ -151,13 +151,13 @@ def test_no_reservation_is_newreno():
         assert (gs.cwnd, gs.ssthresh) == (ns.cwnd, ns.ssthresh), kind
 
 
-# -- over the real transport (bwn.hosts.transport_sim) -----------------------------------------
+# -- over the real transport (hosts.sim.channel) -----------------------------------------
 @pytest.mark.parametrize("sack", [True, False], ids=["sack", "no-sack"])
 def test_timeout_recovery_sends_new_data_and_no_retransmission_storm(sack):
-    from bwn.hosts.transport_sender import SenderConfig
-    from bwn.hosts.transport_sim import LinkModel, Simulation
-    from bwn.hosts.transport_source import PatternSource, pattern_bytes
-    from bwn.hosts.transport_wire import F_DATA, F_RETX, TransportHeader
+    from hosts.transport.sender import SenderConfig
+    from hosts.sim.channel import LinkModel, Simulation
+    from hosts.transport.source import PatternSource, pattern_bytes
+    from hosts.transport.wire import F_DATA, F_RETX, TransportHeader
 
     lost = 300 * MSS
     seen = []
@@ -370,10 +370,10 @@ def test_forced_new_data_in_timeout_recovery_does_not_cut_the_resending_short(sa
     (the second hole is resent from the scoreboard), without it two (the walk's
     resend of the second segment is dropped as well). Were the forced segments to
     move the walk to snd_max, the second loss would wait for one more timeout."""
-    from bwn.hosts.transport_sim import LinkModel, Simulation
-    from bwn.hosts.transport_sender import SenderConfig
-    from bwn.hosts.transport_source import PatternSource, pattern_bytes
-    from bwn.hosts.transport_wire import F_DATA, TransportHeader
+    from hosts.sim.channel import LinkModel, Simulation
+    from hosts.transport.sender import SenderConfig
+    from hosts.transport.source import PatternSource, pattern_bytes
+    from hosts.transport.wire import F_DATA, TransportHeader
     drops = {300 * MSS: 0, 310 * MSS: 0}
 
     def drop(t, pkt):

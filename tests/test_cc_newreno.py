@@ -2,8 +2,8 @@
 the base class every loss-based algorithm here builds on."""
 import pytest
 
-from bwn.hosts.cc.base import AckInfo, CcState
-from bwn.hosts.cc.newreno import NewReno
+from hosts.cc.base import AckInfo, CcState
+from hosts.cc.newreno import NewReno
 
 MSS = 1000
 

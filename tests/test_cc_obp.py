@@ -3,9 +3,9 @@ import math
 
 import pytest
 
-from bwn.hosts.cc.base import AckInfo, CcState, Feedback
-from bwn.hosts.cc.obp import Obp
-from bwn.wire import ebn_decode_kbps, ebn_encode_kbps
+from hosts.cc.base import AckInfo, CcState, Feedback
+from hosts.cc.obp import Obp
+from bwn.protocol.wire import ebn_decode_kbps, ebn_encode_kbps
 
 MSS = 1000
 RTT = 100_000                                            # µs
@@ -210,7 +210,7 @@ def _recovery(cc, st):
 def test_without_feedback_loss_recovery_is_newrenos_step_by_step():
     """"A flow that never sees feedback stays plain NewReno" (obp.py): every recovery
     callback of window mode is NewReno's (RFC 6582 steps 3-6)."""
-    from bwn.hosts.cc.base import CongestionControl
+    from hosts.cc.base import CongestionControl
     cc, st = fresh()
     reno, st_reno = CongestionControl(), CcState(mss_bytes=MSS)
     reno.on_init(st_reno)

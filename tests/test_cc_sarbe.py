@@ -1,8 +1,8 @@
 """SARBE: samples from the ACK send times (eq. 1), the stability filter (eqs. 2-5), oCwnd (eq. 6)."""
 import pytest
 
-from bwn.hosts.cc.base import AckInfo, CcState
-from bwn.hosts.cc.sarbe import Sarbe
+from hosts.cc.base import AckInfo, CcState
+from hosts.cc.sarbe import Sarbe
 
 MSS = 1000
 

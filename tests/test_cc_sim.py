@@ -8,12 +8,12 @@ delivers the stream intact; OBP, fed by a switch model that computes AB = IC - B
 """
 import pytest
 
-from bwn.wire import BWN_HEADER_LEN, BwnHeader, ebn_encode_kbps
+from bwn.protocol.wire import BWN_HEADER_LEN, BwnHeader, ebn_encode_kbps
 
-transport_sim = pytest.importorskip("bwn.hosts.transport_sim")
-registry = pytest.importorskip("bwn.hosts.cc.registry")
-from bwn.hosts.transport_source import BytesSource, PatternSource  # noqa: E402
-from bwn.hosts.transport_wire import DATA_VK  # noqa: E402
+transport_sim = pytest.importorskip("hosts.sim.channel")
+registry = pytest.importorskip("hosts.cc.registry")
+from hosts.transport.source import BytesSource, PatternSource  # noqa: E402
+from hosts.transport.wire import DATA_VK  # noqa: E402
 
 LinkModel, Simulation = transport_sim.LinkModel, transport_sim.Simulation
 DATA = bytes((i * 7 + 3) % 256 for i in range(400_000))

@@ -1,8 +1,8 @@
 """TCP Vegas: Diff = (Expected - Actual) * BaseRTT once per RTT, alpha/beta/gamma decisions."""
 import pytest
 
-from bwn.hosts.cc.base import AckInfo, CcState, SentSegment
-from bwn.hosts.cc.vegas import Vegas
+from hosts.cc.base import AckInfo, CcState, SentSegment
+from hosts.cc.vegas import Vegas
 
 MSS = 1000
 BASE = 100_000                                           # µs
@@ -142,7 +142,7 @@ def test_loss_is_newreno():
 def test_parameters_are_checked_and_typed() -> None:
     """alpha <= beta (both >= 0), each said in the error; a flag given as text
     (every_other_rtt: 1/true/yes/on, 0/false/no/off) becomes a boolean."""
-    from bwn.hosts.cc.filters import as_bool
+    from hosts.cc.filters import as_bool
     v = Vegas(alpha=2, beta=4, gamma=0.5, every_other_rtt="off")
     assert (v.alpha, v.beta, v.gamma, v.every_other_rtt) == (2.0, 4.0, 0.5, False)
     assert Vegas(alpha=3, beta=3).alpha == 3.0                   # alpha = beta is allowed
@@ -247,7 +247,7 @@ def test_the_window_never_falls_below_two_segments():
 
 
 def test_a_negative_gamma_is_refused_and_zero_accepted():
-    from bwn.hosts.cc.vegas import Vegas
+    from hosts.cc.vegas import Vegas
     with pytest.raises(ValueError, match=r"^gamma must be >= 0 \(segments of Diff that end slow start\), got -0.5$"):
         Vegas(gamma=-0.5)
     assert Vegas(gamma=0.0).gamma == 0.0

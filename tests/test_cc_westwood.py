@@ -1,8 +1,8 @@
 """TCP Westwood / Westwood+: the BWE recursion and the congestion-event rules, by hand."""
 import pytest
 
-from bwn.hosts.cc.base import AckInfo, CcState
-from bwn.hosts.cc.westwood import Westwood
+from hosts.cc.base import AckInfo, CcState
+from hosts.cc.westwood import Westwood
 
 MSS = 1000
 BETA = 19 / 21
@@ -162,19 +162,19 @@ def test_acks_for_nothing_are_ignored():
 @pytest.mark.parametrize("text, value", [(t, True) for t in ("1", "true", "Yes", " ON ")]
                          + [(t, False) for t in ("0", "FALSE", "no", "off")])
 def test_flags_from_the_command_line(text, value):
-    from bwn.hosts.cc.filters import as_bool
+    from hosts.cc.filters import as_bool
     assert as_bool(text) is value
 
 
 def test_a_flag_that_is_not_a_boolean_says_so():
-    from bwn.hosts.cc.filters import as_bool
+    from hosts.cc.filters import as_bool
     with pytest.raises(ValueError) as err:
         as_bool("maybe")
     assert str(err.value) == "not a boolean: 'maybe'"
 
 
 def test_duplicates_counted_before_reduce_the_cumulative_ack_to_at_least_one_mss():
-    from bwn.hosts.cc.filters import AckedCounter
+    from hosts.cc.filters import AckedCounter
     counter = AckedCounter()
     assert [counter.count(ack(0, 0, dupacks=n), MSS) for n in (1, 2)] == [MSS, MSS]
     assert counter.count(ack(0, 3 * MSS), MSS) == MSS        # 2 of the 3 were counted already
@@ -262,7 +262,7 @@ def test_an_estimate_without_any_rtt_sample_falls_back_to_newreno():
 
 
 def test_a_negative_plus_window_is_refused_and_zero_accepted():
-    from bwn.hosts.cc.westwood import Westwood
+    from hosts.cc.westwood import Westwood
     with pytest.raises(ValueError, match=r"^plus_window_min_us must be >= 0 .*got -1$"):
         Westwood(variant="westwood+", plus_window_min_us=-1)
     assert Westwood(variant="westwood+", plus_window_min_us=0).plus_window_min_us == 0

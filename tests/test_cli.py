@@ -1,5 +1,5 @@
 """`bwn`'s exit codes and messages for what a user gets wrong (no experiment runs:
-the checks come before anything is built, and `preflight` is replaced where a
+the checks come before anything is built, and `bwn.requirements.experiment_missing` is replaced where a
 root machine would otherwise start one).
 
 Exit status: 0 done, 1 the run or report failed, 2 bad arguments or scenario,
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from bwn import cli
-from bwn.hosts.cc.registry import ALGORITHMS
+from bwn import requirements
+from bwn.cli import main as cli
+from hosts.cc.registry import ALGORITHMS
 
 # Every file of topologies/scenarios/, in name order (e.g. "ebn-sine, gtcp-reservations, ...").
 KNOWN_SCENARIOS = ", ".join(sorted(p.stem for p in (Path(__file__).resolve().parents[1]
@@ -25,7 +26,8 @@ def no_experiment(monkeypatch):
     """Fail the test if a command got as far as starting an experiment."""
     def refuse(*_a, **_k):
         raise AssertionError("an experiment was started")
-    from bwn import experiment, session
+    from bwn.emulation import runner as experiment
+    from bwn.emulation import session
     monkeypatch.setattr(experiment, "run_scheme", refuse)
     monkeypatch.setattr(session, "run_session", refuse)
 
@@ -107,19 +109,18 @@ def test_duration_must_be_positive(capsys, no_experiment, tmp_path):
 
 @pytest.mark.parametrize("command", ["run", "net"])
 def test_a_machine_that_cannot_run_it_is_exit_3(capsys, monkeypatch, no_experiment, tmp_path, command):
-    monkeypatch.setattr(cli, "preflight", lambda: "experiments need root (test)")
+    monkeypatch.setattr(requirements, "experiment_missing", lambda: "experiments need root (test)")
     rc, _, err = run(capsys, command, "smoke", "--out", str(tmp_path / "out"))
     assert (rc, err) == (3, f"bwn {command}: cannot run here: experiments need root (test)\n")
     assert not (tmp_path / "out").exists()     # nothing written before the checks pass
 
 
 def test_pcap_needs_tcpdump(capsys, monkeypatch, no_experiment, tmp_path):
-    from bwn import capture
-    monkeypatch.setattr(cli, "preflight", lambda: None)
-    monkeypatch.setattr(capture, "tcpdump_missing", lambda: "tcpdump is not installed (test)")
+    monkeypatch.setattr(requirements, "experiment_missing", lambda: None)
+    monkeypatch.setattr(requirements, "tcpdump_missing", lambda: "tcpdump is not installed (test)")
     rc, _, err = run(capsys, "run", "smoke", "--pcap", "--out", str(tmp_path))
     assert (rc, err) == (3, "bwn run: cannot run here: tcpdump is not installed (test)\n")
-    monkeypatch.setattr(capture, "tcpdump_missing", lambda: None)
+    monkeypatch.setattr(requirements, "tcpdump_missing", lambda: None)
     with pytest.raises(AssertionError, match="an experiment was started"):
         cli.main(["run", "smoke", "--pcap", "--out", str(tmp_path), "--duration", "1"])
 
@@ -127,7 +128,7 @@ def test_pcap_needs_tcpdump(capsys, monkeypatch, no_experiment, tmp_path):
 def test_preflight_names_what_is_missing(monkeypatch):
     import os
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    assert cli.preflight() == "experiments need root (Mininet and BMv2 create interfaces and namespaces)"
+    assert requirements.experiment_missing() == "experiments need root (Mininet and BMv2 create interfaces and namespaces)"
 
 
 def test_report_of_a_folder_that_is_not_a_run_is_exit_1(capsys, tmp_path):
@@ -159,41 +160,41 @@ def test_the_installed_command_returns_the_code():
     assert res.returncode == 2 and res.stderr.startswith("bwn run: unknown scenario 'nosuch'")
 
 
-# -- docs/cli.md: every command's --help as the code prints it (bwn/clidoc.py) ------------
+# -- docs/cli.md: every command's --help as the code prints it (bwn/cli/doc.py) ------------
 
 
 def test_the_cli_reference_matches_the_code():
-    from bwn import clidoc
+    from bwn.cli import doc as clidoc
     assert clidoc.DOC_PATH.read_text() == clidoc.render(), (
-        "docs/cli.md is out of date: run `.venv/bin/python -m bwn.clidoc` and commit it")
+        "docs/cli.md is out of date: run `.venv/bin/python -m bwn.cli.doc` and commit it")
 
 
 def test_every_command_and_subcommand_has_its_section():
-    from bwn import clidoc
+    from bwn.cli import doc as clidoc
     text = clidoc.render()
     for title in ("bwn", "bwn run", "bwn reproduce", "bwn net", "bwn report", "bwn list",
-                  "bwn-send", "bwn-recv", "bwn-link", "python -m bwn.report",
-                  "python -m bwn.controller.scenario"):
+                  "bwn-send", "bwn-recv", "bwn-link", "python -m bwn.analysis.report",
+                  "python -m bwn.scenario.model"):
         assert f"`{title}`\n\n```text\nusage: {title}" in text, title
     # The fixed width: no line of help is wider, whatever the terminal says.
     with clidoc._width(clidoc.WIDTH_COLUMNS):
         widths = [max(map(len, factory().format_help().splitlines())) for _, factory in clidoc._parsers()]
     assert max(widths) <= clidoc.WIDTH_COLUMNS
     # bwn-send --list-algos: every algorithm with its parameters, typed, with defaults.
-    from bwn.hosts.cc import registry
+    from hosts.cc import registry
     assert f"```text\n{registry.describe_all()}\n```" in text
     assert "gtcp      GTCP: " in text and "cwnd_g_rtt: Literal['base', 'srtt'] = 'base'" in text
 
 
 def test_clidoc_check_and_write(tmp_path: Path, monkeypatch, capsys):
-    from bwn import clidoc
+    from bwn.cli import doc as clidoc
     page = tmp_path / "cli.md"
     monkeypatch.setattr(clidoc, "DOC_PATH", page)
     monkeypatch.setattr(clidoc, "REPO", tmp_path)
     monkeypatch.setenv("COLUMNS", "40")                      # the terminal does not matter
     assert clidoc.main(["--check"]) == 1 and not page.exists()
     assert capsys.readouterr().err.strip() == (
-        "cli.md is out of date: run `.venv/bin/python -m bwn.clidoc` to update it")
+        "cli.md is out of date: run `.venv/bin/python -m bwn.cli.doc` to update it")
     assert clidoc.main([]) == 0 and page.read_text() == clidoc.render()
     assert capsys.readouterr().out.strip() == "wrote cli.md"
     assert clidoc.main(["--check"]) == 0 and clidoc.main([]) == 0
@@ -208,7 +209,7 @@ def test_a_command_takes_back_sigint_a_shell_left_ignored():
     import subprocess
     import sys
     code = ("import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-            "from bwn import cli; rc = cli.main(['reproduce', 'ebn', '--plan']); "
+            "from bwn.cli import main as cli; rc = cli.main(['reproduce', 'ebn', '--plan']); "
             "print(rc, signal.getsignal(signal.SIGINT) is signal.default_int_handler)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip().splitlines()[-1] == "0 True", out.stderr

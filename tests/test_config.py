@@ -1,4 +1,4 @@
-"""Experiment/topology configuration (controller/config.py, docs/config.md)."""
+"""Experiment/topology configuration (bwn/scenario/config.py, docs/config.md)."""
 from __future__ import annotations
 
 import copy
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from bwn.controller import config as cfg
-from bwn.controller.config import schedule_from_json
-from bwn.controller.schedule import ConstantSchedule, ScheduleError, SineSchedule, StepSchedule, TraceSchedule
+from bwn.scenario import config as cfg
+from bwn.scenario.config import schedule_from_json
+from bwn.scenario.schedule import ConstantSchedule, ScheduleError, SineSchedule, StepSchedule, TraceSchedule
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "topologies" / "configs" / "example-dumbbell.toml"
@@ -146,7 +146,7 @@ def test_apply_at_one_end_and_loss():
     (lambda d: d["links"].pop(1), "hosts[1]: host 'h2' is not connected by any link"),
     (lambda d: d.pop("switches"), "switches: missing (required)"),
     (lambda d: d.update(extra=1), "extra: unknown key (expected one of: experiment"),
-    # Messages of the declared format (controller/scenario.py) for each kind of mistake.
+    # Messages of the declared format (bwn/scenario/model.py) for each kind of mistake.
     (lambda d: d.update(switches=[]),
      "switches: expected a non-empty array of tables ([[switches]]), got an array"),
     (lambda d: d.update(flows={"src": "h1"}),

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from bwn.controller import dataplane_math as dm
-from bwn.wire import ebn_encode_kbps
+from controller import dataplane_math as dm
+from bwn.protocol.wire import ebn_encode_kbps
 
 
 @pytest.mark.parametrize("window_us", [2**6, 2**10, 2**14, 2**17, 2**20, 2**24])

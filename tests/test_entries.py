@@ -7,8 +7,8 @@ from pathlib import Path
 import finsy as fy
 import pytest
 
-from bwn.controller import dataplane_math as dm
-from bwn.controller import entries as ent
+from controller import dataplane_math as dm
+from controller import entries as ent
 
 REPO = Path(__file__).resolve().parents[1]
 H2_MAC, SW_MAC = "00:00:00:00:02:01", "00:00:00:01:00:02"

@@ -1,4 +1,4 @@
-"""The runner's switch plans and agent command lines (bwn/experiment.py), without Mininet.
+"""The runner's switch plans and agent command lines (bwn/emulation/runner.py), without Mininet.
 
 `_switch_plans` is what the controller programs into every switch: routes, each
 egress port's capacity schedule (and where it applies), queue, the frame size that
@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 
-from bwn import experiment as ex
-from bwn.controller.config import ConfigError, ExperimentConfig, load_config, validate
-from bwn.controller.entries import Reservation
-from bwn.wire import BWN_UDP_PORT
+from bwn.emulation import runner as ex
+from bwn.scenario.config import ConfigError, ExperimentConfig, load_config, validate
+from controller.entries import Reservation
+from bwn.protocol.wire import BWN_UDP_PORT
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = REPO / "topologies" / "scenarios"
@@ -276,7 +276,7 @@ def test_agent_command_lines(tmp_path):
                     "--ready-file", str(tmp_path / "ready" / "recv-h2"), "--window-bytes", "65536"]
     g4, late, short = net.get("h1").popened
     flows_dir = tmp_path / "flows"
-    from bwn import seeding
+    from bwn.scenario import seeding
     assert g4 == [str(ex.VENV_BIN / "bwn-send"), "--algo", "gtcp", "--dst", f"10.0.2.1:{BWN_UDP_PORT}",
                   "--mss", "1000", "--flow-id", str(seeding.flow_id(cfg.seed, 0)),
                   "--log", str(flows_dir / "g4.jsonl"), "--summary-json", str(flows_dir / "g4.summary.json"),
@@ -483,7 +483,7 @@ class TeardownNet:
 def network(monkeypatch, tmp_path, fail: set = frozenset(), linkem_args=None, frame_bytes=None, seed=11):
     """A ScenarioNetwork of the smoke scenario on the fake net (its delayed links as one
     emulator node), a fake controller and thread; returns it and the event log."""
-    from bwn.topologies import nodes
+    from topologies import nodes
     log: list = []
     cfg = scenario("smoke", lambda d: (d.update(dataplane={"window_us": 8192, "flow_window_us": 65536}),
                                        d["experiment"].update(seed=seed, queue_lookahead=True)))
@@ -536,7 +536,7 @@ def test_configure_hosts_routes_and_static_arp(monkeypatch, tmp_path):
 def test_start_brings_up_net_emulators_and_controller_in_order(monkeypatch, tmp_path):
     sn, log, lines, cfg = network(monkeypatch, tmp_path, linkem_args={"bottleneck": ["--jitter-ms", "1"]})
     sn.start()
-    from bwn import seeding
+    from bwn.scenario import seeding
     seed_args = ("--seed", str(seeding.linkem_seed(11, "em1")))
     window = ent_window = ex.ent.WindowConfig(8192, 65536, ex._frame_bytes(1000))
     assert log == [
@@ -603,7 +603,8 @@ def fake_run(monkeypatch, tmp_path, *, summaries=("main",), interrupt=False, pca
              monitor_stop_fails=False, sender_code="", controller_error=None, now_s=12.0, edit=None,
              write_logs=True, linkem=True, receiver_alive=False):
     import bwn.linkem
-    from bwn import capture, fidelity
+    from bwn.emulation import capture
+    from bwn.analysis import fidelity
     log: list = []
     seen: dict[str, Any] = {}         # what each collaborator was given
     cfg = scenario("smoke", edit)
@@ -828,7 +829,7 @@ def test_a_run_without_emulators_or_captures_says_so(monkeypatch, tmp_path):
 
 def test_run_scheme_holds_the_experiment_lock_and_passes_everything_on(monkeypatch, tmp_path):
     import contextlib
-    from bwn import runlock
+    from bwn.emulation import runlock
     got: dict[str, Any] = {}
 
     @contextlib.contextmanager
@@ -874,7 +875,7 @@ def test_build_network_wires_nodes_ports_and_emulators(monkeypatch, tmp_path):
     link, and the plans computed from the result."""
     import mininet.link
     import mininet.net
-    from bwn.topologies import nodes
+    from topologies import nodes
     calls: list[tuple] = []
 
     class Node(FakeNode):
@@ -1003,7 +1004,7 @@ def test_agents_log_to_their_files_and_flows_get_their_own_start(tmp_path):
     """Each agent's stdout and stderr go to its log file; a flow starting at 0.5 s is
     delayed too; flow ids come from the scenario's seed; the output folder is made
     (with its parents) and may exist already."""
-    from bwn import seeding
+    from bwn.scenario import seeding
 
     def flows(data: dict[str, Any]) -> None:
         data["experiment"]["seed"] = 7
@@ -1179,7 +1180,7 @@ def test_linkem_runs_at_the_scenarios_real_time_priority():
 
 
 def test_linkem_options_give_a_time_varying_rate_as_its_schedule():
-    from bwn.controller.config import schedule_from_json
+    from bwn.scenario.config import schedule_from_json
 
     sine = {"kind": "sine", "b_mbit": 0.1102, "alpha": 3.0, "w_rad_s": 1.0, "phi_rad": 0.0}
     shaped = scenario("smoke", lambda d: (_serve_by_link(d), d["links"][1].update(schedule=sine))
@@ -1234,15 +1235,15 @@ def test_the_runner_starts_bwn_link_with_the_links_rate(monkeypatch, tmp_path):
     sn.built.linkem_nodes[0].link_config = shaped
     sn.start()
     (start,) = [e for e in log if e[0] == "start_linkem"]
-    from bwn import seeding
+    from bwn.scenario import seeding
     assert start[2] == ("--delay-ms", "10", "--rt-priority", "10", "--a-to-b-rate-mbit", "5", "--a-to-b-queue-packets", "50",
                         "--seed", str(seeding.linkem_seed(11, "em1")))
 
 
 def test_a_run_of_obp_on_a_link_shaped_link_is_refused_before_anything_starts(monkeypatch, tmp_path):
-    from bwn.controller.config import ConfigError
-    import bwn.runlock
-    monkeypatch.setattr(bwn.runlock, "experiment_lock", lambda *a: pytest.fail("the run started"))
+    from bwn.scenario.config import ConfigError
+    import bwn.emulation.runlock
+    monkeypatch.setattr(bwn.emulation.runlock, "experiment_lock", lambda *a: pytest.fail("the run started"))
     cfg = scenario("smoke", _serve_by_link)
     with pytest.raises(ConfigError) as err:
         ex.run_scheme(cfg, "obp", tmp_path / "run", 5.0)
@@ -1430,7 +1431,7 @@ def test_progress_lines_carry_no_label_unless_given(monkeypatch, tmp_path):
 
 def test_shared_emulators_start_as_one_group_with_each_links_options_and_the_priority_once(
         monkeypatch, tmp_path):
-    from bwn.topologies import nodes
+    from topologies import nodes
     sn, log, _, cfg = network(monkeypatch, tmp_path, linkem_args={"bottleneck": ["--jitter-ms", "1"]})
     sn.cfg = dataclasses.replace(cfg, linkem_shared=True)
 
@@ -1450,7 +1451,7 @@ def test_shared_emulators_start_as_one_group_with_each_links_options_and_the_pri
 
     monkeypatch.setattr(nodes, "LinkemGroup", Group)
     sn.start()
-    from bwn import seeding
+    from bwn.scenario import seeding
     seed = str(seeding.linkem_seed(11, "em1"))
     assert [e for e in log if e[0].startswith("group") or e[0] in ("start_linkem", "wait_linkem_ready")] == [
         ("group", ["em1"]),
@@ -1482,7 +1483,7 @@ def test_shared_emulators_get_one_sigusr1_for_every_link_that_varies():
 
 def test_the_fidelity_monitor_counts_the_shared_emulators_cpu_once(tmp_path):
     from types import SimpleNamespace
-    from bwn import fidelity
+    from bwn.analysis import fidelity
     em = [SimpleNamespace(name=f"em{i}", linkem_proc=None) for i in range(3)]
     built = SimpleNamespace(net=SimpleNamespace(get=lambda name: None), plans=[], linkem_nodes=em,
                             linkem_group=SimpleNamespace(proc=SimpleNamespace(pid=4321)))
@@ -1493,7 +1494,7 @@ def test_the_fidelity_monitor_counts_the_shared_emulators_cpu_once(tmp_path):
 
 def test_bwn_net_describes_the_shared_emulator_and_the_links_it_serves(tmp_path):
     from types import SimpleNamespace
-    from bwn import session
+    from bwn.emulation import session
     cfg = scenario("smoke")
     ems = [SimpleNamespace(name=f"em{i}", link_config=cfg.links[i], linkem_proc=SimpleNamespace(pid=50 + i))
            for i in range(2)]

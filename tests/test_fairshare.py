@@ -1,4 +1,4 @@
-"""Max-min fair shares (bwn/fairshare.py), the flows' links (bwn/flowpaths.py) and the
+"""Max-min fair shares (bwn/analysis/fairshare.py), the flows' links (bwn/scenario/flowpaths.py) and the
 report's estimate error against them (issue 10, item 5)."""
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from bwn import flowpaths, report
-from bwn.controller.config import load_config
-from bwn.fairshare import max_min_shares
+from bwn.scenario import flowpaths
+from bwn.analysis import report
+from bwn.scenario.config import load_config
+from bwn.analysis.fairshare import max_min_shares
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = REPO / "topologies" / "scenarios"

@@ -1,13 +1,13 @@
 """The fidelity invariants' arithmetic on synthetic samples: each one breaks
-alone, at its threshold and not before (bwn/fidelity.py, docs/fidelity.md)."""
+alone, at its threshold and not before (bwn/analysis/fidelity.py, docs/fidelity.md)."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from bwn import fidelity
-from bwn.fidelity import Thresholds
+from bwn.analysis import fidelity
+from bwn.analysis.fidelity import Thresholds
 from bwn.linkem.scheduler import LATE_BINS, LATE_SHIFT, DirectionScheduler, lateness_summary
 from bwn.linkem.config import Impairment
 
@@ -404,8 +404,8 @@ def test_one_stray_frame_opens_no_span():
 def test_for_network_checks_departures_only_where_the_switch_serves_the_rate(tmp_path):
     """A port with a schedule is rate-limited by its switch unless its link's bwn-link
     serves the rate (shaper = "link"): only the first kind gets a departure-rate check."""
-    from bwn.controller.schedule import ConstantSchedule
-    from bwn.controller.switchctl import PortPlan, SwitchPlan
+    from bwn.scenario.schedule import ConstantSchedule
+    from controller.switchctl import PortPlan, SwitchPlan
 
     class Intf:
         def __init__(self, name: str) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from needs import missing, stale_build
 
-from bwn.bmv2 import bmv2_missing
+from bwn.requirements import bmv2_missing
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -23,7 +23,7 @@ def _missing() -> str | None:
     if os.geteuid() != 0:
         return "needs root"
     if bmv2_missing():
-        return f"BMv2 not installed ({', '.join(bmv2_missing())} not on PATH)"
+        return bmv2_missing()
     try:
         import mininet.net  # noqa: F401
     except ImportError:
@@ -40,7 +40,7 @@ def _run_smoke(out: Path, duration_s: int = 6, hogs: int = 0) -> dict:
     """`bwn run smoke` with newreno; with `hogs` busy loops started once the run
     holds the experiment lock (its folder exists), so that no other engineer's
     run waiting for the lock is starved by them."""
-    proc = subprocess.Popen([sys.executable, "-m", "bwn.cli", "run", "smoke", "--schemes", "newreno",
+    proc = subprocess.Popen([sys.executable, "-m", "bwn.cli.main", "run", "smoke", "--schemes", "newreno",
                              "--duration", str(duration_s), "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
     started: list[subprocess.Popen] = []
@@ -109,7 +109,7 @@ def test_switch_ring_drops_are_counted(tmp_path):
     is flooded, its receive ring overflows, and the drops are counted (then reset)."""
     import signal
 
-    from bwn.fidelity import packet_socket_stats
+    from bwn.analysis.fidelity import packet_socket_stats
 
     ns = f"bwnfid{os.getpid() % 100000}"
     subprocess.run(["ip", "netns", "add", ns], check=True)
@@ -156,5 +156,5 @@ def test_switch_ring_drops_are_counted(tmp_path):
 
 
 def _has_packet_sockets(pid: int) -> bool:
-    from bwn.fidelity import packet_socket_stats
+    from bwn.analysis.fidelity import packet_socket_stats
     return packet_socket_stats(pid) is not None

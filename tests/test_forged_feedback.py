@@ -10,12 +10,12 @@ from typing import Callable, Dict, Optional, Tuple
 
 import pytest
 
-from bwn.hosts.cc import registry
-from bwn.hosts.transport_sender import Sender, SenderConfig, SenderState
-from bwn.hosts.transport_sim import LinkModel, Simulation
-from bwn.hosts.transport_source import PatternSource, pattern_bytes
-from bwn.hosts.transport_wire import ACK_VK, DATA_VK, F_ACK, HEADERS_LEN, pack_ack_headers
-from bwn.wire import FLAG_ECHO_VALID, NARROW_KBPS_UNSET, TIGHT_KBPS_MAX, TIGHT_KBPS_MIN
+from hosts.cc import registry
+from hosts.transport.sender import Sender, SenderConfig, SenderState
+from hosts.sim.channel import LinkModel, Simulation
+from hosts.transport.source import PatternSource, pattern_bytes
+from hosts.transport.wire import ACK_VK, DATA_VK, F_ACK, HEADERS_LEN, pack_ack_headers
+from bwn.protocol.wire import FLAG_ECHO_VALID, NARROW_KBPS_UNSET, TIGHT_KBPS_MAX, TIGHT_KBPS_MIN
 
 MSS = 1000
 NBYTES = 300 * MSS

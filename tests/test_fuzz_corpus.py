@@ -31,7 +31,7 @@ def test_corpus_holds_every_kind_the_issue_names():
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
 
-    from bwn.wire import BWN_HEADER_LEN, BWN_UDP_PORT
+    from bwn.protocol.wire import BWN_HEADER_LEN, BWN_UDP_PORT
     frames = fc.read_pcap(PCAP)
     assert META["fuzzed"] >= 10_000 and len(frames) == META["frames"] >= 10_000 + 100
     pkts = [Ether(f) for f in frames if len(f) >= 34]

@@ -15,12 +15,12 @@ from typing import Any, List, Optional, Tuple
 
 import pytest
 
-from bwn.hosts import recv as recv_mod
-from bwn.hosts import send as send_mod
-from bwn.hosts.startup import NotStarted
-from bwn.hosts.transport_loop import open_udp_socket
-from bwn.hosts.transport_source import pattern_bytes
-from bwn.wire import BWN_UDP_PORT
+from hosts import recv as recv_mod
+from hosts import send as send_mod
+from hosts.startup import NotStarted
+from hosts.transport.loop import open_udp_socket
+from hosts.transport.source import pattern_bytes
+from bwn.protocol.wire import BWN_UDP_PORT
 
 PY = sys.executable
 TIMEOUT_S = 60
@@ -40,7 +40,7 @@ def popen(args: List[str], **kw: Any) -> subprocess.Popen:
 
 def start_recv(*args: str) -> Tuple[subprocess.Popen, int]:
     """Start bwn-recv on an ephemeral port; returns the process and the port."""
-    proc = popen([PY, "-m", "bwn.hosts.recv", "--listen", "127.0.0.1:0", *args],
+    proc = popen([PY, "-m", "hosts.recv", "--listen", "127.0.0.1:0", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     ready, _, _ = select.select([proc.stderr], [], [], 20)
@@ -52,7 +52,7 @@ def start_recv(*args: str) -> Tuple[subprocess.Popen, int]:
 
 
 def send(port: int, *args: str, wait: bool = True) -> subprocess.Popen:
-    proc = popen([PY, "-m", "bwn.hosts.send", "--dst", f"127.0.0.1:{port}", *args],
+    proc = popen([PY, "-m", "hosts.send", "--dst", f"127.0.0.1:{port}", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if wait:
         proc.wait(TIMEOUT_S)
@@ -163,7 +163,7 @@ def test_sender_reports_reset_when_receiver_restarts(tmp_path: Path) -> None:
     wait_for_data(out)      # the first receiver has the flow (not a slow start of the sender)
     recv.send_signal(signal.SIGTERM)
     finish(recv)
-    recv2 = popen([PY, "-m", "bwn.hosts.recv", "--listen", f"127.0.0.1:{port}"],
+    recv2 = popen([PY, "-m", "hosts.recv", "--listen", f"127.0.0.1:{port}"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         rc, so, se = finish(s)
@@ -188,7 +188,7 @@ def test_held_sender_starts_only_after_go_and_its_delay(tmp_path: Path) -> None:
     recv, port = start_recv("--once", "--linger", "0.2", "--ready-file", str(recv_ready))
     _wait_for_file(recv_ready, recv)
     assert int(recv_ready.read_text()) == recv.pid
-    s = popen([PY, "-m", "bwn.hosts.send", "--dst", f"127.0.0.1:{port}", "--algo", "newreno",
+    s = popen([PY, "-m", "hosts.send", "--dst", f"127.0.0.1:{port}", "--algo", "newreno",
                           "--bytes", "50000", "--summary-json", str(tmp_path / "s.json"),
                           "--ready-file", str(send_ready), "--wait-go", "--start-delay-s", "0.4"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -209,7 +209,7 @@ def test_held_sender_interrupted_before_its_start_says_so(tmp_path: Path) -> Non
     """SIGINT, or the runner closing stdin, before the release: exit 1, nothing sent."""
     for how in ("sigint", "eof"):
         ready = tmp_path / f"{how}.ready"
-        s = popen([PY, "-m", "bwn.hosts.send", "--dst", "127.0.0.1:9", "--algo", "newreno",
+        s = popen([PY, "-m", "hosts.send", "--dst", "127.0.0.1:9", "--algo", "newreno",
                               "--bytes", "1000", "--ready-file", str(ready), "--wait-go"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         _wait_for_file(ready, s)
@@ -268,7 +268,7 @@ def test_recv_main_in_process(tmp_path: Path, capsys) -> None:
     import threading
     port = _free_udp_port()
     ready = tmp_path / "recv.ready"
-    sender = popen([PY, "-m", "bwn.hosts.send", "--dst", f"127.0.0.1:{port}", "--bytes", "300k",
+    sender = popen([PY, "-m", "hosts.send", "--dst", f"127.0.0.1:{port}", "--bytes", "300k",
                                "--algo", "newreno", "--flow-id", "91", "--wait-go", "--quiet"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)

@@ -23,12 +23,13 @@ import pytest
 from needs import missing, no_tool
 
 from bwn.linkem import Impairment
-from bwn.linkem.netns import Topology, missing_requirements
+from bwn.linkem.netns import Topology
+from bwn.requirements import linkem_netns_missing
 
-missing(missing_requirements(), "namespace end-to-end tests", module_level=True)
+missing(linkem_netns_missing(), "namespace end-to-end tests", module_level=True)
 
-from bwn.hosts.cc.registry import ALGORITHMS  # noqa: E402
-from bwn.hosts.transport_source import pattern_bytes  # noqa: E402
+from hosts.cc.registry import ALGORITHMS  # noqa: E402
+from hosts.transport.source import pattern_bytes  # noqa: E402
 
 PY = sys.executable
 PORT = 16983
@@ -41,7 +42,7 @@ def topo() -> Iterator[Topology]:
 
 
 def _recv(topo: Topology, *args: str) -> subprocess.Popen:
-    proc = topo.popen(topo.ns_b, [PY, "-m", "bwn.hosts.recv", "--listen", f"{topo.ip_b}:{PORT}",
+    proc = topo.popen(topo.ns_b, [PY, "-m", "hosts.recv", "--listen", f"{topo.ip_b}:{PORT}",
                                   *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     line = proc.stderr.readline()
@@ -50,7 +51,7 @@ def _recv(topo: Topology, *args: str) -> subprocess.Popen:
 
 
 def _send(topo: Topology, *args: str) -> subprocess.Popen:
-    return topo.popen(topo.ns_a, [PY, "-m", "bwn.hosts.send", "--dst", f"{topo.ip_b}:{PORT}",
+    return topo.popen(topo.ns_a, [PY, "-m", "hosts.send", "--dst", f"{topo.ip_b}:{PORT}",
                                   *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -174,7 +175,7 @@ def test_every_algorithm_delivers_intact_over_impaired_link(algo: str, topo: Top
 
 GARBAGE = r"""
 import os, random, socket, struct, sys, time
-from bwn.hosts.transport_wire import F_DATA, F_SYN, HEADERS_LEN, encode_options, pack_data_headers
+from hosts.transport.wire import F_DATA, F_SYN, HEADERS_LEN, encode_options, pack_data_headers
 dst = (sys.argv[1], int(sys.argv[2]))
 rng = random.Random(7)
 sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

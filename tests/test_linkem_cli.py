@@ -14,7 +14,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
 
-from bwn.linkem import Impairment, LinkConfig, cli
+from bwn.linkem import Impairment, LinkConfig
+from bwn.linkem import cli
 from bwn.linkem.cli import READY_MARKER, build_parser, config_from_args, format_stats
 from bwn.linkem.netns import linkem_command
 
@@ -115,7 +116,7 @@ def test_linkem_command_round_trips():
 
 
 def test_linkem_command_round_trips_a_rate_schedule():
-    from bwn.controller.schedule import SineSchedule, StepSchedule
+    from bwn.scenario.schedule import SineSchedule, StepSchedule
 
     cfg = LinkConfig(
         a_to_b=Impairment(delay_us=20_000, rate_schedule=SineSchedule(2e6, 3.0, 0.5, 0.25), queue_packets=50),

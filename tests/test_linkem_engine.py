@@ -30,7 +30,8 @@ import pytest
 from needs import missing, not_root
 
 from bwn.linkem import Impairment, LinkEmulator, LinkGroup
-from bwn.linkem import group_cli, rawsock
+from bwn.linkem import group_cli
+from bwn.linkem import rawsock
 
 ETHERTYPE = 0x88B5
 PAYLOAD_BYTES = 100
@@ -764,7 +765,7 @@ def test_a_64_kib_tso_super_frame_crosses_cut_into_mtu_sized_segments(pairs):
 
 
 def test_rate_schedules_run_from_the_time_0_given_before_or_after_the_start(pairs):
-    from bwn.controller.schedule import StepSchedule
+    from bwn.scenario.schedule import StepSchedule
     # 1 kb/s for the schedule's first second (a frame would take about 0.9 s), then 1 Gb/s.
     slow_then_fast = Impairment(rate_schedule=StepSchedule([(0, 1000), (1.0, 1e9)]), queue_packets=10)
     a_in, b_out = _socket(pairs["a1"]), _socket(pairs["b1"])

@@ -27,9 +27,10 @@ import pytest
 
 from needs import missing, no_tool
 
-from bwn.linkem.netns import Topology, missing_requirements
+from bwn.linkem.netns import Topology
+from bwn.requirements import linkem_netns_missing
 
-missing(missing_requirements(), "bwn-link namespace tests", module_level=True)
+missing(linkem_netns_missing(), "bwn-link namespace tests", module_level=True)
 
 from bwn.linkem import Impairment, netem_available  # noqa: E402
 
@@ -233,7 +234,7 @@ def test_sigusr1_starts_a_rate_schedule_in_the_running_process(topo):
     1000/s arrive with gaps far below the receiver's 1 s idle timeout; had the
     signal not started the schedule, the second would come 0.85 s after the first
     and the third after the receiver gave up."""
-    from bwn.controller.schedule import StepSchedule
+    from bwn.scenario.schedule import StepSchedule
 
     steps = StepSchedule([(0, 1000.0), (0.001, 8e6)])
     emu = topo.start_emulator(Impairment(rate_schedule=steps, queue_packets=100), Impairment())
@@ -321,7 +322,7 @@ def test_iperf3_tcp(topo, rate_mbit):
 
 
 # -- the project's own agents (issue 3) -------------------------------------------------
-# Runs bwn-recv/bwn-send across the emulator when bwn.hosts.send exists; the
+# Runs bwn-recv/bwn-send across the emulator when hosts.send exists; the
 # assertions stay on the agents' stable surface (exit status, summary JSON).
 
 
@@ -332,10 +333,10 @@ def test_bwn_agents_across_emulator(topo):
     emu = topo.start_emulator(
         Impairment(delay_us=5000, loss=0.01, rate_bps=20_000_000, queue_packets=100), seed=2)
     recv_json, send_json = f"{topo.workdir}/recv.json", f"{topo.workdir}/send.json"
-    rx = topo.popen(topo.ns_b, [sys.executable, "-m", "bwn.hosts.recv", "--once", "--quiet",
+    rx = topo.popen(topo.ns_b, [sys.executable, "-m", "hosts.recv", "--once", "--quiet",
                                 "--listen", "0.0.0.0:16983", "--summary-json", recv_json], env=env)
     time.sleep(0.5)  # receiver listening
-    tx = topo.run(topo.ns_a, [sys.executable, "-m", "bwn.hosts.send", "--algo", "newreno",
+    tx = topo.run(topo.ns_a, [sys.executable, "-m", "hosts.send", "--algo", "newreno",
                               "--dst", f"{topo.ip_b}:16983", "--bytes", "1M",
                               "--summary-json", send_json], check=False, env=env, timeout=60)
     rx.wait(timeout=30)

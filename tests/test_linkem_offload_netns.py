@@ -23,9 +23,10 @@ import pytest
 
 from needs import missing, no_tool
 
-from bwn.linkem.netns import Topology, _python_env, missing_requirements
+from bwn.linkem.netns import Topology, _python_env
+from bwn.requirements import linkem_netns_missing
 
-missing(missing_requirements(), "bwn-link offload tests", module_level=True)
+missing(linkem_netns_missing(), "bwn-link offload tests", module_level=True)
 
 from bwn.linkem import Impairment  # noqa: E402
 
@@ -117,10 +118,10 @@ def test_bwn_agents_across_default_offloads(topo: Topology, tmp_path: Path) -> N
     src = tmp_path / "in.bin"
     src.write_bytes(bytes((i * 131) & 0xFF for i in range(500_000)))
     out, summary_path = tmp_path / "out.bin", tmp_path / "send.json"
-    rx = topo.popen(topo.ns_b, [sys.executable, "-m", "bwn.hosts.recv", "--once", "--quiet",
+    rx = topo.popen(topo.ns_b, [sys.executable, "-m", "hosts.recv", "--once", "--quiet",
                                 "--listen", f"0.0.0.0:{PORT}", "--out", str(out)], env=env)
     time.sleep(0.5)  # receiver listening
-    tx = topo.run(topo.ns_a, [sys.executable, "-m", "bwn.hosts.send", "--algo", "newreno",
+    tx = topo.run(topo.ns_a, [sys.executable, "-m", "hosts.send", "--algo", "newreno",
                               "--dst", f"{topo.ip_b}:{PORT}", "--input", str(src),
                               "--summary-json", str(summary_path)], check=False, env=env, timeout=60)
     try:

@@ -318,8 +318,7 @@ def test_impairment_validation(kwargs, message):
 
 # -- a rate that follows a schedule (bwn-link --rate-schedule) ----------------------
 
-from bwn.controller.schedule import (  # noqa: E402
-    ConstantSchedule, SineSchedule, StepSchedule, TraceSchedule)
+from bwn.scenario.schedule import ConstantSchedule, SineSchedule, StepSchedule, TraceSchedule
 
 S = 1_000_000_000
 
@@ -437,7 +436,7 @@ def test_each_inconsistent_impairment_is_refused_in_one_line(kw, message):
 
 
 def test_the_smallest_valid_values_are_accepted():
-    from bwn.controller.schedule import ConstantSchedule
+    from bwn.scenario.schedule import ConstantSchedule
     Impairment(limit_packets=1).validate()
     Impairment(rate_bps=1, queue_packets=1).validate()
     Impairment(rate_schedule=ConstantSchedule(1e6), queue_packets=1).validate()

@@ -25,13 +25,20 @@ from needs import missing
 
 from bwn.linkem import Impairment
 from bwn.linkem.config import LinkConfig
-from bwn.linkem.netns import (EmulatorProcess, Topology, cleanup_stale, linkem_command, missing_requirements,
-                              new_tag)
+from bwn.linkem.netns import (
+    EmulatorProcess,
+    Topology,
+    cleanup_stale,
+    linkem_command,
+    new_tag,
+)
+from bwn import requirements
+from bwn.requirements import linkem_netns_missing
 
 
 @pytest.fixture(autouse=True)
 def _needs_namespaces():
-    missing(missing_requirements(), "namespace topology test")
+    missing(linkem_netns_missing(), "namespace topology test")
 
 
 @pytest.fixture
@@ -243,14 +250,13 @@ def test_the_emulators_options_and_a_failed_start_reach_the_caller(monkeypatch):
 
 
 def test_missing_requirements_names_each_thing_missing(monkeypatch):
-    from bwn.linkem import netns
-    monkeypatch.setattr(netns.os, "geteuid", lambda: 1000)
-    monkeypatch.setattr(netns.shutil, "which", lambda tool: None if tool == "ethtool" else "/usr/bin/" + tool)
-    assert netns.missing_requirements() == \
+    monkeypatch.setattr(requirements.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(requirements.shutil, "which", lambda tool: None if tool == "ethtool" else "/usr/bin/" + tool)
+    assert requirements.linkem_netns_missing() == \
         "bwn.linkem namespace tests need root (euid 0) and the 'ethtool' command"
-    monkeypatch.setattr(netns.os, "geteuid", lambda: 0)
-    monkeypatch.setattr(netns.shutil, "which", lambda tool: "/usr/bin/" + tool)
-    assert netns.missing_requirements() is None
+    monkeypatch.setattr(requirements.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(requirements.shutil, "which", lambda tool: "/usr/bin/" + tool)
+    assert requirements.linkem_netns_missing() is None
 
 
 def test_the_defaults_a_linkconfig_and_an_emulator_not_ready_in_time(sweep):
@@ -523,14 +529,13 @@ class TestWithoutTheMachine:
         yield
 
     def test_missing_requirements_is_none_on_a_complete_machine_and_names_everything_missing(self, monkeypatch):
-        from bwn.linkem import netns
-        monkeypatch.setattr(netns.os, "geteuid", lambda: 0)
-        monkeypatch.setattr(netns.shutil, "which",
+        monkeypatch.setattr(requirements.os, "geteuid", lambda: 0)
+        monkeypatch.setattr(requirements.shutil, "which",
                             lambda tool: f"/usr/sbin/{tool}" if tool in ("ip", "ethtool") else None)
-        assert netns.missing_requirements() is None
-        monkeypatch.setattr(netns.os, "geteuid", lambda: 1000)
-        monkeypatch.setattr(netns.shutil, "which", lambda tool: None)
-        assert netns.missing_requirements() == \
+        assert requirements.linkem_netns_missing() is None
+        monkeypatch.setattr(requirements.os, "geteuid", lambda: 1000)
+        monkeypatch.setattr(requirements.shutil, "which", lambda tool: None)
+        assert requirements.linkem_netns_missing() == \
             "bwn.linkem namespace tests need root (euid 0) and the 'ip' command and the 'ethtool' command"
 
     def test_leftovers_and_cleanup_stale_never_raise_when_ip_fails(self, tmp_path, monkeypatch):
@@ -550,7 +555,7 @@ class TestWithoutTheMachine:
         assert cleanup_stale() == [stale]
 
     def test_the_command_lines_defaults_and_a_schedule_as_one_compact_word(self):
-        from bwn.controller.schedule import StepSchedule, table_of
+        from bwn.scenario.schedule import StepSchedule, table_of
         assert linkem_command("x", "y", LinkConfig()) == [
             sys.executable, "-m", "bwn.linkem", "x", "y", "--a-to-b-delay-ms", "0.000", "--b-to-a-delay-ms", "0.000"]
         steps = StepSchedule([(0, 1e6), (2.5, 3e6)])

@@ -12,7 +12,7 @@ import pytest
 
 from needs import missing, stale_build
 
-from bwn.bmv2 import bmv2_missing
+from bwn.requirements import bmv2_missing
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -21,7 +21,7 @@ def _missing() -> str | None:
     if os.geteuid() != 0:
         return "needs root"
     if bmv2_missing():
-        return f"BMv2 not installed ({', '.join(bmv2_missing())} not on PATH)"
+        return bmv2_missing()
     try:
         import mininet.net  # noqa: F401
     except ImportError:
@@ -31,7 +31,7 @@ def _missing() -> str | None:
 
 def bwn_run(*args: str) -> None:
     """`bwn run ARGS` as a user types it; its output is printed, its exit status must be 0."""
-    res = subprocess.run([sys.executable, "-m", "bwn.cli", "run", *args],
+    res = subprocess.run([sys.executable, "-m", "bwn.cli.main", "run", *args],
                          capture_output=True, text=True, timeout=300, cwd=REPO)
     print(res.stdout[-5000:], res.stderr[-5000:])
     assert res.returncode == 0
@@ -46,7 +46,7 @@ def _links() -> set[str]:
     """The root namespace's Mininet-made interfaces (`node-ethN`), read while holding
     the experiment lock: other engineers' PTF veths (s1p1, ...) come and go at any
     time, and their Mininet runs hold the lock while their interfaces exist."""
-    from bwn.runlock import experiment_lock
+    from bwn.emulation.runlock import experiment_lock
     with experiment_lock(progress=lambda _m: None):
         out = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     names = {line.split(":")[1].strip().split("@")[0] for line in out.splitlines()}
@@ -72,7 +72,7 @@ def test_smoke_experiment(tmp_path):
     _ebn_scaled_cwnd(out / "ebn" / "flows" / "main.jsonl", out / "newreno" / "flows" / "main.jsonl")
     # --pcap: a capture of the bottleneck per scheme that reads back, with the
     # switch's stamp on the flow's DATA, and the figure drawn from it.
-    from bwn.pcaptrace import read_trace
+    from bwn.analysis.pcaptrace import read_trace
     for scheme in ("ebn", "newreno"):
         trace = read_trace(out / scheme / "capture" / "bottleneck.pcap")
         flow = trace.flows[1]
@@ -139,7 +139,7 @@ def test_sigterm_mid_run_tears_everything_down(tmp_path):
 
     before = _links()
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "bwn.cli", "run", "smoke", "--schemes", "newreno",
+    proc = subprocess.Popen([sys.executable, "-m", "bwn.cli.main", "run", "smoke", "--schemes", "newreno",
                              "--duration", "30", "--pcap", "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
     deadline = time.monotonic() + 60

@@ -17,8 +17,8 @@ import pytest
 
 from needs import missing, stale_build
 
-from bwn.bmv2 import bmv2_missing
-from bwn.runlock import experiment_lock
+from bwn.requirements import bmv2_missing
+from bwn.emulation.runlock import experiment_lock
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / "topologies" / "scenarios" / "smoke.toml"
@@ -29,7 +29,7 @@ def _missing() -> str | None:
     if os.geteuid() != 0:
         return "needs root"
     if bmv2_missing():
-        return f"BMv2 not installed ({', '.join(bmv2_missing())} not on PATH)"
+        return bmv2_missing()
     try:
         import mininet.net  # noqa: F401
     except ImportError:
@@ -154,7 +154,7 @@ def test_stdin_session_ping_status_rate_loss_and_teardown(tmp_path):
     script = tmp_path / "commands.txt"
     script.write_text(commands)
     with open(script) as stdin:
-        res = subprocess.run([sys.executable, "-m", "bwn.cli", "net", str(scenario), "--out", str(out)],
+        res = subprocess.run([sys.executable, "-m", "bwn.cli.main", "net", str(scenario), "--out", str(out)],
                              stdin=stdin, capture_output=True, text=True, timeout=300, cwd=REPO)
     ended_by_ticks = _boot_ticks_now()
     output = res.stdout + res.stderr
@@ -221,7 +221,7 @@ def _read_until(proc: subprocess.Popen, text: str, timeout_s: float) -> str:
 def test_interrupted_session_tears_everything_down(tmp_path, how, sig, code):
     links_before = _quiet_links()
     out = tmp_path / "net"
-    proc = subprocess.Popen([sys.executable, "-m", "bwn.cli", "net", "smoke", "--out", str(out)],
+    proc = subprocess.Popen([sys.executable, "-m", "bwn.cli.main", "net", "smoke", "--out", str(out)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO)
     try:
         output = _read_until(proc, "mininet> ", 240)

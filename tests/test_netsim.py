@@ -1,4 +1,4 @@
-"""The multi-hop simulator (bwn.hosts.transport_netsim): the RFC 2597 edge model
+"""The multi-hop simulator (hosts.sim.netsim): the RFC 2597 edge model
 and eq. (6) feedback of its ports, and what GTCP and OBP achieve on it
 (issue 10). Figures over several seeds: benchmarks/gtcp_sim.py and
 benchmarks/obp_parking_lot_sim.py."""
@@ -8,23 +8,17 @@ from typing import Any
 
 import pytest
 
-from bwn.hosts.cc import registry
-from bwn.hosts.netsim_scenarios import (
+from hosts.cc import registry
+from hosts.sim.scenarios import (
     GTCP_RESERVATIONS_MBIT,
     gtcp_reservations,
     max_min_long_share_mbps,
     parking_lot,
 )
-from bwn.hosts.transport_netsim import (
-    L2_L4_OVERHEAD_BYTES,
-    NetFlow,
-    NetworkSim,
-    TokenBucket,
-    payload_to_frame,
-)
-from bwn.hosts.transport_sender import SenderConfig
-from bwn.hosts.transport_source import PatternSource, pattern_bytes
-from bwn.hosts.transport_wire import DATA_VK, HEADERS_LEN
+from hosts.sim.netsim import L2_L4_OVERHEAD_BYTES, NetFlow, NetworkSim, TokenBucket, payload_to_frame
+from hosts.transport.sender import SenderConfig
+from hosts.transport.source import PatternSource, pattern_bytes
+from hosts.transport.wire import DATA_VK, HEADERS_LEN
 
 PKT = 1000 - L2_L4_OVERHEAD_BYTES   # a UDP payload whose frame is 1000 bytes
 
@@ -171,7 +165,7 @@ def test_obp_backs_off_on_losses_its_feedback_does_not_explain() -> None:
     a 5 Mb/s port without BWN whose drops the feedback never shows. With the sender's
     reaction to unexplained losses (its default) it fills the 5 Mb/s port and loses
     far less than without it (factor 1: no reaction), where the losses go on."""
-    from bwn.hosts.netsim_scenarios import hidden_bottleneck
+    from hosts.sim.scenarios import hidden_bottleneck
     reacting = hidden_bottleneck(seed=1, duration_s=25, warmup_s=5).flows[0]
     deaf = hidden_bottleneck(seed=1, duration_s=25, warmup_s=5,
                              params=["unexplained_loss_factor=1.0"]).flows[0]
@@ -187,7 +181,7 @@ def test_hidden_bottleneck_drops_only_at_the_port_without_bwn_and_measures_after
     """The short form of issue 10's scenario: the default seed is seed 1 (the
     benchmarks' figures are reproducible), the rates cover duration minus warm-up,
     and every drop is at the 5 Mb/s port the feedback does not see."""
-    from bwn.hosts.netsim_scenarios import hidden_bottleneck
+    from hosts.sim.scenarios import hidden_bottleneck
     res = hidden_bottleneck(duration_s=6, warmup_s=2)
     assert res == hidden_bottleneck(seed=1, duration_s=6, warmup_s=2)
     assert res.seconds == 4.0
@@ -198,7 +192,7 @@ def test_hidden_bottleneck_drops_only_at_the_port_without_bwn_and_measures_after
 
 def _wiring(monkeypatch, scenario, **kwargs):
     """What ``scenario`` builds (network, flows, metered port, span), without running it."""
-    import bwn.hosts.netsim_scenarios as ns
+    import hosts.sim.scenarios as ns
     seen: dict = {}
 
     def capture(net, flows, meter_port, warmup_us, duration_us):
@@ -303,8 +297,8 @@ def test_the_long_flows_max_min_share_is_what_greedy_or_limited_cross_flows_leav
     """Every link alike: with greedy cross flows the long flow's share is half a link;
     with cross flows limited to an application rate (payload), what they leave of the
     link in frame bits, never less than half."""
-    from bwn.hosts.netsim_scenarios import max_min_long_share_mbps
-    from bwn.hosts.transport_netsim import payload_to_frame
+    from hosts.sim.scenarios import max_min_long_share_mbps
+    from hosts.sim.netsim import payload_to_frame
     assert max_min_long_share_mbps(None) == 5.0 and max_min_long_share_mbps(None, 4.0) == 2.0
     cross_mbps = payload_to_frame(2e6, 1000) / 1e6
     assert cross_mbps > 2.0                                        # frames are longer than payload
@@ -345,8 +339,8 @@ def test_a_scenario_measures_each_flow_between_warmup_and_end() -> None:
     (queue and precedence drops summed)."""
     from types import SimpleNamespace as NS
 
-    import bwn.hosts.netsim_scenarios as ns
-    from bwn.hosts.transport_netsim import payload_to_frame
+    import hosts.sim.scenarios as ns
+    from hosts.sim.netsim import payload_to_frame
 
     def sender(algo):
         return NS(st=NS(delivered_bytes=0), retransmits=0, timeouts=0, forced_segments=0,

@@ -1,4 +1,4 @@
-"""The multi-hop simulator's engine (bwn.hosts.transport_netsim.NetworkSim): flows and
+"""The multi-hop simulator's engine (hosts.sim.netsim.NetworkSim): flows and
 their addresses, the event order, timers, sampling and the seed. Ports one by one:
 tests/test_netsim_port.py; the papers' scenarios: tests/test_netsim.py."""
 from __future__ import annotations
@@ -7,11 +7,11 @@ from typing import List
 
 import pytest
 
-from bwn.hosts.cc.newreno import NewReno
-from bwn.hosts.transport_netsim import NetworkSim
-from bwn.hosts.transport_sender import SenderConfig, SenderState
-from bwn.hosts.transport_source import PatternSource, pattern_bytes
-from bwn.hosts.transport_wire import F_DATA, TransportHeader
+from hosts.cc.newreno import NewReno
+from hosts.sim.netsim import NetworkSim
+from hosts.transport.sender import SenderConfig, SenderState
+from hosts.transport.source import PatternSource, pattern_bytes
+from hosts.transport.wire import F_DATA, TransportHeader
 
 MSS = 1000
 

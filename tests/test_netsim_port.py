@@ -1,4 +1,4 @@
-"""One port of the multi-hop simulator (bwn.hosts.transport_netsim.Port), packet by
+"""One port of the multi-hop simulator (hosts.sim.netsim.Port), packet by
 packet: what it counts, when a packet leaves, and what it stamps. The scenarios
 built on it are in tests/test_netsim.py."""
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from bwn.hosts.transport_netsim import L2_L4_OVERHEAD_BYTES, NetFlow, NetworkSim, TokenBucket
-from bwn.hosts.transport_wire import DATA_VK
-from bwn.wire import ebn_encode_kbps
+from hosts.sim.netsim import L2_L4_OVERHEAD_BYTES, NetFlow, NetworkSim, TokenBucket
+from hosts.transport.wire import DATA_VK
+from bwn.protocol.wire import ebn_encode_kbps
 
 FRAME = 1000
 FWD = struct.Struct("!BBBBIi")          # vk, hop, ebn, echo_ebn, narrow, tight (docs/wire-format.md)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bwn.controller import p4rt
+from controller import p4rt
 
 
 class FakeDigestList(list):

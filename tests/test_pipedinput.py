@@ -1,4 +1,4 @@
-"""bwn/pipedinput.py: `bwn net`'s prompt reads a pipe without missing Ctrl-C."""
+"""bwn/emulation/pipedinput.py: `bwn net`'s prompt reads a pipe without missing Ctrl-C."""
 from __future__ import annotations
 
 import os
@@ -9,7 +9,7 @@ from typing import Iterator
 
 import pytest
 
-from bwn.pipedinput import PipedInput, has_fd, is_tty
+from bwn.emulation.pipedinput import PipedInput, has_fd, is_tty
 
 
 @pytest.fixture

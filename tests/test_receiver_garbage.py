@@ -12,17 +12,12 @@ from typing import List, Tuple
 
 import pytest
 
-from bwn.hosts.cc.newreno import NewReno
-from bwn.hosts.transport_receiver import (
-    DEFAULT_HALF_OPEN_TIMEOUT_US,
-    HOUSEKEEPING_US,
-    MemorySink,
-    Receiver,
-)
-from bwn.hosts.transport_sender import SenderConfig, SenderState
-from bwn.hosts.transport_sim import RECEIVER_ADDR, LinkModel, Simulation
-from bwn.hosts.transport_source import PatternSource, pattern_bytes
-from bwn.hosts.transport_wire import (
+from hosts.cc.newreno import NewReno
+from hosts.transport.receiver import DEFAULT_HALF_OPEN_TIMEOUT_US, HOUSEKEEPING_US, MemorySink, Receiver
+from hosts.transport.sender import SenderConfig, SenderState
+from hosts.sim.channel import RECEIVER_ADDR, LinkModel, Simulation
+from hosts.transport.source import PatternSource, pattern_bytes
+from hosts.transport.wire import (
     F_ACK,
     F_DATA,
     F_FIN,
@@ -228,7 +223,7 @@ def test_a_flows_end_is_counted_logged_closed_and_reported(tmp_path) -> None:
     """When a flow completes: its duplicate and spurious counts join the receiver's, its
     last log row is written whatever the interval, its sink is closed and the
     application hears of it once."""
-    from bwn.hosts.flowlog import RECEIVER_FIELDS, TimeSeriesLog
+    from hosts.flowlog import RECEIVER_FIELDS, TimeSeriesLog
     log = TimeSeriesLog(str(tmp_path / "r.csv"), RECEIVER_FIELDS, interval_us=10**9)
     ended: List[object] = []
     sinks: List[MemorySink] = []

@@ -1,4 +1,4 @@
-"""Experiment report (bwn/report.py) from synthetic run directories."""
+"""Experiment report (bwn/analysis/report.py) from synthetic run directories."""
 from __future__ import annotations
 
 import csv
@@ -8,8 +8,8 @@ from typing import Any, Optional
 
 import pytest
 
-from bwn import report
-from bwn.hosts.flowlog import SENDER_FIELDS, TimeSeriesLog
+from bwn.analysis import report
+from hosts.flowlog import SENDER_FIELDS, TimeSeriesLog
 
 TIMES_S = [i * 0.5 for i in range(20)]         # log rows at 0, 0.5, ..., 9.5 s
 K = 1000 / 1102      # payload bits per frame bit of the runner's agents (report.DEFAULT_*)
@@ -295,13 +295,13 @@ def test_capacity_falls_back_to_telemetry(tmp_path):
 
 
 def test_report_command_help_and_arguments(run_dir, capsys, monkeypatch):
-    """`python -m bwn.report --help` says what it does and what each option is; bad
+    """`python -m bwn.analysis.report --help` says what it does and what each option is; bad
     --bin-s is exit 2 with one line; --bottleneck and --bin-s reach the report."""
     with pytest.raises(SystemExit) as exit_:
         report.main(["--help"])
     assert exit_.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert text.startswith("usage: python -m bwn.report [-h] [--bin-s BIN_S] [--bottleneck LINK] RUN_DIR")
+    assert text.startswith("usage: python -m bwn.analysis.report [-h] [--bin-s BIN_S] [--bottleneck LINK] RUN_DIR")
     for phrase in ("Rebuild RUN_DIR/summary.md, summary.csv and plots from "
                    "RUN_DIR/<scheme>/{flows/,telemetry.csv,capacity.csv}.",
                    "throughput averaging window, s (default 0.5)",

@@ -7,12 +7,12 @@ import time
 
 import pytest
 
-from bwn.runlock import experiment_lock
+from bwn.emulation.runlock import experiment_lock
 
 HOLD = """
 import sys, time
 from pathlib import Path
-from bwn.runlock import experiment_lock
+from bwn.emulation.runlock import experiment_lock
 with experiment_lock(path=Path(sys.argv[1]), progress=lambda m: None):
     print("held", flush=True)
     time.sleep(float(sys.argv[2]))

@@ -1,4 +1,4 @@
-"""The declared scenario format (controller/scenario.py) and its JSON Schema in docs/."""
+"""The declared scenario format (bwn/scenario/model.py) and its JSON Schema in docs/."""
 from __future__ import annotations
 
 import copy
@@ -9,8 +9,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from bwn.controller import config as cfg
-from bwn.controller import scenario as sc
+from bwn.scenario import config as cfg
+from bwn.scenario import model as sc
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA_FILE = REPO / "docs" / "scenario.schema.json"
@@ -131,7 +131,7 @@ def test_capture_links_must_name_links():
 
 def test_schema_command_prints_or_writes_the_committed_schema(tmp_path, capsys):
     """`make schema`'s command: to stdout, or to --out; both the committed file's text."""
-    from bwn.controller import scenario
+    from bwn.scenario import model as scenario
     committed = (REPO / "docs" / "scenario.schema.json").read_text()
     assert scenario.main([]) == 0
     assert capsys.readouterr().out == committed

@@ -1,11 +1,11 @@
-"""Time-varying link rates (controller/schedule.py)."""
+"""Time-varying link rates (bwn/scenario/schedule.py)."""
 from __future__ import annotations
 
 import math
 
 import pytest
 
-from bwn.controller import schedule as sch
+from bwn.scenario import schedule as sch
 
 
 def test_constant_applies_once():
@@ -259,7 +259,7 @@ def test_step_mean_over_several_steps():
 def test_a_schedule_goes_to_bwn_link_and_back_unchanged(schedule):
     """The experiment hands a link's schedule to bwn-link --rate-schedule as JSON."""
     import json
-    from bwn.controller.config import schedule_from_json
+    from bwn.scenario.config import schedule_from_json
     assert schedule_from_json(json.dumps(sch.table_of(schedule))) == schedule
 
 

@@ -7,10 +7,10 @@ import signal
 
 import pytest
 
-from bwn.controller.entries import PortTelemetry
-from bwn.controller.switchctl import PortStatus, SwitchClock
-from bwn.netcmd import CommandError, Help, SetLoss, SetRate, Status, format_status, parse_command
-from bwn.session import Terminated, _deferred_signals
+from controller.entries import PortTelemetry
+from controller.switchctl import PortStatus, SwitchClock
+from bwn.emulation.netcmd import CommandError, Help, SetLoss, SetRate, Status, format_status, parse_command
+from bwn.emulation.session import Terminated, _deferred_signals
 
 LINKS = ["h1-s1", "bottleneck"]
 

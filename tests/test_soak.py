@@ -1,4 +1,4 @@
-"""The soak's arithmetic (bwn/soak.py): memory growth per hour, lost-bytes
+"""The soak's arithmetic (bwn/analysis/soak.py): memory growth per hour, lost-bytes
 accounting, process sampling; and benchmarks/soak.py's refusal of bad arguments.
 The real soak is tests/test_soak_mininet.py."""
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from bwn import soak
-from bwn.soak import FlowBytes, Sample, Watched
+from bwn.analysis import soak
+from bwn.analysis.soak import FlowBytes, Sample, Watched
 
 REPO = Path(__file__).resolve().parents[1]
 MIB = 1024 * 1024

@@ -16,8 +16,8 @@ import pytest
 
 from needs import missing, not_root, stale_build
 
-from bwn.bmv2 import bmv2_missing
-from bwn.runlock import experiment_lock
+from bwn.requirements import bmv2_missing
+from bwn.emulation.runlock import experiment_lock
 
 REPO = Path(__file__).resolve().parents[1]
 SOAK = REPO / "benchmarks" / "soak.py"
@@ -28,7 +28,7 @@ def _missing() -> str | None:
     if not_root():
         return not_root()
     if bmv2_missing():
-        return f"BMv2 not installed ({', '.join(bmv2_missing())} not on PATH)"
+        return bmv2_missing()
     try:
         import mininet.net  # noqa: F401
     except ImportError:

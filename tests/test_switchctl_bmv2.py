@@ -12,19 +12,20 @@ import pytest
 
 from needs import missing, not_root, stale_build
 
-from bwn.bmv2 import Bmv2Switch, bmv2_missing
+from bwn.requirements import bmv2_missing
+from controller.bmv2 import Bmv2Switch
 
 REPO = Path(__file__).resolve().parents[1]
 BUILD = REPO / "build"
 
-missing(not_root() or (bmv2_missing() and f"BMv2 not installed ({', '.join(bmv2_missing())} not on PATH)")
+missing(not_root() or bmv2_missing()
         or stale_build(), "controller-on-BMv2 tests", module_level=True)
 
 import finsy as fy  # noqa: E402
 
-from bwn.controller import entries as ent  # noqa: E402
-from bwn.controller.schedule import StepSchedule  # noqa: E402
-from bwn.controller.switchctl import BwnController, PortPlan, SwitchPlan  # noqa: E402
+from controller import entries as ent  # noqa: E402
+from bwn.scenario.schedule import StepSchedule  # noqa: E402
+from controller.switchctl import BwnController, PortPlan, SwitchPlan  # noqa: E402
 
 
 def free_port() -> int:

@@ -15,9 +15,9 @@ from typing import Any
 import finsy as fy
 import pytest
 
-from bwn.controller import entries as ent
-from bwn.controller import switchctl as sc
-from bwn.controller.schedule import ConstantSchedule, StepSchedule, bmv2_queue_rate_pps
+from controller import entries as ent
+from controller import switchctl as sc
+from bwn.scenario.schedule import ConstantSchedule, StepSchedule, bmv2_queue_rate_pps
 
 WINDOW = ent.WindowConfig(16_384, 65_536, 1102)
 
@@ -409,7 +409,7 @@ def test_schedule_loop_skips_down_switches_goes_on_after_a_failure(tmp_path, cap
     s2.modify = failing_modify
     s2.ops.clear()
     FakeQueues.log = []
-    with caplog.at_level("WARNING", logger="bwn.controller"):
+    with caplog.at_level("WARNING", logger="controller"):
         asyncio.run(schedule_tick(ctl, clock, 0.0))
     assert ("modify", [ent.port_capacity(4, 20e6, WINDOW)]) in s2.ops
     assert "s2: could not apply rate on port 3: switch restarting" in caplog.messages
@@ -502,7 +502,7 @@ def test_the_queue_gets_the_rate_in_force_when_its_packets_will_leave(tmp_path):
     (the dataplane's capacity keeps the rate of now); a constant schedule, a pin, an
     empty or unknown queue, a link served by bwn-link, or the look-ahead off (the
     default): the rate of now."""
-    from bwn.controller.schedule import SineSchedule
+    from bwn.scenario.schedule import SineSchedule
     sine = SineSchedule(110.2e3, 3.0, 1.0, 0.0)
     plan = sc.SwitchPlan("s1", "127.0.0.1:50100", 9190, 1, ports=[
         sc.PortPlan(3, "C-D", sine, queue_packets=50, frame_bytes=1102),
@@ -545,7 +545,7 @@ def test_the_schedule_loop_writes_the_capacity_of_now_and_the_queue_rate_ahead(t
     the dataplane gets the capacity at t, BMv2's queue the rate at t + D; capacity.csv
     records both and the schedule's rate in the queue's packets/s; a tick where only
     the queue's target moved writes it too."""
-    from bwn.controller.schedule import SineSchedule
+    from bwn.scenario.schedule import SineSchedule
     clock = Clock()
     sine = SineSchedule(110.2e3, 3.0, 1.0, 0.0)
     plan = sc.SwitchPlan("s1", "127.0.0.1:50100", 9190, 1,

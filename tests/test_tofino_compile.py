@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bwn.controller import tofino
+from controller import tofino
 
 REPO = Path(__file__).resolve().parents[1]
 PROGRAM = REPO / "p4src" / "tna" / "bwn.p4"
@@ -95,8 +95,8 @@ def test_the_controllers_tofino_entries_encode_against_the_compiled_p4info(compi
     a Tofino switch is accepted by the P4Info bf-p4c wrote: names, widths, params."""
     import finsy as fy
 
-    from bwn.controller import entries as en
-    from bwn.controller import tofino as tf
+    from controller import entries as en
+    from controller import tofino as tf
 
     target, out, res = compiled
     assert res.returncode == 0

@@ -8,9 +8,9 @@ import struct
 
 import pytest
 
-from bwn.controller import dataplane_math as dm
-from bwn.controller import entries as en
-from bwn.controller import tofino as tf
+from controller import dataplane_math as dm
+from controller import entries as en
+from controller import tofino as tf
 
 
 # ---- time base -----------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Transport logic, in-process: a fake clock and a simulated lossy channel
-(bwn.hosts.transport_sim) drive real Sender and Receiver objects, no sockets."""
+(hosts.sim.channel) drive real Sender and Receiver objects, no sockets."""
 from __future__ import annotations
 
 import os
@@ -8,22 +8,15 @@ from typing import Any, List, Tuple
 
 import pytest
 
-from bwn.hosts.cc.base import AckInfo, CcState, Feedback, SentSegment
-from bwn.hosts.cc.newreno import NewReno
-from bwn.hosts.cc.reno import Reno
-from bwn.hosts.transport_receiver import MemorySink, ReceiverFlow
-from bwn.hosts.transport_rto import RtoEstimator
-from bwn.hosts.transport_sender import SenderConfig, SenderState
-from bwn.hosts.transport_sim import LinkModel, Simulation, stamp_constant
-from bwn.hosts.transport_source import BytesSource, PatternSource, pattern_bytes
-from bwn.hosts.transport_wire import (
-    F_DATA,
-    F_FIN,
-    F_RETX,
-    HEADERS_LEN,
-    TransportHeader,
-    ts_diff_us,
-)
+from hosts.cc.base import AckInfo, CcState, Feedback, SentSegment
+from hosts.cc.newreno import NewReno
+from hosts.cc.reno import Reno
+from hosts.transport.receiver import MemorySink, ReceiverFlow
+from hosts.transport.rto import RtoEstimator
+from hosts.transport.sender import SenderConfig, SenderState
+from hosts.sim.channel import LinkModel, Simulation, stamp_constant
+from hosts.transport.source import BytesSource, PatternSource, pattern_bytes
+from hosts.transport.wire import F_DATA, F_FIN, F_RETX, HEADERS_LEN, TransportHeader, ts_diff_us
 
 MSS = 1000
 
@@ -549,7 +542,7 @@ def test_an_empty_stream_acknowledged_at_once_lasts_zero_seconds_and_has_no_good
 
 
 def test_percentile_interpolates_between_two_samples() -> None:
-    from bwn.hosts.flowlog import percentile, rtt_stats_ms
+    from hosts.flowlog import percentile, rtt_stats_ms
     assert percentile([10, 20], 50) == 15.0 and percentile([10, 20], 95) == pytest.approx(19.5)
     assert percentile([7], 99) == 7.0 and percentile([], 50) is None
     stats = rtt_stats_ms([10_000, 20_000])
@@ -558,7 +551,7 @@ def test_percentile_interpolates_between_two_samples() -> None:
 
 
 def test_summary_line_without_a_status_ends_in_empty_parentheses() -> None:
-    from bwn.hosts.flowlog import format_summary
+    from hosts.flowlog import format_summary
     line = format_summary({"flow_id": 3, "algo": "newreno", "bytes": 10, "duration_s": 1.0,
                            "goodput_bps": 80.0, "retransmits": 0, "timeouts": 0, "sack": True})
     assert line == ("flow 3 newreno: 10 bytes in 1.000 s, goodput 0.000 Mb/s, retransmits 0, "
@@ -567,7 +560,7 @@ def test_summary_line_without_a_status_ends_in_empty_parentheses() -> None:
 
 def test_summary_line_writes_non_finite_figures_in_lower_case_like_the_csv_log() -> None:
     """inf and nan as the CSV log writes them (lower case), never 'INF' / 'NAN'."""
-    from bwn.hosts.flowlog import format_summary
+    from hosts.flowlog import format_summary
     inf, nan = float("inf"), float("nan")
     line = format_summary({"flow_id": 1, "algo": "x", "bytes": 0, "duration_s": inf,
                            "goodput_bps": nan, "retransmits": 0, "timeouts": 0, "sack": False,
@@ -580,7 +573,7 @@ def test_summary_line_writes_non_finite_figures_in_lower_case_like_the_csv_log()
 def test_jsonl_log_rows_are_compact_json_one_per_line(tmp_path: Any) -> None:
     """A .jsonl row: every field, in order, without spaces, non-finite floats as
     standard JSON (null, "inf")."""
-    from bwn.hosts.flowlog import TimeSeriesLog
+    from hosts.flowlog import TimeSeriesLog
     path = tmp_path / "flow.jsonl"
     log = TimeSeriesLog(str(path), ["time_s", "flow_id", "cwnd", "extra"], interval_us=0)
     log.offer(1, 0, {"time_s": 0.5, "flow_id": 1, "cwnd": float("inf"), "extra": {"a": float("nan")}})
@@ -590,7 +583,7 @@ def test_jsonl_log_rows_are_compact_json_one_per_line(tmp_path: Any) -> None:
                                 '{"time_s":1.5,"flow_id":1,"cwnd":null,"extra":null}\n')
 
 
-# -- the simulated link itself (bwn.hosts.transport_sim.Direction) --------------------
+# -- the simulated link itself (hosts.sim.channel.Direction) --------------------
 
 class _Draws:
     """A random source that hands out the given draws, and fails if asked for more."""
@@ -604,7 +597,7 @@ class _Draws:
 
 
 def _direction(model, rng):
-    from bwn.hosts.transport_sim import Direction
+    from hosts.sim.channel import Direction
     out: list = []
     return Direction(model, rng, lambda t, pkt: out.append((t, pkt))), out
 
@@ -614,7 +607,7 @@ def test_the_simulated_link_serializes_frames_at_its_rate_behind_a_drop_tail_que
     leaves 1000 us after the one before it; `queue_packets` = 2 keeps one frame in
     service and two waiting, and a frame that has left frees its place at its very
     departure time."""
-    from bwn.hosts.transport_sim import LinkModel
+    from hosts.sim.channel import LinkModel
     link, out = _direction(LinkModel(delay_us=500, rate_bps=8e6, queue_packets=2), _Draws())
     for i in range(5):
         link.send(bytes([i]) * 958, 0)
@@ -627,7 +620,7 @@ def test_the_simulated_link_serializes_frames_at_its_rate_behind_a_drop_tail_que
 
 
 def test_the_simulated_link_holds_back_the_packets_its_draw_reorders_and_counts_them():
-    from bwn.hosts.transport_sim import LinkModel
+    from hosts.sim.channel import LinkModel
     model = LinkModel(delay_us=1_000, reorder=0.5, reorder_extra_us=7_000)
     link, out = _direction(model, _Draws(0.5, 0.49, 0.9, 0.1))
     for i in range(4):
@@ -644,7 +637,7 @@ def test_udp_sockets_ask_for_big_buffers_forced_as_root_and_plain_otherwise(monk
     else the plain option (the kernel then caps it). Python's socket module has no
     name for the forcing options: Linux's numbers, 33 and 32 (asm-generic/socket.h)."""
     import socket
-    from bwn.hosts import transport_loop
+    from hosts.transport import loop as transport_loop
     SO_RCVBUFFORCE, SO_SNDBUFFORCE = 33, 32
 
     class Refusing:
@@ -699,7 +692,7 @@ def test_a_flows_clock_and_an_injected_packet_follow_the_times_given():
 def test_a_finished_senders_last_log_row_is_written_whatever_the_interval(tmp_path):
     """However long the log interval, a sender writes a row when it is done: the
     flow log's last row is the flow's final state, at its end."""
-    from bwn.hosts.flowlog import SENDER_FIELDS, TimeSeriesLog
+    from hosts.flowlog import SENDER_FIELDS, TimeSeriesLog
     log = TimeSeriesLog(str(tmp_path / "s.jsonl"), SENDER_FIELDS, interval_us=10**9)
     sim = Simulation(LinkModel(delay_us=5_000), LinkModel(delay_us=5_000))
     s = sim.add_flow(NewReno(), PatternSource(20_000, 1000), config=SenderConfig(mss_bytes=1000), log=log)
@@ -745,7 +738,7 @@ def _forced_run(sack: bool, n: int, length: int, lost: set, window_bytes: int = 
     drops the first transmission of the segments at `lost`. Returns (sender, the
     forward packets sent at that duplicate ACK, marks: snd_una and snd_max then and
     forced_segments at the next duplicate ACK, simulation)."""
-    from bwn.hosts.transport_wire import F_DATA, F_RETX, TransportHeader
+    from hosts.transport.wire import F_DATA, F_RETX, TransportHeader
 
     def drop(t, pkt):
         h = TransportHeader.unpack(pkt)
@@ -779,7 +772,7 @@ def test_forced_segments_are_new_data_outside_the_window_counted_once_each(lengt
     """Without SACK, force_segments = 3 sends the next new segments at once, beyond
     cwnd, from snd_max on, each counted once in forced_segments; at the stream's end
     the last one is the rest of the stream and the unused credits are dropped."""
-    from bwn.hosts.transport_wire import F_DATA, F_RETX, TransportHeader
+    from hosts.transport.wire import F_DATA, F_RETX, TransportHeader
     s, _, marks, sim = _forced_run(False, 3, length, {4000})
     rest, expected_lengths = length - marks["snd_max"], []
     while rest > 0 and len(expected_lengths) < 3:
@@ -801,7 +794,7 @@ def test_forced_segments_in_sack_recovery_take_the_lost_data_first_then_new_data
     """With SACK, forced segments are what NextSeg() picks (RFC 6675 sec. 4): the
     lost, unSACKed segment first (rule 1), then new data (rule 2), at once, each
     counted once; nothing is resent that was not lost."""
-    from bwn.hosts.transport_wire import F_RETX
+    from hosts.transport.wire import F_RETX
     s, at, marks, sim = _forced_run(True, 2, 200_000, {4000, 6000})
     assert (marks["una"], marks["snd_max"]) == (4000, 12_000)
     assert [(h.seq, bool(h.flags & F_RETX)) for h in at] == [(6000, True), (12_000, False)]
@@ -814,7 +807,7 @@ def test_forced_credits_beyond_what_can_be_sent_are_dropped():
     """Asked for 30 segments with only one lost segment to resend and the stream all
     sent (its FIN too), a SACK recovery forces that one segment and drops the other
     credits: none is left to fire later, and the flow ends normally."""
-    from bwn.hosts.transport_wire import F_RETX
+    from hosts.transport.wire import F_RETX
     s, at, _, _ = _forced_run(True, 30, 12_000, {4000, 6000})
     assert [(h.seq, bool(h.flags & F_RETX)) for h in at] == [(6000, True)]
     assert s.forced_segments == 1 and s.st.force_segments == 0
@@ -847,7 +840,7 @@ def test_forced_segments_wait_for_the_pacing_rate(sack, first_new):
     once, the next ones at the pacing rate (a 1000-byte segment is 1102 bytes of
     frame, 4 408 us at 2 Mb/s, after the 3 ms of lateness pacing may catch up),
     each still counted as forced, before the next ACK arrives."""
-    from bwn.hosts.transport_wire import F_RETX, TransportHeader
+    from hosts.transport.wire import F_RETX, TransportHeader
     s, _, marks, sim = _forced_run(sack, 3, 200_000, {4000}, cc_cls=_ForcesPaced)
     t = marks["t"]
     sent = {TransportHeader.unpack(p).seq: when for when, d, p in sim.sent_log
@@ -872,7 +865,7 @@ def test_forced_credits_left_at_the_stream_end_let_the_fin_go_at_once():
     (Whether the FIN leaves in the same pump call as the forced segments or in the
     next one at that instant, this test cannot tell: _send_forced's return value on
     that path is not pinned by it.)"""
-    from bwn.hosts.transport_wire import F_FIN
+    from hosts.transport.wire import F_FIN
     s, at, _, _ = _forced_run(False, 3, 11_001, {4000})
     assert [(h.seq, bool(h.flags & F_FIN)) for h in at] == [(10_000, False), (11_000, False), (11_001, True)]
     assert s.forced_segments == 2 and s.st.force_segments == 0
@@ -882,7 +875,7 @@ def test_the_simulated_link_counts_what_it_drops_and_duplicates():
     """Direction.send: each packet draws once for loss (dropped and counted) and, if
     kept, once for duplication (two copies, counted once); the counts and the copies
     scheduled are what the same random sequence gives, packet by packet."""
-    from bwn.hosts.transport_sim import Direction
+    from hosts.sim.channel import Direction
     arrivals: list = []
     d = Direction(LinkModel(delay_us=1_000, loss=0.3, duplicate=0.2), random.Random(7),
                   lambda t, pkt: arrivals.append((t, pkt)))
@@ -906,7 +899,7 @@ def test_a_sender_gives_up_after_its_consecutive_timeouts(limit):
     """A path that stops carrying data after the 5th segment: the sender times out
     with backoff and fails at the timeout after `max_consecutive_timeouts` of them,
     saying how many, at that moment."""
-    from bwn.hosts.transport_wire import F_DATA, TransportHeader
+    from hosts.transport.wire import F_DATA, TransportHeader
 
     def black_hole(t, pkt):
         h = TransportHeader.unpack(pkt)
@@ -926,7 +919,7 @@ def test_a_sender_whose_fin_is_never_acknowledged_ends_complete(give_up):
     """Every data byte acknowledged but the FIN lost every time: after
     `fin_give_up_timeouts` further timeouts the sender ends, complete (the data
     arrived), not failed."""
-    from bwn.hosts.transport_wire import F_FIN, TransportHeader
+    from hosts.transport.wire import F_FIN, TransportHeader
     sim = Simulation(LinkModel(delay_us=5_000, drop_if=lambda t, p: bool(TransportHeader.unpack(p).flags & F_FIN)),
                      LinkModel(delay_us=5_000))
     s = sim.add_flow(NewReno(), PatternSource(20 * MSS, MSS), config=cfg(fin_give_up_timeouts=give_up))
@@ -991,7 +984,7 @@ def test_the_flow_log_shows_a_fast_recovery_ended_by_a_timeout(tmp_path):
     the first timeout on every row says out of recovery (a timeout ends it, RFC 6582
     sec. 3.2) and counts the timeouts so far."""
     import json
-    from bwn.hosts.flowlog import SENDER_FIELDS, TimeSeriesLog
+    from hosts.flowlog import SENDER_FIELDS, TimeSeriesLog
     log = TimeSeriesLog(str(tmp_path / "s.jsonl"), SENDER_FIELDS, interval_us=0)
     _, s, _ = _lost_thrice_then_late(False, log)
     log.close()

@@ -7,11 +7,11 @@ import typing
 
 import pytest
 
-from bwn.hosts.cc import registry
-from bwn.hosts.transport_sender import SenderConfig, SenderState
-from bwn.hosts.transport_sim import LinkModel, Simulation, stamp_constant
-from bwn.hosts.transport_source import PatternSource, pattern_bytes
-from bwn.wire import ebn_encode_kbps
+from hosts.cc import registry
+from hosts.transport.sender import SenderConfig, SenderState
+from hosts.sim.channel import LinkModel, Simulation, stamp_constant
+from hosts.transport.source import PatternSource, pattern_bytes
+from bwn.protocol.wire import ebn_encode_kbps
 
 
 @pytest.mark.parametrize("name", registry.ALGORITHMS)
@@ -96,7 +96,7 @@ def test_every_algorithm_starts_without_an_estimate_or_a_pacing_rate(name: str) 
     """A flow log's first rows, before any ACK: no algorithm claims an estimate of
     the bandwidth or a pacing rate it has not measured (null in the log, not 0 or
     an empty string)."""
-    from bwn.hosts.cc.base import CcState
+    from hosts.cc.base import CcState
     cls = registry.load(name)
     cc = cls(**registry.parse_params(cls, [], 2.0 if name == "gtcp" else None))
     st = CcState(mss_bytes=1000)
@@ -107,7 +107,7 @@ def test_every_algorithm_starts_without_an_estimate_or_a_pacing_rate(name: str) 
 def test_a_parameter_without_annotation_or_default_is_described_as_a_string():
     """An algorithm written without type hints still gets its parameters listed
     (`bwn-send --list-algos`): the type shown is that of its default, or str."""
-    from bwn.hosts.cc.newreno import NewReno
+    from hosts.cc.newreno import NewReno
 
     class Untyped(NewReno):
         def __init__(self, label, scale=1.5):     # no annotations on purpose

@@ -10,11 +10,12 @@ from typing import Literal, Optional
 
 import pytest
 
-from bwn.hosts import recv, send
-from bwn.hosts.cc import registry
-from bwn.hosts.cc.base import CongestionControl
-from bwn.hosts.flowlog import SENDER_FIELDS, TimeSeriesLog, percentile, rtt_stats_ms
-from bwn.hosts.transport_wire import (
+from hosts import recv
+from hosts import send
+from hosts.cc import registry
+from hosts.cc.base import CongestionControl
+from hosts.flowlog import SENDER_FIELDS, TimeSeriesLog, percentile, rtt_stats_ms
+from hosts.transport.wire import (
     F_ACK,
     F_DATA,
     HEADERS_LEN,
@@ -23,7 +24,7 @@ from bwn.hosts.transport_wire import (
     pack_ack_headers,
     pack_data_headers,
 )
-from bwn.wire import KIND_ACK, BwnHeader
+from bwn.protocol.wire import KIND_ACK, BwnHeader
 
 PY = sys.executable
 
@@ -59,7 +60,7 @@ def test_feedback_conversion() -> None:
 
 def test_scapy_layer_dissects_a_transport_packet() -> None:
     from scapy.layers.inet import IP, UDP
-    from bwn.scapy_bwn import BWN
+    from bwn.protocol.scapy_layer import BWN
 
     buf = bytearray(HEADERS_LEN + 4)
     pack_data_headers(buf, F_DATA, 1, 0, 0)
@@ -244,15 +245,15 @@ def test_receiver_stats_line_and_output_file_names(tmp_path) -> None:
 
 
 def test_python_m_help_and_list_algos() -> None:
-    out = subprocess.run([PY, "-m", "bwn.hosts.send", "--help"], capture_output=True,
+    out = subprocess.run([PY, "-m", "hosts.send", "--help"], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0 and "--reserved-rate-mbit" in out.stdout
     assert "--no-sack" in out.stdout
-    out = subprocess.run([PY, "-m", "bwn.hosts.recv", "--help"], capture_output=True,
+    out = subprocess.run([PY, "-m", "hosts.recv", "--help"], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0 and "--delayed-ack" in out.stdout
     assert "--stats-json" in out.stdout and "--max-half-open" in out.stdout
-    out = subprocess.run([PY, "-m", "bwn.hosts.send", "--list-algos"], capture_output=True,
+    out = subprocess.run([PY, "-m", "hosts.send", "--list-algos"], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.startswith("newreno")
 
@@ -291,7 +292,7 @@ def test_summary_line_says_each_figure_in_its_unit():
     """The one line bwn-send prints at the end: every figure with its unit and
     precision, the spurious retransmissions only when counted, SACK or not, and
     '-' for an RTT figure the flow never measured."""
-    from bwn.hosts.flowlog import format_summary
+    from hosts.flowlog import format_summary
     full = {"flow_id": 7, "algo": "ebn", "bytes": 1_250_000, "duration_s": 2.00049,
             "goodput_bps": 4_999_876.0, "retransmits": 12, "spurious_retransmits": 3, "timeouts": 1,
             "sack": True, "rtt_p50_ms": 41.234, "rtt_p95_ms": 55.0, "rtt_p99_ms": 60.129,
@@ -311,7 +312,7 @@ def test_summary_line_says_each_figure_in_its_unit():
     ("localhost:0", None, ("127.0.0.1", 0)), ("10.0.0.2:65535", 1, ("10.0.0.2", 65535)),
 ])
 def test_parse_addr_accepts(text: str, default, expected) -> None:
-    from bwn.hosts.transport_loop import parse_addr
+    from hosts.transport.loop import parse_addr
     assert parse_addr(text, default) == expected
 
 
@@ -324,14 +325,14 @@ def test_parse_addr_accepts(text: str, default, expected) -> None:
     ("10.0.0.2:-1", None, "port out of range in '10.0.0.2:-1'"),
 ])
 def test_parse_addr_refuses_with_one_line(text: str, default, message: str) -> None:
-    from bwn.hosts.transport_loop import parse_addr
+    from hosts.transport.loop import parse_addr
     with pytest.raises(ValueError) as err:
         parse_addr(text, default)
     assert str(err.value) == message
 
 
 def test_parse_addr_names_a_host_it_cannot_resolve() -> None:
-    from bwn.hosts.transport_loop import parse_addr
+    from hosts.transport.loop import parse_addr
     with pytest.raises(ValueError, match=r"^cannot resolve 'no\.such\.host\.invalid': "):
         parse_addr("no.such.host.invalid:9")
 
@@ -343,7 +344,7 @@ def test_ready_file_and_start_gate(tmp_path: Path) -> None:
     import os
     import signal
     import time
-    from bwn.hosts.startup import NotStarted, wait_for_start, write_ready_file
+    from hosts.startup import NotStarted, wait_for_start, write_ready_file
     write_ready_file(None)                                    # nothing asked: nothing written
     path = tmp_path / "agent.ready"
     write_ready_file(str(path))
@@ -364,7 +365,7 @@ def test_ready_file_and_start_gate(tmp_path: Path) -> None:
 
 
 def test_file_source_sends_the_file_or_its_first_bytes(tmp_path: Path) -> None:
-    from bwn.hosts.transport_source import FileSource
+    from hosts.transport.source import FileSource
     path = tmp_path / "data.bin"
     path.write_bytes(bytes(range(256)) * 4)
     whole = FileSource(str(path))
@@ -468,7 +469,7 @@ def test_percentile_interpolates_between_ranks() -> None:
 
 
 def test_log_format_follows_the_file_name() -> None:
-    from bwn.hosts.flowlog import log_format_for
+    from hosts.flowlog import log_format_for
     assert [log_format_for(p) for p in ("a.csv", "A.CSV", "b.jsonl", "B.JSONL", "c.ndjson")] == [
         "csv", "csv", "jsonl", "jsonl", "jsonl"]
     with pytest.raises(ValueError, match=r"must end in \.csv or \.jsonl"):

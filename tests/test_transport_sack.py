@@ -2,20 +2,20 @@
 handshake that turns it on, and the counters reported in the FIN|ACK.
 
 The scoreboard is checked by hand against RFC 6675's definitions; the recovery
-over the simulated channel (bwn.hosts.transport_sim) with chosen losses."""
+over the simulated channel (hosts.sim.channel) with chosen losses."""
 from __future__ import annotations
 
 from typing import Any, List, Optional, Tuple
 
 import pytest
 
-from bwn.hosts.cc.newreno import NewReno
-from bwn.hosts.transport_receiver import MemorySink, ReceiverFlow
-from bwn.hosts.transport_sack import Scoreboard
-from bwn.hosts.transport_sender import SenderConfig, SenderState
-from bwn.hosts.transport_sim import LinkModel, Simulation
-from bwn.hosts.transport_source import PatternSource, pattern_bytes
-from bwn.hosts.transport_wire import (
+from hosts.cc.newreno import NewReno
+from hosts.transport.receiver import MemorySink, ReceiverFlow
+from hosts.transport.sack import Scoreboard
+from hosts.transport.sender import SenderConfig, SenderState
+from hosts.sim.channel import LinkModel, Simulation
+from hosts.transport.source import PatternSource, pattern_bytes
+from hosts.transport.wire import (
     F_ACK,
     F_DATA,
     F_FIN,
@@ -357,7 +357,7 @@ def test_highest_unsacked_is_nextseg_rule_4() -> None:
     assert sb.highest_unsacked(3000, 5000) is None             # all outstanding bytes SACKed
 
 
-# -- the socket loop (bwn.hosts.transport_loop) over 127.0.0.1 ---------------------------
+# -- the socket loop (hosts.transport.loop) over 127.0.0.1 ---------------------------
 import errno as _errno  # noqa: E402
 import os as _os  # noqa: E402
 import signal as _signal  # noqa: E402
@@ -366,9 +366,9 @@ import sys as _sys  # noqa: E402
 import threading as _threading  # noqa: E402
 import time as _time  # noqa: E402
 
-from bwn.hosts import transport_loop as loop  # noqa: E402
-from bwn.hosts.transport_receiver import Receiver  # noqa: E402
-from bwn.hosts.transport_sender import Sender  # noqa: E402
+from hosts.transport import loop  # noqa: E402
+from hosts.transport.receiver import Receiver  # noqa: E402
+from hosts.transport.sender import Sender  # noqa: E402
 
 GUARD_S = 10.0       # only a broken loop gets near this: it aborts the flow instead of hanging
 
@@ -727,7 +727,7 @@ def test_set_buffer_falls_back_when_the_forcing_option_is_refused() -> None:
 
 
 def test_an_idle_flow_is_closed_by_the_receiver_loop_timer() -> None:
-    from bwn.hosts.transport_wire import F_SYN as _SYN, pack_data_headers
+    from hosts.transport.wire import F_SYN as _SYN, pack_data_headers
     with LoopbackReceiver(idle_timeout_us=50_000) as r:
         peer = loop.open_udp_socket(connect=r.addr)
         try:
@@ -764,7 +764,7 @@ def test_sack_recovery_starts_when_the_scoreboard_says_lost_before_three_duplica
     IsLost(HighACK + 1). Segment 10 is lost and the first three duplicate ACKs after
     it are lost too: the first one to arrive already SACKs four segments above the
     hole, so the sender retransmits at once instead of waiting for two more."""
-    from bwn.hosts.transport_wire import F_FIN, F_SYN
+    from hosts.transport.wire import F_FIN, F_SYN
 
     class Spy(NewReno):
         def __init__(self) -> None:

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from bwn.hosts.cc.newreno import NewReno
-from bwn.hosts.transport_receiver import MemorySink, Receiver
-from bwn.hosts.transport_sender import Sender, SenderConfig
-from bwn.hosts.transport_source import PatternSource
-from bwn.hosts.transport_vectors import header_vectors, invalid_vectors
-from bwn.hosts.transport_wire import (
+from hosts.cc.newreno import NewReno
+from hosts.transport.receiver import MemorySink, Receiver
+from hosts.transport.sender import Sender, SenderConfig
+from hosts.transport.source import PatternSource
+from hosts.transport.vectors import header_vectors, invalid_vectors
+from hosts.transport.wire import (
     F_ACK,
     F_DATA,
     F_RST,
@@ -27,7 +27,7 @@ from bwn.hosts.transport_wire import (
     pack_data_headers,
     parse_options,
 )
-from bwn.wire import BWN_HEADER_LEN
+from bwn.protocol.wire import BWN_HEADER_LEN
 
 VECTORS = json.loads((Path(__file__).resolve().parents[1] / "docs" /
                       "transport-vectors.json").read_text())
@@ -39,10 +39,10 @@ def test_committed_vectors_are_what_the_generator_makes() -> None:
 
 
 def test_the_generator_prints_the_committed_file_byte_for_byte(capsys: pytest.CaptureFixture[str]) -> None:
-    """`python -m bwn.hosts.transport_vectors > docs/transport-vectors.json` rewrites the
+    """`python -m hosts.transport.vectors > docs/transport-vectors.json` rewrites the
     committed file exactly: same keys, 2-space indent, one final newline (no diff
     churn when it is regenerated)."""
-    from bwn.hosts import transport_vectors
+    from hosts.transport import vectors as transport_vectors
     transport_vectors.main()
     committed = (Path(__file__).resolve().parents[1] / "docs" / "transport-vectors.json").read_text()
     assert capsys.readouterr().out == committed
@@ -130,8 +130,8 @@ def test_receiver_summary_and_log_row_name_each_counter() -> None:
     """A flow's summary (bwn-recv --summary-json) and its log row (--log) report each
     counter under its documented name (docs/transport.md), the status, the duration
     from the first packet to the close (or the last packet), and the goodput."""
-    from bwn.hosts.transport_receiver import ReceiverFlow
-    from bwn.hosts.flowlog import RECEIVER_FIELDS
+    from hosts.transport.receiver import ReceiverFlow
+    from hosts.flowlog import RECEIVER_FIELDS
     flow = ReceiverFlow(("10.0.0.1", 4242), 9, MemorySink(), 65536, 1_000_000, sack_ok=True)
     counters = {"segments": 11, "duplicate_segments": 2, "out_of_order_segments": 3,
                 "spurious_retransmissions": 4, "beyond_window_segments": 5, "reordered_segments": 6,
@@ -169,7 +169,7 @@ def test_sender_summary_names_each_counter_and_the_status() -> None:
     (docs/transport.md, "Summary"), the receiver's counts from its FIN|ACK (None
     without one), the status, and duration and goodput from the handshake to the
     last data acknowledged."""
-    from bwn.hosts.transport_sender import SenderState
+    from hosts.transport.sender import SenderState
     s = Sender(NewReno(), PatternSource(10_000, 1000), lambda v: True, flow_id=5)
     counters = {"packets_sent": 12, "payload_bytes_sent": 11_000, "retransmits": 2, "timeouts": 1,
                 "fast_recoveries": 3, "rescue_retransmits": 4, "forced_segments": 5, "sack_reneging": 6,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bwn.wire import (
+from bwn.protocol.wire import (
     BWN_HEADER_LEN,
     BWN_UDP_PORT,
     BwnDecodeError,
@@ -31,7 +31,7 @@ def test_codec_matches_vectors(vec):
 @pytest.mark.parametrize("vec", VECTORS["header"], ids=lambda v: v["name"][:40])
 def test_scapy_layer_matches_vectors(vec):
     from scapy.layers.inet import IP, UDP
-    from bwn.scapy_bwn import BWN, to_header
+    from bwn.protocol.scapy_layer import BWN, to_header
 
     layer = BWN(**{k: v for k, v in vec["fields"].items()})
     assert bytes(layer).hex() == vec["hex"]
@@ -95,7 +95,7 @@ def test_linux_accepts_zero_udp_checksum():
     from needs import missing
     missing(_can_raw_socket(), "zero-UDP-checksum check on a real socket")
     from scapy.layers.inet import IP, UDP
-    from bwn.scapy_bwn import BWN
+    from bwn.protocol.scapy_layer import BWN
 
     rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     rx.bind(("127.0.0.1", 0))

@@ -1,5 +1,5 @@
 """The Wireshark dissector (tools/wireshark/bwn.lua) decodes the wire-format vectors
-field by field in tshark, as bwn/wire.py and hosts/transport_wire.py do."""
+field by field in tshark, as bwn/protocol/wire.py and hosts/transport/wire.py do."""
 from __future__ import annotations
 
 import dataclasses
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from bwn.hosts import transport_wire
-from bwn.hosts.transport_wire import F_ACK, F_DATA, F_FIN, F_RETX, F_SYN, TransportHeader
-from bwn.wire import BWN_UDP_PORT, FLAG_ECHO_VALID, BwnHeader, ebn_decode_kbps
+from hosts.transport import wire as transport_wire
+from hosts.transport.wire import F_ACK, F_DATA, F_FIN, F_RETX, F_SYN, TransportHeader
+from bwn.protocol.wire import BWN_UDP_PORT, FLAG_ECHO_VALID, BwnHeader, ebn_decode_kbps
 from needs import missing, no_tool
 
 REPO = Path(__file__).resolve().parents[1]
@@ -142,7 +142,7 @@ def test_malformed_and_other_versions_are_flagged(tmp_path):
 
 def options_bytes(sack_permitted: bool = False, blocks: tuple = (), stats: tuple | None = None
                   ) -> bytes:
-    """Transport options as the codec writes them (hosts/transport_wire.py
+    """Transport options as the codec writes them (hosts/transport/wire.py
     encode_options where this tree has it; else the same layout: NOP, NOP, kind,
     length, data; SACK_PERMITTED 2, SACK 3 with [left, right) uint64 pairs,
     RCV_STATS 4 with four uint32)."""

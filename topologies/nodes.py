@@ -23,7 +23,7 @@ from typing import Any, Iterable, Optional
 
 from mininet.node import Host, Switch
 
-from bwn.bmv2 import experiment_switch_binary, stop_process_group, switch_command, wait_for_tcp
+from controller.bmv2 import experiment_switch_binary, stop_process_group, switch_command, wait_for_tcp
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -233,7 +233,7 @@ class LinkemGroup:
             links.append({"name": em.name, "netns": f"/proc/{em.pid}/ns/net",
                           "args": [*intfs, *args_by_node[em.name], "--stats-json", str(stats_paths[em.name])]})
         spec_path.write_text(json.dumps({"links": links}, indent=1) + "\n")
-        # It ends with this process even if this one is killed (as bwn/capture.py's captures).
+        # It ends with this process even if this one is killed (as bwn/emulation/capture.py's captures).
         guard = ["setpriv", "--pdeathsig", "TERM", "--"] if shutil.which("setpriv") else []
         cmd = [*guard, str(VENV_BIN / "bwn-links"), str(spec_path)]
         if rt_priority:

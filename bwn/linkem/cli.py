@@ -73,8 +73,8 @@ def _mbit(text: str) -> float:
 
 
 def _rate_schedule(text: str) -> Any:
-    from bwn.controller.config import schedule_from_json
-    from bwn.controller.schedule import ScheduleError
+    from bwn.scenario.config import schedule_from_json
+    from bwn.scenario.schedule import ScheduleError
 
     try:
         return schedule_from_json(text)

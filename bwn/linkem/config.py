@@ -12,7 +12,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Dict, Optional
 
-from bwn.controller.schedule import Schedule, ScheduleError, table_of
+from bwn.scenario.schedule import Schedule, ScheduleError, table_of
 
 __all__ = ["Impairment", "LinkConfig", "DIRECTIONS"]
 

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from .cli import READY_MARKER
-from bwn.controller.schedule import table_of
+from bwn.scenario.schedule import table_of
 
 from .config import DIRECTIONS, Impairment, LinkConfig
 
@@ -54,7 +54,6 @@ __all__ = [
     "Topology",
     "EmulatorProcess",
     "linkem_command",
-    "missing_requirements",
     "cleanup_stale",
     "new_tag",
     "TAG_PREFIX",
@@ -69,19 +68,6 @@ _OFFLOADS = ["gro", "off", "gso", "off", "tso", "off", "tx", "off", "rx", "off"]
 def new_tag() -> str:
     """``lk`` + 6 random hex digits: unique enough for parallel runs."""
     return TAG_PREFIX + os.urandom(3).hex()
-
-
-def missing_requirements() -> Optional[str]:
-    """None if namespaces can be built here, else a one-line reason."""
-    missing = []
-    if os.geteuid() != 0:
-        missing.append("root (euid 0)")
-    for tool in ("ip", "ethtool"):
-        if shutil.which(tool) is None:
-            missing.append(f"the '{tool}' command")
-    if missing:
-        return "bwn.linkem namespace tests need " + " and ".join(missing)
-    return None
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:

@@ -1,7 +1,7 @@
 """The one narrow interface between the transport and a sender algorithm.
 
 Modelled on Linux's ``struct tcp_congestion_ops``: the transport
-(:mod:`bwn.hosts.transport`) owns sequence numbers, loss detection (duplicate
+(:mod:`hosts.transport`) owns sequence numbers, loss detection (duplicate
 ACK counting, the recovery point of RFC 6582, the RFC 6298 timer) and
 retransmission; the algorithm owns every number that decides *how much* to send:
 ``cwnd``, ``ssthresh`` and the pacing rate, all held in :class:`CcState`.

@@ -19,7 +19,7 @@ Implemented:
     ``avg_int[k] = alpha*avg_int[k-1] + (1-alpha)*(now - last_sending_time)``.
   - ``variant="ack"`` (stream of received ACKs), per ACK: the same with
     ``acked*packet_size`` (duplicate ACKs count one MSS, the Westwood accounting
-    the paper requires, :class:`~bwn.hosts.cc.filters.AckedCounter`) and the ACK
+    the paper requires, :class:`~hosts.cc.filters.AckedCounter`) and the ACK
     inter-arrival time.
 
 * eq. (5), adaptive smoothing with ``T0 = 1 s``:
@@ -29,7 +29,7 @@ Implemented:
 * eq. (4) ``ssthresh = Bwe * RTTmin`` (in segments: ``/ (8 * mss)``), applied only
   after 3 duplicate ACKs or a timeout, never continuously (the paper's Fig. 5).
   The cwnd rules after those events are Westwood's
-  (:class:`~bwn.hosts.cc.filters.EstimateRecoveryMixin`); everything else is
+  (:class:`~hosts.cc.filters.EstimateRecoveryMixin`); everything else is
   NewReno (the paper's DFT runs on a Reno source).
 
 Decisions:

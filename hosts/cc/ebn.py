@@ -9,7 +9,7 @@ for Dynamic Bandwidth Environment", sec. III-C (the paper numbers no equations):
 
 "The modification to TCP algorithm is implemented as a derivative of TCP-NewReno"
 (sec. IV): slow start, congestion avoidance and fast recovery are the base
-class's. ``currentbn / lastebn`` is :func:`bwn.wire.ebn_ratio` of the echoed
+class's. ``currentbn / lastebn`` is :func:`bwn.protocol.wire.ebn_ratio` of the echoed
 codes, ``2 ** ((code_now - code_last) / 8)`` (docs/wire-format.md).
 
 Decisions (NOTES.md lists the first as the paper's open question):
@@ -47,7 +47,7 @@ Decisions (NOTES.md lists the first as the paper's open question):
 """
 from typing import Literal, Optional
 
-from bwn.wire import ebn_ratio, ebn_decode_kbps
+from bwn.protocol.wire import ebn_ratio, ebn_decode_kbps
 
 from .base import AckInfo, CcState, CongestionControl
 from .filters import as_bool

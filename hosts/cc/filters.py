@@ -1,7 +1,7 @@
 """Small pieces shared by the estimate-based sender algorithms.
 
 Nothing here is an algorithm of its own and nothing here subclasses
-:class:`~bwn.hosts.cc.base.CongestionControl` (so that a registry that walks the
+:class:`~hosts.cc.base.CongestionControl` (so that a registry that walks the
 subclasses finds only the seven named algorithms):
 
 * :class:`AckedCounter` -- how many bytes one ACK stands for, duplicate ACKs

@@ -1,6 +1,6 @@
 """NewReno: RFC 5681 congestion control with RFC 6582 fast recovery.
 
-Everything is the default behaviour of :class:`~bwn.hosts.cc.base.CongestionControl`:
+Everything is the default behaviour of :class:`~hosts.cc.base.CongestionControl`:
 
 * slow start and congestion avoidance, RFC 5681 sec. 3.1 (cwnd += 1 segment per ACK
   below ssthresh, += 1/cwnd per acknowledged segment above it);
@@ -14,7 +14,7 @@ Everything is the default behaviour of :class:`~bwn.hosts.cc.base.CongestionCont
 * a retransmission timeout sets ssthresh = max(FlightSize / 2, 2) and cwnd = 1
   (RFC 5681 sec. 3.1 eq. 4 and the loss window).
 
-The transport (bwn.hosts.transport_sender) keeps the recovery point ``recover``.
+The transport (hosts.transport.sender) keeps the recovery point ``recover``.
 """
 from __future__ import annotations
 

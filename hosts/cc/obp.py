@@ -87,7 +87,7 @@ Decisions (the paper is silent on all of these):
 import math
 from typing import List, Optional
 
-from bwn.wire import ebn_decode_kbps
+from bwn.protocol.wire import ebn_decode_kbps
 
 from .base import AckInfo, CcState, CongestionControl, Feedback, SentSegment
 from .filters import US_PER_S

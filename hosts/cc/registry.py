@@ -1,7 +1,7 @@
 """Names of the sender algorithms -> their classes, imported lazily.
 
-Each algorithm lives in ``bwn.hosts.cc.<name>`` and is the
-:class:`~bwn.hosts.cc.base.CongestionControl` subclass there whose class attribute
+Each algorithm lives in ``hosts.cc.<name>`` and is the
+:class:`~hosts.cc.base.CongestionControl` subclass there whose class attribute
 ``name`` is ``<name>``. Modules are imported only when an algorithm is selected or
 listed, so one broken or missing module never stops the others.
 

@@ -1,6 +1,6 @@
 """Reno: RFC 5681 fast retransmit / fast recovery without NewReno's partial ACKs.
 
-Differences from :mod:`bwn.hosts.cc.newreno`:
+Differences from :mod:`hosts.cc.newreno`:
 
 * ``recovery_style = "reno"``: the transport ends fast recovery at the first ACK
   that acknowledges new data, partial or not (RFC 5681 sec. 3.2 step 6), so a second

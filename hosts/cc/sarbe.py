@@ -18,7 +18,7 @@ Implemented:
 * sec. 3.2: on duplicate ACKs (the 3rd, fast retransmit) ``ssthresh = oCwnd`` and
   ``cwnd = ssthresh`` if ``cwnd >= ssthresh`` (congestion avoidance), else cwnd is
   kept (slow start); on a timeout ``ssthresh = oCwnd``, ``cwnd = 1``. Those are the
-  rules of :class:`~bwn.hosts.cc.filters.EstimateRecoveryMixin` (with the NewReno
+  rules of :class:`~hosts.cc.filters.EstimateRecoveryMixin` (with the NewReno
   window inflation during recovery, as for Westwood, whose NS-2 module SARBE was
   built on). Everything else is NewReno.
 

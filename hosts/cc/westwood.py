@@ -30,7 +30,7 @@ Decisions where the sources are silent or ambiguous (also in docs/algorithms.md)
 * **acked** (both variants): a duplicate ACK counts as one MSS delivered, and the
   cumulative ACK that follows is reduced by what the duplicates already counted
   (the TR's accounting, Linux ``westwood_acked_count()``; see
-  :class:`~bwn.hosts.cc.filters.AckedCounter`). Samples are taken in
+  :class:`~hosts.cc.filters.AckedCounter`). Samples are taken in
   :meth:`on_feedback`, which the transport calls for *every* ACK (new, duplicate,
   partial, full).
 * **ACKs for nothing** (the SYN-ACK, stale ACKs: no new byte and not a duplicate)
@@ -42,7 +42,7 @@ Decisions where the sources are silent or ambiguous (also in docs/algorithms.md)
   is treated as one ACK for all their bytes.
 * **RTTmin** is the minimum RTT sample of the whole flow (Linux's Westwood+
   resets it after a loss; we do not).
-* **Fast recovery and timeout** rules: :class:`~bwn.hosts.cc.filters.EstimateRecoveryMixin`
+* **Fast recovery and timeout** rules: :class:`~hosts.cc.filters.EstimateRecoveryMixin`
   -- ``cwnd = min(cwnd, ssthresh)`` at the 3rd duplicate ACK, plus the NewReno
   inflation by the 3 duplicate ACKs and one segment per further duplicate ACK;
   at the full ACK ``cwnd = min(that window, FlightSize + 1)``; before any estimate

@@ -1,7 +1,7 @@
 -- Wireshark / tshark dissector for the BWN header and the bwn host transport.
 --
---   BWN header (24 bytes):    docs/wire-format.md  (codec bwn/wire.py)
---   transport header (36+):   docs/transport.md    (codec hosts/transport_wire.py)
+--   BWN header (24 bytes):    docs/wire-format.md  (codec bwn/protocol/wire.py)
+--   transport header (36+):   docs/transport.md    (codec hosts/transport/wire.py)
 --
 -- Registered on UDP port 16983 (both directions: DATA to it, ACKs from it) and
 -- for "Decode As" on any UDP port. Install and use: tools/wireshark/README.md.
@@ -12,7 +12,7 @@
 -- Transport header words beyond the fixed 36 bytes (hdr_words > 9) are options,
 -- (kind, length, data) as in TCP with NOP (1) padding and EOL (0); each kind is
 -- one entry of TRANSPORT_OPTIONS (SACK_PERMITTED, SACK blocks, RCV_STATS, as
--- hosts/transport_wire.py writes them); unknown kinds show as raw bytes.
+-- hosts/transport/wire.py writes them); unknown kinds show as raw bytes.
 
 local BWN_UDP_PORT = 16983
 local BWN_LEN = 24

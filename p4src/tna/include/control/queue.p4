@@ -3,7 +3,7 @@
  * bwn (TNA): what the egress sees of the port's queue for every packet.
  * queue_emptied ([T]: read over P4Runtime) counts the packets that left their
  * port's queue empty behind them, as on v1model: the fidelity monitor's
- * evidence that a port was backlogged (bwn/fidelity.py).
+ * evidence that a port was backlogged (bwn/analysis/fidelity.py).
  */
 #ifndef __BWN_TNA_QUEUE__
 #define __BWN_TNA_QUEUE__

@@ -6,7 +6,7 @@
  * queue empty behind them. Between two reads with no increment the port
  * never ran dry: every departure had a successor waiting, so a rate-limited
  * port was backlogged and must have sent at its rate. The fidelity monitor
- * (bwn/fidelity.py, departure_rate) reads it every 0.1 s over Thrift.
+ * (bwn/analysis/fidelity.py, departure_rate) reads it every 0.1 s over Thrift.
  * (Every route's port is below MAX_PORTS, which the controller checks, and
  * only routed packets reach the egress.)
  */

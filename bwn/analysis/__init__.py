@@ -1,0 +1,1 @@
+"""A run's results: report, metrics, fidelity checks, claims and statistics."""

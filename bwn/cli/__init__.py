@@ -1,0 +1,1 @@
+"""The `bwn` command line."""

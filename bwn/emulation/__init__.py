@@ -1,0 +1,1 @@
+"""Running an experiment: the runner, the interactive session, captures, namespaces."""

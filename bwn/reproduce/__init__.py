@@ -1,0 +1,1 @@
+"""`bwn reproduce`: a paper's evaluation grid run over seeds and judged."""

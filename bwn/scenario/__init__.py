@@ -1,0 +1,1 @@
+"""The experiment as declared: the scenario model, its resolver, and link schedules."""

@@ -1,0 +1,625 @@
+"""Experiment and topology configuration: TOML -> typed, validated dataclasses.
+
+``load_config(path)`` reads a TOML file, ``validate(data)`` checks a dict of the
+same shape. Checking has two steps:
+
+1. the declared format (``bwn/scenario/model.py``, pydantic v2; the same
+   declarations give ``docs/scenario.schema.json``): keys, types, ranges,
+   defaults;
+2. what a schema cannot say, done here: names that refer to other tables, names,
+   addresses and ports unique across tables, a path for each flow, step times,
+   trace files, and the defaults that depend on other tables.
+
+Every problem is reported with its location (``links[2].schedule.kind: unknown
+kind 'sin' (expected one of: constant, steps, sine, trace)``), all of one step
+together in one :class:`ConfigError`; the second step runs once the first passes.
+docs/config.md documents every key.
+"""
+from __future__ import annotations
+
+import ipaddress
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Mapping, Optional, Sequence, Union
+
+import tomllib
+
+from pydantic import Field, TypeAdapter, ValidationError
+
+from controller import dataplane_math as dm
+from bwn.scenario import model as sc
+from bwn.scenario.model import (
+    ALGORITHMS,
+    APPLY_BOTH,
+    DEFAULT_DURATION_S,
+    DEFAULT_QUEUE_PACKETS,
+    SHAPER_LINK,
+    SHAPER_SWITCH,
+    DEFAULT_TELEMETRY_INTERVAL_S,
+    MAX_NODE_NAME,
+    MIN_RATE_BPS,
+    SCHEDULE_KINDS,
+    UNDER_TEST,
+    DataplaneConfig,
+    HostConfig,
+    ReservationConfig,
+    TelemetryConfig,
+)
+from bwn.scenario.schedule import (
+    DEFAULT_UPDATE_INTERVAL_S,
+    DEFAULT_UPDATE_THRESHOLD,
+    ConstantSchedule,
+    RatePoint,
+    Schedule,
+    ScheduleError,
+    SineSchedule,
+    StepSchedule,
+    TraceSchedule,
+)
+
+RESERVED_RATE_ALGORITHMS = ("gtcp",)
+# Schemes that read the switch's own egress queue: OBP's AB has the queued bytes BI
+# (eq. 6) and GTCP's reserved flows are protected by the queue's Assured Forwarding
+# threshold. A link whose rate bwn-link applies (shaper = "link") leaves that
+# queue empty, so these cannot run on it.
+SWITCH_QUEUE_ALGORITHMS = ("obp", "gtcp")
+
+
+class ConfigError(ValueError):
+    """Everything wrong with a configuration; ``errors`` lists one problem per entry."""
+
+    def __init__(self, errors: list[str], source: str = "config") -> None:
+        self.errors = list(errors)
+        self.source = source
+        count = f"{len(errors)} error{'s' if len(errors) != 1 else ''}"
+        super().__init__(f"{source}: {count}:\n" + "\n".join(f"  {e}" for e in errors))
+
+
+# ---------------------------------------------------------------------------------------
+# The resolved configuration (what the runner and controller use). The leaf tables
+# that need no resolution (hosts, reservations, dataplane, telemetry) are the
+# declared models of bwn/scenario/model.py themselves.
+
+
+@dataclass(frozen=True)
+class SwitchConfig:
+    name: str
+    device_id: int
+    grpc_port: Optional[int] = None      # None: the runner picks one
+    thrift_port: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class CapacityConfig:
+    """A link's capacity over time and how often the controller re-applies it."""
+
+    kind: str
+    schedule: Schedule
+    update_interval_s: float = DEFAULT_UPDATE_INTERVAL_S
+    update_threshold: float = DEFAULT_UPDATE_THRESHOLD
+    trace_path: Optional[Path] = None
+
+    def updates(self, duration_s: float) -> list[RatePoint]:
+        """The (t_s, rate_bps) points to apply, never below the dataplane's 1 kb/s."""
+        points = self.schedule.updates(duration_s, self.update_interval_s, self.update_threshold)
+        return [(t_s, max(rate_bps, MIN_RATE_BPS)) for t_s, rate_bps in points]
+
+
+@dataclass(frozen=True)
+class LinkConfig:
+    name: str
+    a: str
+    b: str
+    capacity: CapacityConfig
+    delay_ms: float = 0.0                # one way
+    loss: float = 0.0                    # probability in [0, 1], per packet, each direction
+    queue_packets: int = DEFAULT_QUEUE_PACKETS
+    apply_at: tuple[str, ...] = ()       # switch ends whose egress applies the schedule
+    a_port: Optional[int] = None         # switch port numbers; None: the runner numbers them
+    b_port: Optional[int] = None
+    # What serves the link at its rate: the switch's egress queue (BMv2: packets/s at an
+    # assumed frame size) or the link's bwn-link (bytes; constant, steps or sine).
+    shaper: str = SHAPER_SWITCH
+    af_threshold_packets: Optional[int] = None   # GTCP's AF drop threshold; None: half the queue
+
+    def other_end(self, node: str) -> str:
+        return self.b if node == self.a else self.a
+
+    @property
+    def shaped_by_link(self) -> bool:
+        return self.shaper == SHAPER_LINK
+
+    @property
+    def served_schedule(self) -> Optional[Schedule]:
+        """The schedule bwn-link serves the link at (shaper = "link": constant, steps
+        or sine, checked when loaded); None when the switch serves it."""
+        return self.capacity.schedule if self.shaped_by_link else None
+
+    @property
+    def af_queue_packets(self) -> int:
+        """The Assured Forwarding threshold of a port reserved flows leave by: out-of-
+        profile and best-effort packets are dropped while the queue holds this many
+        (docs/dataplane.md, "Reservations"); half the queue unless the scenario says."""
+        if self.af_threshold_packets is not None:
+            return self.af_threshold_packets
+        return max(1, self.queue_packets // 2)
+
+    def needs_emulator(self) -> bool:
+        """Whether the link runs through a bwn-link node (a delay, or its rate)."""
+        return self.delay_ms > 0 or self.shaped_by_link
+
+
+@dataclass(frozen=True)
+class FlowConfig:
+    name: str
+    src: str
+    dst: str
+    scheme: str = UNDER_TEST             # "under-test" or an algorithm name
+    start_s: float = 0.0
+    bytes: Optional[int] = None          # at most one of bytes / duration_s;
+    duration_s: Optional[float] = None   # neither: until the experiment ends
+    reserved_rate_mbit: Optional[float] = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    app_rate_mbit: Optional[float] = None  # application-limited source (bwn-send --app-rate-mbit)
+    src_port: Optional[int] = None         # UDP source port the sender binds (matches a reservation)
+
+    def algorithm(self, scheme_under_test: str) -> str:
+        return scheme_under_test if self.scheme == UNDER_TEST else self.scheme
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    name: str
+    duration_s: float
+    switches: tuple[SwitchConfig, ...]
+    hosts: tuple[HostConfig, ...]
+    links: tuple[LinkConfig, ...]
+    flows: tuple[FlowConfig, ...] = ()
+    reservations: tuple[ReservationConfig, ...] = ()
+    dataplane: DataplaneConfig = DataplaneConfig()
+    telemetry: TelemetryConfig = TelemetryConfig()
+    schemes: tuple[str, ...] = ()
+    seed: Optional[int] = None
+    source: Optional[Path] = None
+    receive_window_bytes: Optional[int] = None  # every receiver's advertised window (bwn-recv --window-bytes)
+    sack: bool = True                          # senders use SACK (False: bwn-send --no-sack)
+    linkem_rt_priority: int = sc.DEFAULT_LINKEM_RT_PRIORITY   # bwn-link --rt-priority (0: off)
+    linkem_shared: bool = False                # one bwn-links process for every delayed link
+    # BMv2 queues get the schedule's rate when their packets will leave (BwnController
+    # queue_lookahead); False keeps the rate of the moment, as every run before it
+    queue_lookahead: bool = False
+    capture_links: Optional[tuple[str, ...]] = None  # [capture] links; None: the bottlenecks
+
+    def node_names(self) -> list[str]:
+        return [s.name for s in self.switches] + [h.name for h in self.hosts]
+
+    def is_switch(self, name: str) -> bool:
+        return any(s.name == name for s in self.switches)
+
+    def host(self, name: str) -> HostConfig:
+        for h in self.hosts:
+            if h.name == name:
+                return h
+        raise KeyError(name)
+
+    def link(self, name: str) -> LinkConfig:
+        for link in self.links:
+            if link.name == name:
+                return link
+        raise KeyError(name)
+
+    def path_links(self, src: str, dst: str) -> list[LinkConfig]:
+        """Links of a shortest path (fewest hops) from ``src`` to ``dst``; [] if none."""
+        edges = [(link.a, link.b) for link in self.links]
+        hops = _shortest_path(edges, src, dst, {h.name for h in self.hosts})
+        return [self.links[i] for i in hops or []]
+
+    def shaper_conflicts(self, schemes: Sequence[str]) -> list[str]:
+        """Why the flows cannot run with ``schemes`` under test on this scenario's
+        links whose rate bwn-link applies ([] when they can): the switch's queue
+        there stays empty, and OBP and GTCP read it (SWITCH_QUEUE_ALGORITHMS)."""
+        shaped = [link.name for link in self.links if link.shaped_by_link]
+        if not shaped:
+            return []
+        where = f"link{'s' if len(shaped) > 1 else ''} {', '.join(shaped)} (shaper = \"link\")"
+        algos = {s.partition(":")[0] for s in schemes}
+        algos |= {f.scheme.partition(":")[0] for f in self.flows if f.scheme != UNDER_TEST}
+        out = []
+        bad = sorted(a for a in algos if a in SWITCH_QUEUE_ALGORITHMS)
+        if bad:
+            out.append(f"{where}: the switch's egress queue stays empty there, and "
+                       f"{', '.join(bad)} read{'s' if len(bad) == 1 else ''} it (OBP's queued "
+                       f"bytes BI, GTCP's Assured Forwarding): use shaper = \"switch\" "
+                       f"for {'this scheme' if len(bad) == 1 else 'these schemes'}")
+        if self.reservations:
+            out.append(f"{where}: reservations are protected by the switch's queue (Assured "
+                       f"Forwarding), which stays empty there: use shaper = \"switch\"")
+        return out
+
+
+def _shortest_path(edges: list[tuple[str, str]], src: str, dst: str,
+                   hosts: set[str]) -> Optional[list[int]]:
+    """Indices of the edges of a fewest-hop path (BFS); hosts do not forward."""
+    previous: dict[str, tuple[str, int]] = {}
+    seen = {src}
+    queue = deque([src])
+    while queue:
+        node = queue.popleft()
+        if node == dst:
+            path: list[int] = []
+            while node != src:
+                node, index = previous[node]
+                path.append(index)
+            return path[::-1]
+        if node in hosts and node != src:
+            continue
+        for index, (a, b) in enumerate(edges):
+            if node in (a, b):
+                nxt = b if node == a else a
+                if nxt not in seen:
+                    seen.add(nxt)
+                    previous[nxt] = (node, index)
+                    queue.append(nxt)
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# Loading
+
+
+def load_config(path: str | Path) -> ExperimentConfig:
+    """Read and validate a TOML experiment config; trace paths are relative to it."""
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError([f"cannot read the file: {exc.strerror or exc}"], str(path)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError([f"not valid TOML: {exc}"], str(path)) from None
+    return validate(data, base_dir=path.parent, source=path)
+
+
+def validate(data: Mapping[str, Any], base_dir: str | Path | None = None,
+             source: str | Path | None = None) -> ExperimentConfig:
+    """Check ``data`` (the TOML's dict) and build the config; raise one ConfigError
+    listing every problem. ``base_dir`` resolves relative trace paths (default: cwd)."""
+    where = str(source) if source is not None else "config"
+    try:
+        table = sc.ScenarioFile.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(sc.messages(exc), where) from None
+    resolver = _Resolver(table, Path(base_dir) if base_dir is not None else Path.cwd())
+    config = resolver.config(Path(source) if source is not None else None)
+    if resolver.errors:
+        raise ConfigError(resolver.errors, where)
+    return config
+
+
+_LINK_SCHEDULE_TYPE = Annotated[Union[sc.ConstantTable, sc.StepsTable, sc.SineTable],
+                                Field(discriminator="kind")]
+_LINK_SCHEDULE = TypeAdapter(_LINK_SCHEDULE_TYPE)
+_LINK_SCHEDULE_KINDS = ", ".join(k for k in sc.SCHEDULE_KINDS if k != "trace")   # bwn-link's
+
+
+def schedule_from_json(text: str) -> Schedule:
+    """A schedule from the JSON of a ``[links.schedule]`` table of kind constant,
+    steps or sine (``bwn-link --rate-schedule``; :func:`bwn.scenario.schedule.
+    table_of` writes it). ScheduleError says what is wrong, in one line."""
+    try:
+        table = _LINK_SCHEDULE.validate_json(text)
+    except ValidationError as exc:
+        lines = sc.messages(exc, root=_LINK_SCHEDULE_TYPE)   # keys of the table given
+        for error in exc.errors(include_url=False):
+            if error["type"] == "union_tag_invalid":   # an unknown kind, or a trace
+                given = error.get("input")
+                kind = given.get("kind") if isinstance(given, dict) else given
+                lines = [f"kind: expected one of: {_LINK_SCHEDULE_KINDS} (a trace is a file of "
+                         f"delivery opportunities, not a rate bwn-link serves), got "
+                         f"{sc.describe(kind)}"]
+            elif error["type"] == "union_tag_not_found":
+                lines = [f"kind: missing (required; one of: {_LINK_SCHEDULE_KINDS})"]
+        raise ScheduleError("; ".join(lines)) from None
+    return rate_schedule_of(table)
+
+
+def rate_schedule_of(table: Any) -> Schedule:
+    """The schedule of a validated constant, steps or sine table (the scenario's and
+    bwn-link's one mapping); StepSchedule raises ScheduleError on misordered steps."""
+    if isinstance(table, sc.ConstantTable):
+        return ConstantSchedule(table.rate_mbit * 1e6)
+    if isinstance(table, sc.SineTable):
+        return SineSchedule(table.b_mbit * 1e6, float(table.alpha), float(table.w_rad_s),
+                            float(table.phi_rad))
+    assert isinstance(table, sc.StepsTable), type(table)
+    return StepSchedule([(float(step.t_s), step.rate_mbit * 1e6) for step in table.steps])
+
+
+class _Resolver:
+    """Step 2: the checks across tables, and the resolved :class:`ExperimentConfig`."""
+
+    def __init__(self, table: sc.ScenarioFile, base_dir: Path) -> None:
+        self.t = table
+        self.base_dir = base_dir
+        self.errors: list[str] = []
+        self.switch_names = [s.name for s in table.switches]
+        self.host_names = [h.name for h in table.hosts]
+        self.edges: list[tuple[str, str]] = []    # known endpoints of every link
+
+    def error(self, loc: str, message: str) -> None:
+        self.errors.append(f"{loc}: {message}")
+
+    def config(self, source: Optional[Path]) -> ExperimentConfig:
+        t = self.t
+        switches = self.switches()
+        self.hosts()
+        links = self.links()
+        for index, host in enumerate(t.hosts):
+            if not any(host.name in edge for edge in self.edges):
+                self.error(f"hosts[{index}]", f"host {host.name!r} is not connected by any link")
+        self.capacities_fit_window(links)
+        self.reservations()
+        flows = self.flows()
+        capture = self.capture(links)
+        config = ExperimentConfig(
+            name=t.experiment.name or (source.stem if source is not None else "experiment"),
+            duration_s=float(t.experiment.duration_s), switches=tuple(switches),
+            hosts=tuple(t.hosts), links=tuple(links), flows=tuple(flows),
+            reservations=tuple(t.reservations), dataplane=t.dataplane, telemetry=t.telemetry,
+            schemes=tuple(t.experiment.schemes), seed=t.experiment.seed, source=source,
+            receive_window_bytes=t.experiment.receive_window_bytes, sack=t.experiment.sack,
+            linkem_rt_priority=t.experiment.linkem_rt_priority,
+            linkem_shared=t.experiment.linkem_shared,
+            queue_lookahead=t.experiment.queue_lookahead,
+            capture_links=capture)
+        for message in config.shaper_conflicts(config.schemes):
+            self.error("links", message)
+        return config
+
+    # -- nodes -------------------------------------------------------------------------
+
+    def switches(self) -> list[SwitchConfig]:
+        self.taken: dict[str, str] = {}
+        device_ids: dict[int, str] = {}
+        tcp_ports: dict[int, str] = {}
+        out = []
+        for i, s in enumerate(self.t.switches):
+            loc = f"switches[{i}]"
+            self.unique_name(f"{loc}.name", s.name)
+            device_id = i if s.device_id is None else s.device_id
+            if device_id in device_ids:
+                self.error(f"{loc}.device_id", f"device id {device_id} is already used by "
+                                               f"{device_ids[device_id]}")
+            device_ids.setdefault(device_id, loc)
+            for key in ("grpc_port", "thrift_port"):
+                port = getattr(s, key)
+                if port is not None:
+                    if port in tcp_ports:
+                        self.error(f"{loc}.{key}", f"TCP port {port} is already used by "
+                                                   f"{tcp_ports[port]}")
+                    tcp_ports.setdefault(port, f"{loc}.{key}")
+            out.append(SwitchConfig(s.name, device_id, s.grpc_port, s.thrift_port))
+        return out
+
+    def hosts(self) -> None:
+        ips: dict[ipaddress.IPv4Address, str] = {}
+        for i, h in enumerate(self.t.hosts):
+            loc = f"hosts[{i}]"
+            self.unique_name(f"{loc}.name", h.name)
+            if h.ip.ip in ips:
+                self.error(f"{loc}.ip", f"address {h.ip.ip} is already used by {ips[h.ip.ip]}")
+            ips.setdefault(h.ip.ip, loc)
+
+    def unique_name(self, loc: str, name: str) -> None:
+        if name in self.taken:
+            self.error(loc, f"name {name!r} is already used by {self.taken[name]}")
+        self.taken.setdefault(name, loc)
+
+    def known(self) -> str:
+        return ", ".join(sorted(self.switch_names + self.host_names))
+
+    def node(self, loc: str, name: str) -> Optional[str]:
+        if name not in self.switch_names and name not in self.host_names:
+            self.error(loc, f"unknown node {name!r} (known: {self.known()})")
+            return None
+        return name
+
+    def host(self, loc: str, name: str) -> Optional[str]:
+        if self.node(loc, name) is None:
+            return None
+        if name not in self.host_names:
+            self.error(loc, f"{name!r} is a switch, expected a host "
+                            f"(hosts: {', '.join(sorted(self.host_names)) or 'none'})")
+            return None
+        return name
+
+    # -- links -------------------------------------------------------------------------
+
+    def links(self) -> list[LinkConfig]:
+        out = []
+        names: dict[str, str] = {}
+        switch_ports: dict[tuple[str, int], str] = {}
+        for i, link in enumerate(self.t.links):
+            loc = f"links[{i}]"
+            a, b = self.node(f"{loc}.a", link.a), self.node(f"{loc}.b", link.b)
+            ok = a is not None and b is not None
+            if a is not None and b is not None:
+                self.edges.append((a, b))
+                if a == b:
+                    self.error(loc, f"both ends are {a!r}")
+                    ok = False
+                elif a not in self.switch_names and b not in self.switch_names:
+                    self.error(loc, f"a link between two hosts ({a}, {b}) has no switch")
+            name = link.name or f"{link.a}-{link.b}"
+            if name in names:
+                self.error(f"{loc}.name" if link.name else loc,
+                           f"link name {name!r} is already used by {names[name]} "
+                           f"(set a distinct name = ...)")
+            names.setdefault(name, loc)
+            for key, node in (("a_port", a), ("b_port", b)):
+                self.link_port(f"{loc}.{key}", getattr(link, key), node, switch_ports)
+            apply_at = self.apply_at(f"{loc}.apply_at", link.apply_at, link.a, link.b) \
+                if ok else ()
+            capacity = self.capacity(f"{loc}.schedule", link.schedule)
+            if capacity is None or apply_at is None:
+                continue
+            if link.shaper == SHAPER_LINK and isinstance(link.schedule, sc.TraceTable):
+                self.error(f"{loc}.shaper", f"shaper = \"link\" needs a constant, steps or "
+                                            f"sine schedule (bwn-link computes the rate of "
+                                            f"each frame from it), got kind = \"trace\"")
+            if link.af_threshold_packets is not None and link.af_threshold_packets > link.queue_packets:
+                self.error(f"{loc}.af_threshold_packets", f"{link.af_threshold_packets} is more than "
+                                                          f"the queue's {link.queue_packets} packets "
+                                                          f"(queue_packets)")
+            out.append(LinkConfig(name, link.a, link.b, capacity, float(link.delay_ms),
+                                  float(link.loss), link.queue_packets, apply_at,
+                                  link.a_port, link.b_port, link.shaper, link.af_threshold_packets))
+        return out
+
+    def link_port(self, loc: str, port: Optional[int], node: Optional[str],
+                  used: dict[tuple[str, int], str]) -> None:
+        if port is None or node is None:
+            return
+        if node not in self.switch_names:
+            self.error(loc, f"{node!r} is a host; ports are numbered on switches only")
+            return
+        if (node, port) in used:
+            self.error(loc, f"port {port} of {node} is already used by {used[(node, port)]}")
+            return
+        used[(node, port)] = loc.rsplit(".", 1)[0]
+
+    def apply_at(self, loc: str, text: str, a: str, b: str) -> Optional[tuple[str, ...]]:
+        if text == APPLY_BOTH:
+            return tuple(n for n in (a, b) if n in self.switch_names)
+        if text not in (a, b):
+            self.error(loc, f"expected 'both' or one end of the link ({a}, {b}), got {text!r}")
+            return None
+        if text not in self.switch_names:
+            self.error(loc, f"{text!r} is a host: only a switch's egress port can apply "
+                            f"the schedule")
+            return None
+        return (text,)
+
+    def capacities_fit_window(self, links: list[LinkConfig]) -> None:
+        """Each link's highest scheduled rate must fit the dataplane's measurement
+        window (IC is held as bytes per window: docs/dataplane.md)."""
+        window_us = self.t.dataplane.window_us
+        for i, (link, table) in enumerate(zip(links, self.t.links)):
+            sched = table.schedule
+            if isinstance(sched, sc.ConstantTable):
+                peaks = [sched.rate_mbit]
+            elif isinstance(sched, sc.SineTable):
+                peaks = [sched.b_mbit * (1 + 1 / sched.alpha)]
+            elif isinstance(sched, sc.StepsTable):
+                peaks = [step.rate_mbit for step in sched.steps]
+            else:
+                continue
+            try:
+                dm.PortCapacity.from_bps(max(peaks) * 1e6, window_us)
+            except dm.ConfigError as exc:
+                self.error(f"links[{i}].schedule", str(exc))
+
+    def capacity(self, loc: str, table: Any) -> Optional[CapacityConfig]:
+        trace_path: Optional[Path] = None
+        schedule: Schedule
+        if isinstance(table, (sc.ConstantTable, sc.SineTable)):
+            schedule = rate_schedule_of(table)
+        elif isinstance(table, sc.StepsTable):
+            if not self.steps_ordered(f"{loc}.steps", table.steps):
+                return None
+            schedule = rate_schedule_of(table)
+        else:
+            assert isinstance(table, sc.TraceTable)
+            trace_path = Path(table.path)
+            if not trace_path.is_absolute():
+                trace_path = self.base_dir / trace_path
+            try:
+                schedule = TraceSchedule.from_file(trace_path, table.window_ms)
+            except ScheduleError as exc:
+                self.error(f"{loc}.path", str(exc))
+                return None
+            if schedule.mean_bps < MIN_RATE_BPS:
+                self.error(f"{loc}.path", f"{trace_path.name}: mean rate "
+                                          f"{schedule.mean_bps:g} bit/s is below the "
+                                          f"dataplane's 1 kb/s")
+                return None
+        return CapacityConfig(table.kind, schedule, float(table.update_interval_s),
+                              float(table.update_threshold), trace_path)
+
+    def steps_ordered(self, loc: str, steps: list[sc.StepTable]) -> bool:
+        """Whether the steps start at 0 and strictly increase; each fault reported
+        at its location (StepSchedule would stop at the first)."""
+        ok = True
+        for i, step in enumerate(steps):
+            if i == 0 and step.t_s != 0:
+                self.error(f"{loc}[{i}].t_s", f"the first step must be at t_s = 0, "
+                                              f"got {step.t_s:g}")
+                ok = False
+            if i and step.t_s <= steps[i - 1].t_s:
+                self.error(f"{loc}[{i}].t_s", f"{step.t_s:g} is not after the previous "
+                                              f"step's {steps[i - 1].t_s:g}")
+                ok = False
+        return ok
+
+    # -- traffic -----------------------------------------------------------------------
+
+    def reservations(self) -> None:
+        for i, r in enumerate(self.t.reservations):
+            loc = f"reservations[{i}]"
+            src, dst = self.host(f"{loc}.src", r.src), self.host(f"{loc}.dst", r.dst)
+            if src is not None and src == dst:
+                self.error(loc, f"src and dst are both {src!r}")
+
+    def flows(self) -> list[FlowConfig]:
+        duration_s = self.t.experiment.duration_s
+        names: dict[str, str] = {}
+        out = []
+        for i, f in enumerate(self.t.flows):
+            loc = f"flows[{i}]"
+            name = f.name or f"flow{i}"
+            if name in names:
+                self.error(f"{loc}.name", f"flow name {name!r} is already used by {names[name]}")
+            names.setdefault(name, loc)
+            src, dst = self.host(f"{loc}.src", f.src), self.host(f"{loc}.dst", f.dst)
+            if src is not None and src == dst:
+                self.error(loc, f"src and dst are both {src!r}")
+            elif src is not None and dst is not None and self.edges \
+                    and _shortest_path(self.edges, src, dst, set(self.host_names)) is None:
+                self.error(loc, f"no path from {src} to {dst} over the links")
+            if f.start_s >= duration_s:
+                self.error(f"{loc}.start_s", f"{f.start_s:g} s is not before the end of the "
+                                             f"experiment ({duration_s:g} s)")
+            if f.duration_s is not None and f.start_s + f.duration_s > duration_s + 1e-9:
+                self.error(f"{loc}.duration_s", f"the flow would end at "
+                                                f"{f.start_s + f.duration_s:g} s, after the "
+                                                f"experiment ({duration_s:g} s)")
+            if f.reserved_rate_mbit is not None and src is not None and dst is not None:
+                self.flow_reservation(f"{loc}.reserved_rate_mbit", f)
+            out.append(FlowConfig(name, f.src, f.dst, f.scheme, float(f.start_s), f.bytes,
+                                  None if f.duration_s is None else float(f.duration_s),
+                                  None if f.reserved_rate_mbit is None
+                                  else float(f.reserved_rate_mbit),
+                                  dict(f.params),
+                                  None if f.app_rate_mbit is None else float(f.app_rate_mbit),
+                                  f.src_port))
+        return out
+
+    def flow_reservation(self, loc: str, f: sc.FlowTable) -> None:
+        if f.scheme != UNDER_TEST and f.scheme not in RESERVED_RATE_ALGORITHMS:
+            self.error(loc, f"scheme {f.scheme!r} takes no reserved rate (only: "
+                            f"{', '.join(RESERVED_RATE_ALGORITHMS)}, or {UNDER_TEST!r})")
+        elif not any(r.src == f.src and r.dst == f.dst for r in self.t.reservations):
+            self.error(loc, f"no reservation from {f.src} to {f.dst} (add one under "
+                            f"[[reservations]])")
+
+    def capture(self, links: list[LinkConfig]) -> Optional[tuple[str, ...]]:
+        names = self.t.capture.links
+        if names is None:
+            return None
+        known = [link.name for link in links]
+        for i, name in enumerate(names):
+            if name not in known:
+                self.error(f"capture.links[{i}]", f"unknown link {name!r} "
+                                                  f"(links: {', '.join(known) or 'none'})")
+        return tuple(dict.fromkeys(names))

@@ -1,0 +1,1 @@
+"""Simulated networks for the transport and the sender algorithms (tests and benchmarks)."""

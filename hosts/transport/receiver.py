@@ -1,0 +1,743 @@
+"""The receiving half of the transport: reassembly, ACKs, SACK and the BWN echo.
+
+Pure logic like :mod:`hosts.transport.sender`: ``now_us`` comes in with every
+call and ACKs leave through ``emit(view, addr)``.
+
+* Flows are told apart by ``(source address, source port, flow id)``. A SYN opens
+  a *half-open* flow (answered by SYN|ACK, again for every retransmitted SYN) that
+  holds no output file and little memory; its first DATA or FIN makes it an open
+  flow with a sink. Data for an unknown flow is answered by RST.
+* Reassembly: in-order bytes go straight to the flow's sink; out-of-order
+  segments wait in a dictionary keyed by sequence number (bounded by the receive
+  window, which is fixed: the receiver accepts ``[rcv_nxt, rcv_nxt + window)``,
+  and by a budget shared by all flows). Duplicates and overlaps are trimmed, so
+  every byte reaches the sink once, in order.
+* ACKs (RFC 5681 sec. 4.2, RFC 1122 sec. 4.2.3.2): by default one per segment. With
+  ``delayed_ack``, an in-order segment is acknowledged at the latest with the
+  second segment or after ``delack_us`` (40 ms default, Linux's minimum delayed-ACK
+  timeout; the CLI allows at most 200 ms, well inside RFC 1122 sec. 4.2.3.2's
+  0.5 s); out-of-order segments, duplicates, segments that fill a gap (RFC 5681
+  sec. 4.2), SYN and FIN are acknowledged at once.
+* SACK (RFC 2018), when the SYN offered it: every ACK sent while out-of-order data
+  is held carries up to 4 SACK blocks, the first one the range that holds the
+  segment that triggered the ACK (unless it advanced the cumulative ACK), then the
+  ranges reported first most recently, then the highest others (sec. 4). The
+  receiver never discards data it has SACKed (no reneging).
+* Every ACK echoes the ``ts_val`` (and RETX flag, for Karn's rule) of the segment
+  that triggered it, carries the receiver's own send time in ``ts_val`` (SARBE),
+  and echoes the newest BWN forward section the flow received (ECHO_VALID). A
+  segment whose timestamp is older than the newest one seen and that brings no new
+  byte (a network duplicate, a replay) moves neither: the ACK echoes the newest
+  timestamp instead (RFC 7323 sec. 4.3's TS.Recent), so a replayed segment cannot
+  feed the sender an ancient RTT sample or stale feedback.
+* FIN: when every byte before the FIN has arrived the sink is closed and the FIN
+  acknowledged (``ack = stream length + 1``, FIN|ACK, with the flow's counters in
+  an RCV_STATS option). The flow then lingers for ``time_wait_us`` to answer
+  retransmitted FINs.
+* Bounds (docs/transport.md "Receiver limits"): at most ``max_flows`` open and
+  ``max_half_open`` half-open flows (the oldest half-open one is evicted for a new
+  SYN; a first DATA beyond ``max_flows`` is refused with RST); half-open flows time
+  out after ``half_open_timeout_us``, open ones after ``idle_timeout_us`` without a
+  packet; all out-of-order data together at most ``max_ooo_bytes``. Every datagram
+  that is not used is counted by kind in :class:`ReceiverStats`.
+"""
+from __future__ import annotations
+
+import heapq
+from collections import OrderedDict
+from dataclasses import asdict, dataclass
+from typing import IO, Any, Callable, Dict, List, Optional, Tuple
+
+from hosts.flowlog import TimeSeriesLog
+from hosts.transport.sack import RangeSet
+from hosts.transport.wire import (
+    DATA_IN_STRUCT,
+    DATA_VK,
+    F_ACK,
+    F_FIN,
+    F_RETX,
+    F_RST,
+    F_SYN,
+    HDR_WORDS,
+    HEADERS_LEN,
+    MAX_SACK_BLOCKS,
+    TRANSPORT_VERSION,
+    OptionError,
+    encode_options,
+    pack_ack_headers,
+    parse_options,
+    ts_diff_us,
+)
+from bwn.protocol.wire import BWN_HEADER_LEN
+
+DEFAULT_WINDOW_BYTES = 4 * 1024 * 1024
+DEFAULT_DELACK_US = 40_000
+DEFAULT_TIME_WAIT_US = 10_000_000
+DEFAULT_IDLE_TIMEOUT_US = 120_000_000
+DEFAULT_HALF_OPEN_TIMEOUT_US = 10_000_000   # bwn-send's default --connect-timeout
+DEFAULT_MAX_FLOWS = 1000                    # open flows (each may hold an output file)
+DEFAULT_MAX_HALF_OPEN = 4096
+DEFAULT_MAX_OOO_BYTES = 64 * 1024 * 1024    # out-of-order data of all flows together
+HOUSEKEEPING_US = 500_000
+
+Addr = Any  # (host, port) as the socket module gives it
+FlowKey = Tuple[Addr, int]
+EmitTo = Callable[[memoryview, Addr], bool]
+
+
+class Sink:
+    """Where a flow's bytes go."""
+
+    path: Optional[str] = None
+
+    def write(self, data: memoryview) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+#: Write buffer of an output file. Every open flow holds one, so it is part of the
+#: receiver's memory bound (docs/transport.md "Receiver limits"): 64 KiB is one
+#: write system call per ~46 full segments.
+FILE_BUFFER_BYTES = 64 * 1024
+
+
+class FileSink(Sink):
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fh: IO[bytes] = open(path, "wb", buffering=FILE_BUFFER_BYTES)
+
+    def write(self, data: memoryview) -> None:
+        self._fh.write(data)
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+
+
+class MemorySink(Sink):
+    """Keeps the stream in memory (tests)."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.closed = False
+
+    def write(self, data: memoryview) -> None:
+        self.data += data
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class OooBudget:
+    """Bytes of out-of-order data all flows may hold together."""
+
+    __slots__ = ("limit", "used", "dropped")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.dropped = 0   # out-of-order segments not stored because the budget was used up
+
+
+@dataclass
+class ReceiverStats:
+    """Receiver-wide counters: every datagram is either used or counted here by kind."""
+
+    datagrams: int = 0
+    malformed_short: int = 0        # shorter than the 60 bytes of both headers
+    malformed_header: int = 0       # not a BWN DATA packet, or not transport version 1
+    malformed_length: int = 0       # hdr_words below 9 or beyond the datagram
+    malformed_options: int = 0      # SYN options that do not parse
+    syn_received: int = 0
+    half_open_opened: int = 0
+    half_open_expired: int = 0      # no DATA within half_open_timeout_us
+    half_open_evicted: int = 0      # pushed out by newer SYNs (max_half_open)
+    flows_opened: int = 0           # first DATA/FIN: the flow got its sink
+    flows_refused: int = 0          # max_flows open already: answered by RST
+    flows_completed: int = 0
+    flows_reset: int = 0            # RST from the sender
+    flows_idle_closed: int = 0      # no packet for idle_timeout_us
+    unknown_flow: int = 0           # DATA/FIN of no flow (or a closed one): answered by RST
+    unknown_rst: int = 0            # RST of no flow: ignored
+    ooo_dropped_budget: int = 0     # out-of-order segments not stored: max_ooo_bytes reached
+    resets_sent: int = 0
+    # Summed over the flows (also in each flow's summary):
+    duplicate_segments: int = 0
+    spurious_retransmissions: int = 0
+
+    @property
+    def malformed(self) -> int:
+        return (self.malformed_short + self.malformed_header + self.malformed_length
+                + self.malformed_options)
+
+    def as_dict(self) -> Dict[str, int]:
+        out = asdict(self)
+        out["malformed"] = self.malformed
+        return out
+
+
+class ReceiverFlow:
+    """Reassembly and ACK state of one flow."""
+
+    __slots__ = (
+        "addr", "flow_id", "sink", "window_bytes", "budget", "sack_ok", "established",
+        "rcv_nxt", "ooo", "_ooo_keys", "ooo_bytes", "ooo_ranges", "_sack_recent",
+        "_trigger", "fin_seq", "complete", "aborted", "echo", "ts_ecr_us", "ts_retx",
+        "ts_recent", "ts_recent_retx", "unacked_segments", "delack_deadline_us",
+        "first_us", "last_us", "closed_us", "segments", "duplicate_segments",
+        "out_of_order_segments", "spurious_retransmissions", "beyond_window_segments",
+        "acks_sent", "sack_blocks_sent", "reordered_segments", "_first_end", "totals",
+    )
+
+    def __init__(self, addr: Addr, flow_id: int, sink: Optional[Sink], window_bytes: int,
+                 now_us: int, *, budget: Optional[OooBudget] = None,
+                 sack_ok: bool = False, totals: Optional["ReceiverStats"] = None) -> None:
+        self.addr = addr
+        # The receiver's counters, to which duplicates are added as they are counted
+        # (also after the flow's end: copies that arrive in TIME_WAIT).
+        self.totals = totals
+        self.flow_id = flow_id
+        self.sink: Sink = sink if sink is not None else Sink()
+        self.established = sink is not None
+        self.window_bytes = window_bytes
+        self.budget = budget
+        self.sack_ok = sack_ok
+        self.rcv_nxt = 0
+        self.ooo: Dict[int, bytes] = {}
+        self._ooo_keys: List[int] = []  # heap of keys (lazy deletion) to find overlaps
+        self.ooo_bytes = 0
+        self.ooo_ranges = RangeSet()    # the out-of-order data as merged ranges (SACK)
+        self._sack_recent: List[int] = []  # starts of the first SACK blocks sent, newest first
+        self._trigger: Optional[int] = None  # seq of the out-of-order segment just taken
+        self.fin_seq: Optional[int] = None
+        self.complete = False           # FIN received after every byte
+        self.aborted = False
+        self.echo: Optional[Tuple[int, int, int, int]] = None
+        self.ts_ecr_us = 0
+        self.ts_retx = 0
+        self.ts_recent: Optional[int] = None   # newest ts_val seen (RFC 7323 TS.Recent)
+        self.ts_recent_retx = 0
+        self.unacked_segments = 0
+        self.delack_deadline_us: Optional[int] = None
+        self.first_us = now_us
+        self.last_us = now_us
+        self.closed_us: Optional[int] = None
+        self.segments = 0
+        self.duplicate_segments = 0
+        self.out_of_order_segments = 0
+        self.spurious_retransmissions = 0
+        self.beyond_window_segments = 0
+        self.reordered_segments = 0
+        self._first_end = 0              # highest end of a first transmission seen
+        self.acks_sent = 0
+        self.sack_blocks_sent = 0
+
+    @property
+    def ack_seq(self) -> int:
+        return self.rcv_nxt + 1 if self.complete else self.rcv_nxt
+
+    @property
+    def in_time_wait(self) -> bool:
+        """Completed and closed: kept ``time_wait_us`` only to answer a retransmitted FIN."""
+        return self.complete and self.closed_us is not None
+
+    def on_segment(self, seq: int, payload: memoryview, fin: bool, retx: bool = False) -> bool:
+        """Take one segment; True if it must be acknowledged at once.
+
+        Counters (docs/transport.md "Counters"): ``duplicate_segments`` -- no byte
+        the flow did not already have (also every segment after the FIN completed
+        the stream); ``out_of_order_segments`` -- starts beyond ``rcv_nxt`` (a hole
+        before it); ``spurious_retransmissions`` -- a duplicate that carried the
+        RETX flag; ``beyond_window_segments`` -- starts at or beyond the window;
+        ``reordered_segments`` -- a first transmission (no RETX flag) with bytes the
+        flow lacks that ends at or below the end of another first transmission
+        already received: a sender sends new data in sequence order, so the
+        network reordered it (a network duplicate is a duplicate, not this)."""
+        self.segments += 1
+        if not retx and payload:
+            end_first = seq + len(payload)
+            if end_first > self._first_end:
+                self._first_end = end_first
+            elif end_first > self.rcv_nxt and seq not in self.ooo:   # new bytes: not a duplicate
+                self.reordered_segments += 1
+        self._trigger = None
+        n = len(payload)
+        if self.complete:
+            self._duplicate(retx)
+            return True
+        immediate = False
+        if fin:
+            self.fin_seq = seq + n
+            immediate = True
+        if n:
+            end = seq + n
+            nxt = self.rcv_nxt
+            if end <= nxt:
+                self._duplicate(retx)
+                immediate = True
+            elif seq > nxt:
+                immediate = True
+                self.out_of_order_segments += 1
+                limit = nxt + self.window_bytes
+                if seq >= limit:
+                    self.beyond_window_segments += 1
+                elif seq in self.ooo:
+                    self._duplicate(retx)
+                    self._trigger = seq
+                else:
+                    if end > limit:
+                        payload = payload[:limit - seq]
+                    budget = self.budget
+                    size = len(payload)
+                    if budget is not None and budget.used + size > budget.limit:
+                        budget.dropped += 1   # not stored, so never SACKed: no reneging
+                        return immediate
+                    self.ooo[seq] = bytes(payload)
+                    heapq.heappush(self._ooo_keys, seq)
+                    self.ooo_bytes += size
+                    if budget is not None:
+                        budget.used += size
+                    self.ooo_ranges.add(seq, seq + size)
+                    self._trigger = seq
+            else:
+                self.sink.write(payload[nxt - seq:] if seq < nxt else payload)
+                self.rcv_nxt = end
+                if self.ooo:
+                    immediate = True  # filled (part of) a gap: RFC 5681 sec. 4.2
+                    self._drain()
+        if self.fin_seq is not None and self.rcv_nxt >= self.fin_seq and not self.complete:
+            self.rcv_nxt = self.fin_seq
+            self.complete = True
+            self.sink.close()
+            immediate = True
+        return immediate
+
+    def _duplicate(self, retx: bool) -> None:
+        self.duplicate_segments += 1
+        if retx:
+            self.spurious_retransmissions += 1
+        if self.totals is not None:
+            self.totals.duplicate_segments += 1
+            self.totals.spurious_retransmissions += int(retx)
+
+    def _release(self, size: int) -> None:
+        self.ooo_bytes -= size
+        if self.budget is not None:
+            self.budget.used -= size
+
+    def _drain(self) -> None:
+        """Deliver the out-of-order segments that are now in order."""
+        ooo = self.ooo
+        keys = self._ooo_keys
+        while ooo:
+            seg = ooo.pop(self.rcv_nxt, None)
+            if seg is not None:
+                self._release(len(seg))
+                self.sink.write(memoryview(seg))
+                self.rcv_nxt += len(seg)
+                continue
+            # A stored segment that starts before rcv_nxt (overlap) or nothing usable.
+            progressed = False
+            while keys and (keys[0] not in ooo or keys[0] < self.rcv_nxt):
+                k = heapq.heappop(keys)
+                seg = ooo.pop(k, None)
+                if seg is None:
+                    continue
+                self._release(len(seg))
+                if k + len(seg) > self.rcv_nxt:
+                    self.sink.write(memoryview(seg)[self.rcv_nxt - k:])
+                    self.rcv_nxt = k + len(seg)
+                    progressed = True
+                    break
+            if not progressed:
+                break
+        if not ooo:
+            keys.clear()
+        self.ooo_ranges.advance(self.rcv_nxt)
+
+    def drop_buffers(self) -> None:
+        """Release the out-of-order data (the flow is closed or forgotten)."""
+        if self.ooo:
+            self._release(self.ooo_bytes)
+            self.ooo_bytes = 0
+            self.ooo.clear()
+            self._ooo_keys.clear()
+            self.ooo_ranges.clear()
+
+    def sack_blocks(self) -> List[Tuple[int, int]]:
+        """The SACK blocks of the next ACK (RFC 2018 sec. 4), at most 4."""
+        ranges = self.ooo_ranges
+        if not self.sack_ok or not ranges:
+            return []
+        blocks: List[Tuple[int, int]] = []
+        if self._trigger is not None:
+            r = ranges.sacked_range_at(self._trigger)
+            if r is not None:
+                blocks.append(r)
+                self._sack_recent = [r[0]] + [s for s in self._sack_recent if s != r[0]][:7]
+        for start in self._sack_recent:
+            if len(blocks) >= MAX_SACK_BLOCKS:
+                break
+            r = ranges.sacked_range_at(start)
+            if r is not None and r not in blocks:
+                blocks.append(r)
+        if len(blocks) < MAX_SACK_BLOCKS:
+            for r in reversed(ranges.ranges):
+                if r not in blocks:
+                    blocks.append(r)
+                    if len(blocks) >= MAX_SACK_BLOCKS:
+                        break
+        self._trigger = None
+        return blocks
+
+    def stats_tuple(self) -> Tuple[int, int, int, int]:
+        return (self.segments, self.duplicate_segments, self.out_of_order_segments,
+                self.spurious_retransmissions)
+
+    def summary(self, now_us: int) -> Dict[str, Any]:
+        end = self.closed_us if self.closed_us is not None else self.last_us
+        duration_s = max(end - self.first_us, 0) / 1e6
+        delivered = self.rcv_nxt
+        status = "complete" if self.complete else ("reset" if self.aborted else "incomplete")
+        return {
+            "flow_id": self.flow_id,
+            "peer": f"{self.addr[0]}:{self.addr[1]}",
+            "status": status,
+            "bytes": delivered,
+            "duration_s": round(duration_s, 6),
+            "goodput_bps": round(delivered * 8 / duration_s, 1) if duration_s > 0 else None,
+            "sack": self.sack_ok,
+            "segments": self.segments,
+            "duplicate_segments": self.duplicate_segments,
+            "out_of_order_segments": self.out_of_order_segments,
+            "spurious_retransmissions": self.spurious_retransmissions,
+            "beyond_window_segments": self.beyond_window_segments,
+            "reordered_segments": self.reordered_segments,
+            "acks_sent": self.acks_sent,
+            "sack_blocks_sent": self.sack_blocks_sent,
+            "out": self.sink.path,
+        }
+
+
+SinkFactory = Callable[[Addr, int], Sink]
+FlowCallback = Callable[[ReceiverFlow], None]
+
+
+class Receiver:
+    """All flows arriving at one UDP port."""
+
+    def __init__(
+        self,
+        emit: EmitTo,
+        sink_factory: SinkFactory,
+        *,
+        window_bytes: int = DEFAULT_WINDOW_BYTES,
+        delayed_ack: bool = False,
+        delack_us: int = DEFAULT_DELACK_US,
+        time_wait_us: int = DEFAULT_TIME_WAIT_US,
+        idle_timeout_us: int = DEFAULT_IDLE_TIMEOUT_US,
+        half_open_timeout_us: int = DEFAULT_HALF_OPEN_TIMEOUT_US,
+        max_flows: int = DEFAULT_MAX_FLOWS,
+        max_half_open: int = DEFAULT_MAX_HALF_OPEN,
+        max_ooo_bytes: int = DEFAULT_MAX_OOO_BYTES,
+        sack: bool = True,
+        log: Optional[TimeSeriesLog] = None,
+        on_flow_end: Optional[FlowCallback] = None,
+    ) -> None:
+        if max_flows < 1 or max_half_open < 1 or max_ooo_bytes < 0:
+            raise ValueError("max_flows and max_half_open must be >= 1, max_ooo_bytes >= 0")
+        self.emit = emit
+        self.sink_factory = sink_factory
+        self.window_bytes = min(window_bytes, 0xFFFFFFFF)
+        self.delayed_ack = delayed_ack
+        self.delack_us = delack_us
+        self.time_wait_us = time_wait_us
+        self.idle_timeout_us = idle_timeout_us
+        self.half_open_timeout_us = half_open_timeout_us
+        self.max_flows = max_flows
+        self.max_half_open = max_half_open
+        self.budget = OooBudget(max_ooo_bytes)
+        self.sack = sack
+        self.log = log
+        self.on_flow_end = on_flow_end
+        self.flows: Dict[FlowKey, ReceiverFlow] = {}
+        self._half_open: "OrderedDict[FlowKey, None]" = OrderedDict()  # oldest first
+        self._open_count = 0
+        self._delack: Dict[FlowKey, ReceiverFlow] = {}
+        self._buf = bytearray(HEADERS_LEN + 128)
+        self._view = memoryview(self._buf)
+        self._syn_ack_options = encode_options(sack_permitted=True)
+        self.stats = ReceiverStats()
+        self._next_housekeeping_us = 0
+
+    def stats_dict(self) -> Dict[str, int]:
+        """Receiver-wide counters (``--stats-json``, the exit line of bwn-recv)."""
+        st = self.stats
+        st.ooo_dropped_budget = self.budget.dropped
+        out = st.as_dict()
+        # Established flows hold state until forgotten; one in TIME_WAIT is not open.
+        time_wait = sum(1 for f in self.flows.values() if f.established and f.in_time_wait)
+        out["open_flows"] = self._open_count - time_wait
+        out["time_wait_flows"] = time_wait
+        out["half_open_flows"] = len(self._half_open)
+        out["ooo_bytes_held"] = self.budget.used
+        return out
+
+    @property
+    def bad_packets(self) -> int:
+        return self.stats.malformed
+
+    @property
+    def resets_sent(self) -> int:
+        return self.stats.resets_sent
+
+    @property
+    def half_open_count(self) -> int:
+        return len(self._half_open)
+
+    @property
+    def open_count(self) -> int:
+        return self._open_count
+
+    # -- packets ------------------------------------------------------------------------
+    def on_datagram(self, data: Any, addr: Addr, now_us: int) -> None:
+        stats = self.stats
+        stats.datagrams += 1
+        n = len(data)
+        if n < HEADERS_LEN:
+            stats.malformed_short += 1
+            return
+        (vk, hop, ebn, narrow, tight, tver, flags, words, flow_id, seq,
+         ts_val) = DATA_IN_STRUCT.unpack_from(data)
+        if vk != DATA_VK or tver != TRANSPORT_VERSION:
+            stats.malformed_header += 1
+            return
+        hdr_len = BWN_HEADER_LEN + 4 * words
+        if words < HDR_WORDS or hdr_len > n:
+            stats.malformed_length += 1
+            return
+        key = (addr, flow_id)
+        flow = self.flows.get(key)
+        if flags & F_SYN:
+            sack_offered = False
+            if words > HDR_WORDS:
+                try:
+                    sack_offered = parse_options(data, HEADERS_LEN, hdr_len).sack_permitted
+                except OptionError:
+                    stats.malformed_options += 1
+                    return
+            stats.syn_received += 1
+            if flow is None or (flow.complete and seq == 0 and flow.rcv_nxt > 0):
+                if flow is not None:
+                    self._forget(key)
+                flow = self._open_half(key, addr, flow_id, now_us, self.sack and sack_offered)
+            elif not flow.established:
+                self._half_open.move_to_end(key)
+            self._take_echo(flow, hop, ebn, narrow, tight, ts_val, flags, not flow.established)
+            flow.last_us = now_us
+            self._send_ack(flow, now_us, F_SYN, self._syn_ack_options if flow.sack_ok else b"")
+            return
+        if flow is None:
+            if flags & F_RST:
+                stats.unknown_rst += 1
+            else:
+                stats.unknown_flow += 1
+                self._send_rst(addr, flow_id, now_us, ts_val)
+            return
+        if flags & F_RST:
+            if not flow.complete:
+                flow.aborted = True
+                if flow.established:
+                    stats.flows_reset += 1
+                    self._end_flow(flow, now_us)
+            self._forget(key)
+            return
+        if not flow.established and not self._establish(flow, key, now_us, ts_val):
+            return
+        flow.last_us = now_us
+        was_complete = flow.complete
+        ooo_before = flow.ooo_bytes
+        delivered_before = flow.rcv_nxt
+        view = data if isinstance(data, memoryview) else memoryview(data)
+        immediate = flow.on_segment(seq, view[hdr_len:n], bool(flags & F_FIN),
+                                    bool(flags & F_RETX))
+        new_data = flow.rcv_nxt > delivered_before or flow.ooo_bytes > ooo_before
+        self._take_echo(flow, hop, ebn, narrow, tight, ts_val, flags, new_data)
+        if flow.complete and not was_complete:
+            stats.flows_completed += 1
+            self._end_flow(flow, now_us)
+        if immediate or not self.delayed_ack:
+            self._send_ack(flow, now_us)
+        else:
+            flow.unacked_segments += 1
+            if flow.unacked_segments >= 2:  # RFC 1122 / RFC 5681 sec. 4.2: every 2nd segment
+                self._send_ack(flow, now_us)
+            elif flow.delack_deadline_us is None:
+                flow.delack_deadline_us = now_us + self.delack_us
+                self._delack[key] = flow
+        log = self.log
+        if log is not None and log.due(key, now_us):
+            log.offer(key, now_us, self._row(flow, now_us))
+
+    @staticmethod
+    def _take_echo(flow: ReceiverFlow, hop: int, ebn: int, narrow: int, tight: int,
+                   ts_val: int, flags: int, new_data: bool) -> None:
+        """What the next ACK echoes (module docstring): this segment's timestamp if it
+        is the newest seen or brought new bytes, else the newest one (TS.Recent)."""
+        retx = flags & F_RETX
+        recent = flow.ts_recent
+        if recent is None or ts_diff_us(ts_val, recent) >= 0:
+            flow.ts_recent = ts_val
+            flow.ts_recent_retx = retx
+            flow.echo = (hop, ebn, narrow, tight)
+        if new_data or recent is None or ts_diff_us(ts_val, recent) >= 0:
+            flow.ts_ecr_us = ts_val
+            flow.ts_retx = retx
+        else:
+            flow.ts_ecr_us = flow.ts_recent if flow.ts_recent is not None else ts_val
+            flow.ts_retx = flow.ts_recent_retx
+
+    def _open_half(self, key: FlowKey, addr: Addr, flow_id: int, now_us: int,
+                   sack_ok: bool) -> ReceiverFlow:
+        while len(self._half_open) >= self.max_half_open:
+            old, _ = self._half_open.popitem(last=False)
+            self.flows.pop(old, None)
+            self.stats.half_open_evicted += 1
+        flow = ReceiverFlow(addr, flow_id, None, self.window_bytes, now_us,
+                            budget=self.budget, sack_ok=sack_ok, totals=self.stats)
+        self.flows[key] = flow
+        self._half_open[key] = None
+        self.stats.half_open_opened += 1
+        return flow
+
+    def _establish(self, flow: ReceiverFlow, key: FlowKey, now_us: int, ts_val: int) -> bool:
+        """The first DATA/FIN of a half-open flow: give it its sink (or refuse it)."""
+        self._half_open.pop(key, None)
+        if self._open_count >= self.max_flows:
+            self.flows.pop(key, None)
+            self.stats.flows_refused += 1
+            self._send_rst(flow.addr, flow.flow_id, now_us, ts_val)
+            return False
+        flow.sink = self.sink_factory(flow.addr, flow.flow_id)
+        flow.established = True
+        flow.first_us = now_us
+        self._open_count += 1
+        self.stats.flows_opened += 1
+        return True
+
+    def _send_ack(self, flow: ReceiverFlow, now_us: int, extra_flags: int = 0,
+                  options: bytes = b"") -> None:
+        flags = F_ACK | extra_flags | flow.ts_retx
+        if flow.complete:
+            flags |= F_FIN
+            options = options + encode_options(rcv_stats=flow.stats_tuple())
+        elif flow.sack_ok and flow.ooo_ranges:
+            blocks = flow.sack_blocks()
+            if blocks:
+                options = options + encode_options(sack_blocks=blocks)
+                flow.sack_blocks_sent += len(blocks)
+        n = pack_ack_headers(self._buf, flags, flow.flow_id, flow.ack_seq, flow.window_bytes,
+                             now_us, flow.ts_ecr_us, flow.echo, options)
+        self.emit(self._view[:n], flow.addr)
+        flow.acks_sent += 1
+        flow.unacked_segments = 0
+        if flow.delack_deadline_us is not None:
+            flow.delack_deadline_us = None
+            self._delack.pop((flow.addr, flow.flow_id), None)
+
+    def _send_rst(self, addr: Addr, flow_id: int, now_us: int, ts_ecr: int) -> None:
+        n = pack_ack_headers(self._buf, F_RST | F_ACK, flow_id, 0, 0, now_us, ts_ecr, None)
+        self.emit(self._view[:n], addr)
+        self.stats.resets_sent += 1
+
+    def _end_flow(self, flow: ReceiverFlow, now_us: int) -> None:
+        flow.closed_us = now_us
+        flow.sink.close()
+        if self.log is not None:
+            self.log.offer((flow.addr, flow.flow_id), now_us, self._row(flow, now_us),
+                           force=True)
+        if self.on_flow_end is not None:
+            self.on_flow_end(flow)
+
+    def _forget(self, key: FlowKey) -> None:
+        flow = self.flows.pop(key, None)
+        self._delack.pop(key, None)
+        if key in self._half_open:
+            del self._half_open[key]
+        elif flow is not None and flow.established:
+            self._open_count -= 1
+        if flow is not None:
+            flow.drop_buffers()
+
+    # -- timers -------------------------------------------------------------------------
+    def next_deadline_us(self) -> Optional[int]:
+        best: Optional[int] = None
+        for flow in self._delack.values():
+            d = flow.delack_deadline_us
+            if d is not None and (best is None or d < best):
+                best = d
+        if self.flows:
+            h = self._next_housekeeping_us
+            best = h if best is None else min(best, h)
+        return best
+
+    def on_timer(self, now_us: int) -> None:
+        for flow in [f for f in self._delack.values()
+                     if f.delack_deadline_us is not None and f.delack_deadline_us <= now_us]:
+            self._send_ack(flow, now_us)
+        if now_us >= self._next_housekeeping_us:
+            self._next_housekeeping_us = now_us + HOUSEKEEPING_US
+            self.expire(now_us)
+
+    def expire(self, now_us: int) -> None:
+        """Time out half-open, idle and finished flows (also called by on_timer)."""
+        half = self._half_open
+        while half:
+            key = next(iter(half))
+            flow = self.flows.get(key)
+            if flow is not None and now_us - flow.last_us < self.half_open_timeout_us:
+                break
+            half.popitem(last=False)
+            self.flows.pop(key, None)
+            self.stats.half_open_expired += 1
+        for key, flow in list(self.flows.items()):
+            if not flow.established:
+                continue
+            if flow.in_time_wait:
+                assert flow.closed_us is not None
+                if now_us - flow.closed_us >= self.time_wait_us:
+                    self._forget(key)
+            elif now_us - flow.last_us >= self.idle_timeout_us:
+                self.stats.flows_idle_closed += 1
+                self._end_flow(flow, now_us)
+                self._forget(key)
+
+    def close_all(self, now_us: int) -> List[ReceiverFlow]:
+        """End every open flow (shutdown); returns the flows that were still open."""
+        still_open = [f for f in self.flows.values()
+                      if f.established and not f.complete and f.closed_us is None]
+        for flow in still_open:
+            self._end_flow(flow, now_us)
+        return still_open
+
+    def _row(self, flow: ReceiverFlow, now_us: int) -> Dict[str, Any]:
+        echo = flow.echo or (None, None, None, None)
+        return {
+            "time_s": round((now_us - flow.first_us) / 1e6, 6),
+            "flow_id": flow.flow_id,
+            "peer": f"{flow.addr[0]}:{flow.addr[1]}",
+            "delivered_bytes": flow.rcv_nxt,
+            "ooo_bytes": flow.ooo_bytes,
+            "segments": flow.segments,
+            "duplicate_segments": flow.duplicate_segments,
+            "out_of_order_segments": flow.out_of_order_segments,
+            "acks_sent": flow.acks_sent,
+            "hop_count": echo[0],
+            "ebn_code": echo[1],
+            "narrow_kbps": echo[2],
+            "tight_kbps": echo[3],
+            "spurious_retransmissions": flow.spurious_retransmissions,
+            "sack_blocks_sent": flow.sack_blocks_sent,
+        }
