@@ -16,7 +16,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 BUILD := build
 P4_MAIN := p4src/v1model/bwn.p4
-P4_SRCS := $(wildcard p4src/shared/*.p4 p4src/v1model/*.p4)
+# Every file the BMv2 program includes: p4src/v1model/bwn.p4 and its include/ tree, and p4src/shared.
+P4_SRCS := $(wildcard p4src/shared/*.p4 p4src/v1model/*.p4 p4src/v1model/include/*.p4 p4src/v1model/include/control/*.p4)
 APT_PACKAGES := python3 python3-venv python3-pip python3-scapy python3-thrift iproute2 iputils-ping \
 	ethtool tcpdump tshark iperf3 mininet make
 
@@ -65,7 +66,7 @@ build: $(BUILD)/bwn.json
 # Tofino back end (make toolchain-tofino); resources: docs/tofino.md. The driver's
 # bf_switchd .conf (what controller/tofino.py packs) is written by p4c-gen-conf,
 # which p4c's driver does not run here.
-TNA_SRCS := $(wildcard p4src/shared/*.p4 p4src/tna/*.p4)
+TNA_SRCS := $(wildcard p4src/shared/*.p4 p4src/tna/*.p4 p4src/tna/include/*.p4 p4src/tna/include/control/*.p4)
 TOFINO_FLAGS := --arch tna --std p4-16 -I p4src -g --p4runtime-force-std-externs   # -g: resource logs; std externs: P4Info a P4Runtime client reads
 $(BUILD)/tofino/bwn.conf: $(TNA_SRCS)
 	@command -v p4c-barefoot >/dev/null || { echo "build-tofino: p4c's Tofino back end (p4c-barefoot) is not installed: make toolchain-tofino"; exit 1; }
