@@ -221,9 +221,7 @@ class AfDroppedFlowIsNotCountedTest(BwnTest):
         self.set_capacity(2, 10e6)
         res = ent.Reservation(src=HOST_IP[1], dst=HOST_IP[2], rate_bps=10e6, src_port=45300,
                               dst_port=BWN_UDP_PORT, burst_bytes=1_000_000)
-        entry, meter = ent.reservation(res)
-        self.sw1.insert([entry])
-        self.sw1.modify([meter])
+        self.sw1.add_reservation(res)
         self.set_queue(2, self.SERVICE_PPS, 60)
         try:
             self.settle()
