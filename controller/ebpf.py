@@ -206,7 +206,8 @@ def _int32(value: int) -> int:
 
 @dataclass(frozen=True)
 class EbpfTelemetry:
-    """One telemetry digest of the PSA program (`port_telemetry_t`)."""
+    """One telemetry digest of the PSA program (`psa_port_telemetry_t`,
+    p4src/psa/include/types.p4)."""
 
     ifindex: int
     pidx: int

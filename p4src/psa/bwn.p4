@@ -25,8 +25,7 @@
 #include <core.p4>
 #include <psa.p4>
 
-#define BWN_ARCH_DECLARES_PORT_ID   /* psa.p4 declares PortId_t (bit<32>, an ifindex) */
-#include "../shared/define.p4"
+#include "../shared/define.p4"   /* psa.p4 declares PortId_t: bit<32>, an ifindex */
 #include "../shared/headers.p4"
 
 /* Reservations (and their meters) one switch can hold. */

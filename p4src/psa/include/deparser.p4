@@ -12,7 +12,7 @@ control BwnIngressDeparser(packet_out packet, out empty_t clone_i2e_meta, out em
                            in psa_ingress_output_metadata_t istd) {
     /* One per port and closed window (PSA-eBPF: a BPF queue map of 128
      * entries, which controller/ebpf.py drains). */
-    Digest<port_telemetry_t>() port_telemetry;
+    Digest<psa_port_telemetry_t>() port_telemetry;
 
     apply {
         if (meta.send_digest) {

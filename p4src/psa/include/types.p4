@@ -43,8 +43,13 @@ struct psa_headers_t {
 
 /* The telemetry of one closed measurement window, sent to the controller as
  * a digest (one per port and window). Fields of at most 64 bits each: PSA-eBPF
- * keeps them as C integers. queue_bytes is the virtual queue's (BI). */
-struct port_telemetry_t {
+ * keeps them as C integers. The fields of p4src/shared/telemetry.p4's
+ * port_telemetry_t but two: the queue is the virtual queue's bytes (BI as the
+ * program computed it; packets would take a division), and EBN's counts of
+ * both flow windows are sent (the controller takes their maximum); the port
+ * is both its ifindex and its register index. controller/ebpf.py
+ * EbpfTelemetry decodes it into the same record as the shared struct. */
+struct psa_port_telemetry_t {
     bit<32> port;              /* the egress port (its ifindex) */
     bit<32> window_start_us;   /* switch clock, low 32 bits */
     bit<32> capacity_kbps;     /* IC */
@@ -107,7 +112,7 @@ struct psa_metadata_t {
     bit<32> stamp_share;        /* log7(IC)[31:16] ++ 0 ++ EBN code[7:0] */
     /* telemetry */
     bool             send_digest;
-    port_telemetry_t telemetry;
+    psa_port_telemetry_t telemetry;
 }
 
 #endif
