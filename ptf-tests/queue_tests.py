@@ -209,6 +209,39 @@ class LossAndAfCountEachDropOnceTest(BwnTest):
                          "a drop was counted twice, or a packet lost uncounted")
 
 
+class LossOnAnAfPortIsCountedAsLossTest(BwnTest):
+    """On a congested AF port that also loses packets at random, the packets the
+    loss draw drops are counted as lost, as many as the loss rate says (binomial
+    bounds, 4.5 sigma), whatever the queue: a lost packet never meets the AF rule,
+    which would count it as out of profile instead (and the meter would count it
+    as part of a reservation)."""
+
+    SERVICE_PPS = 100.0
+    LOSS = 0.3
+
+    def runTest(self) -> None:
+        self.add_hosts((1, 3, 4))
+        self.add_hosts((2,), {2: ent.PortOptions(loss=self.LOSS, reservations=True, af_queue_packets=5)})
+        self.set_queue(2, self.SERVICE_PPS, 60)
+        af, loss = (ent.DROP_REASON_CODES[r] for r in ("af_out_of_profile", "random_loss"))
+        try:
+            self.settle()
+            before = {r: self.read_drops(r) for r in (af, loss)}
+            frames = numbered(45250, int(2.5 * self.SERVICE_PPS * 3.0), src=3)
+            self.send_paced(1, frames, 2.5 * self.SERVICE_PPS)
+            out = self.collect(2, 1.5)
+            dropped = {r: self.settled_drops(r) - before[r] for r in (af, loss)}
+        finally:
+            self.reset_queue(2)
+        n = len(out) + dropped[af] + dropped[loss]       # what reached the switch
+        sigma = math.sqrt(n * self.LOSS * (1 - self.LOSS))
+        print(f"\n  {dropped[loss]} of {n} lost (expected {n * self.LOSS:.0f} +- {4.5 * sigma:.0f}), "
+              f"{dropped[af]} AF drops")
+        self.assertGreater(dropped[af], 0, "the AF threshold was never reached")
+        self.assertLessEqual(abs(dropped[loss] - n * self.LOSS), 4.5 * sigma + 0.5,
+                             "lost packets counted under another reason")
+
+
 class AfDroppedFlowIsNotCountedTest(BwnTest):
     """A flow whose every packet the Assured Forwarding rule drops is not one of
     the port's active flows: a dropped packet does not count as a flow. A
