@@ -17,8 +17,11 @@ BUILD := build
 P4_MAIN := p4src/v1model/bwn.p4
 # Every file the BMv2 program includes: p4src/v1model/bwn.p4 and its include/ tree, and p4src/shared.
 P4_SRCS := $(wildcard p4src/shared/*.p4 p4src/v1model/*.p4 p4src/v1model/include/*.p4 p4src/v1model/include/control/*.p4)
+# Slurm and munge: `bwn reproduce --executor slurm` on a cluster, and the tests' single-node
+# Slurm, which starts its own daemons (docs/cluster.md); git: the code fingerprint nodes are checked by.
+SLURM_PACKAGES := slurm-wlm munge git
 APT_PACKAGES := python3 python3-venv python3-pip python3-scapy python3-thrift iproute2 iputils-ping \
-	ethtool tcpdump tshark iperf3 mininet make
+	ethtool tcpdump tshark iperf3 mininet make $(SLURM_PACKAGES)
 
 .PHONY: deps toolchain toolchain-tofino toolchain-pack build build-tofino build-bench bench-switch run test ptf mutants schema clean
 

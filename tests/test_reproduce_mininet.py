@@ -20,8 +20,8 @@ from test_mininet_smoke import _links, _missing
 from needs import missing
 
 REPO = Path(__file__).resolve().parents[1]
-CASE = "ss1000"
-CLAIM = "ebn>newreno slow start"
+CASE = "f3f-1000"
+CLAIM = "fig3f slow start"
 
 
 @pytest.fixture(autouse=True)
