@@ -15,7 +15,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 BUILD := build
 P4_MAIN := p4src/v1model/bwn.p4
-P4_SRCS := $(wildcard p4src/shared/*.p4 p4src/v1model/*.p4)
+# Every file the BMv2 program includes: p4src/v1model/bwn.p4 and its include/ tree, and p4src/shared.
+P4_SRCS := $(wildcard p4src/shared/*.p4 p4src/v1model/*.p4 p4src/v1model/include/*.p4 p4src/v1model/include/control/*.p4)
 # Slurm and munge: `bwn reproduce --executor slurm` on a cluster, and the tests' single-node
 # Slurm, which starts its own daemons (docs/cluster.md); git: the code fingerprint nodes are checked by.
 SLURM_PACKAGES := slurm-wlm munge git
@@ -66,7 +67,7 @@ build: $(BUILD)/bwn.json
 # Tofino back end (make toolchain-tofino); resources: docs/tofino.md. The driver's
 # bf_switchd .conf (what controller/tofino.py packs) is written by p4c-gen-conf,
 # which p4c's driver does not run here.
-TNA_SRCS := $(wildcard p4src/shared/*.p4 p4src/tna/*.p4)
+TNA_SRCS := $(wildcard p4src/shared/*.p4 p4src/tna/*.p4 p4src/tna/include/*.p4 p4src/tna/include/control/*.p4)
 TOFINO_FLAGS := --arch tna --std p4-16 -I p4src -g --p4runtime-force-std-externs   # -g: resource logs; std externs: P4Info a P4Runtime client reads
 $(BUILD)/tofino/bwn.conf: $(TNA_SRCS)
 	@command -v p4c-barefoot >/dev/null || { echo "build-tofino: p4c's Tofino back end (p4c-barefoot) is not installed: make toolchain-tofino"; exit 1; }

@@ -200,9 +200,7 @@ def reservation(res: Reservation) -> tuple[fy.P4TableEntry, fy.P4DirectMeterEntr
         "dst_addr": (int(ipaddress.IPv4Address(res.dst)), 0xFFFFFFFF),
     }
     if res.protocol is not None:
-        # bwn.p4 (v1model) matches the protocol where IPv4 has it in its
-        # TTL ++ protocol ++ checksum word: bits 23..16.
-        match["protocol"] = (res.protocol << 16, 0xFF << 16)
+        match["protocol"] = (res.protocol, 0xFF)
     if res.src_port is not None:
         match["src_port"] = (res.src_port, 0xFFFF)
     if res.dst_port is not None:
@@ -225,10 +223,9 @@ def reservation(res: Reservation) -> tuple[fy.P4TableEntry, fy.P4DirectMeterEntr
 
 
 # Telemetry: one digest per egress port and closed measurement window
-# (p4src/v1model/bwn.p4, `port_telemetry_t`: the port's stamp register as the
-# window closes). BMv2's P4Runtime server cannot read registers, so the switch
-# pushes them; the digest costs the switch nothing on packets that do not close
-# a window.
+# (`port_telemetry_t`, p4src/shared/telemetry.p4: the window's figures, one field
+# each). BMv2's P4Runtime server cannot read registers, so the switch pushes them;
+# the digest costs the switch nothing on packets that do not close a window.
 TELEMETRY_DIGEST = "port_telemetry_t"
 
 
@@ -241,10 +238,6 @@ def telemetry_digest(max_timeout_ns: int = 0) -> fy.P4DigestEntry:
 def _int32(value: int) -> int:
     value &= dm.U32_MAX
     return value - (1 << 32) if value >= 1 << 31 else value
-
-
-def _bits(value: int, hi: int, lo: int) -> int:
-    return (value >> lo) & ((1 << (hi - lo + 1)) - 1)
 
 
 @dataclass(frozen=True)
@@ -261,17 +254,12 @@ class PortTelemetry:
     ebn_code: int
 
     @classmethod
-    def from_stamp(cls, stamp: int) -> "PortTelemetry":
-        """Decode the 256-bit stamp register value (layout in p4src/v1model/bwn.p4)."""
-        return cls(port=_bits(stamp, 255, 224), window_start_us=_bits(stamp, 31, 0),
-                   capacity_kbps=float(_bits(stamp, 159, 128)), rate_kbps=float(_bits(stamp, 95, 64)),
-                   avail_kbps=float(_int32(_bits(stamp, 127, 96))), queue_pkts=_bits(stamp, 63, 32),
-                   flows=max(_bits(stamp, 223, 208), _bits(stamp, 207, 192)),
-                   ebn_code=_bits(stamp, 175, 168))
-
-    @classmethod
     def from_digest(cls, data: dict) -> "PortTelemetry":
-        return cls.from_stamp(int(data["stamp"]))
+        """Decode one `port_telemetry_t` digest (p4src/shared/telemetry.p4), by field name."""
+        return cls(port=int(data["port"]), window_start_us=int(data["window_start_us"]),
+                   capacity_kbps=float(data["capacity_kbps"]), rate_kbps=float(data["rate_kbps"]),
+                   avail_kbps=float(_int32(int(data["avail_kbps"]))), queue_pkts=int(data["queue_pkts"]),
+                   flows=int(data["flows"]), ebn_code=int(data["ebn_code"]))
 
 
 def chunks(entities: Iterable, size: int = 200) -> Iterable[list]:

@@ -386,6 +386,34 @@ class DroppedPacketsLeaveNoFlowTest(BwnTest):
         self.assertEqual(mode, dm.expected_ebn_code(10_000, 2))
 
 
+class LossyPortReportsEveryWindowTest(BwnTest):
+    """On a port that loses half its packets, every measurement window is still
+    closed by a packet that gets through, and so reported once: a lost packet
+    never closes a window (it would close it unreported). 400 packets/s into
+    131 ms windows (about 52 a window) for 3 s."""
+
+    window_cfg = ent.WindowConfig(window_us=131_072, flow_window_us=262_144)
+
+    def runTest(self) -> None:
+        self.add_hosts((1, 3))
+        self.add_hosts((2,), {2: ent.PortOptions(loss=0.5)})
+        self.set_capacity(2, 10e6)
+        self.sw1.insert([ent.telemetry_digest()])
+        self.settle()
+        collector = self.sw1.start_digests(ent.TELEMETRY_DIGEST)
+        self.send_paced(1, [bytes(bwn_packet(1, 2, sport=45201))] * 1200, 400.0)
+        self.collect(2, 0.5)
+        starts = sorted({r.window_start_us for r in map(ent.PortTelemetry.from_digest, collector.stop())
+                         if r.port == 2})
+        self.assertGreater(len(starts), 10, "too few telemetry digests")
+        spanned = (starts[-1] - starts[0]) // self.window_cfg.window_us + 1
+        print(f"\n  {len(starts)} windows reported of the {spanned} the traffic spanned")
+        # A machine that stalls the sender for a whole window leaves that window
+        # without packets (and unreported): some slack for that, far below the
+        # half that lost packets closing windows would leave unreported.
+        self.assertGreaterEqual(len(starts), 0.85 * spanned, "windows closed by lost packets went unreported")
+
+
 class ReservationMeterTest(BwnTest):
     """GTCP reservations: the meter marks conforming traffic (AF11) up to the
     reserved rate and the excess out of profile (AF13); other flows unmarked;
@@ -471,6 +499,25 @@ class MalformedPacketsTest(BwnTest):
         [out] = self.collect(2, 0.5)
         self.assertEqual(out[BWN].hop_count, 1)
         self.assertEqual(out[BWN].narrow_kbps, 10_000)
+
+
+class MalformedReasonOrderTest(BwnTest):
+    """A header malformed twice over gets the reason of the first check the
+    parser makes: IHL below 5 (ipv4_malformed) comes before TTL (docs/wire-format.md,
+    "Packets that are not well formed"), so an IPv4 header with IHL 4 and TTL 1
+    is counted as malformed, not as expired."""
+
+    def runTest(self) -> None:
+        self.add_hosts()
+        bad = bytearray(bytes(udp_packet(1, 2)))
+        bad[14] = 0x44                                  # IHL 4
+        bad[22] = 1                                     # TTL 1
+        malformed, ttl = ent.DROP_REASON_CODES["ipv4_malformed"], ent.DROP_REASON_CODES["ttl"]
+        before = {r: self.read_drops(r) for r in (malformed, ttl)}
+        tu.send_packet(self, 1, bytes(bad))
+        tu.verify_no_other_packets(self, timeout=0.5)
+        self.assertEqual(self.settled_drops(malformed), before[malformed] + 1)
+        self.assertEqual(self.read_drops(ttl), before[ttl])
 
 
 class UdpChecksumRuleTest(BwnTest):

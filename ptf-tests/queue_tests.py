@@ -209,6 +209,83 @@ class LossAndAfCountEachDropOnceTest(BwnTest):
                          "a drop was counted twice, or a packet lost uncounted")
 
 
+class LossOnAnAfPortIsCountedAsLossTest(BwnTest):
+    """On a congested AF port that also loses packets at random, the packets the
+    loss draw drops are counted as lost, as many as the loss rate says (binomial
+    bounds, 4.5 sigma), whatever the queue: a lost packet never meets the AF rule,
+    which would count it as out of profile instead (and the meter would count it
+    as part of a reservation)."""
+
+    SERVICE_PPS = 100.0
+    LOSS = 0.3
+
+    def runTest(self) -> None:
+        self.add_hosts((1, 3, 4))
+        self.add_hosts((2,), {2: ent.PortOptions(loss=self.LOSS, reservations=True, af_queue_packets=5)})
+        self.set_queue(2, self.SERVICE_PPS, 60)
+        af, loss = (ent.DROP_REASON_CODES[r] for r in ("af_out_of_profile", "random_loss"))
+        try:
+            self.settle()
+            before = {r: self.read_drops(r) for r in (af, loss)}
+            frames = numbered(45250, int(2.5 * self.SERVICE_PPS * 3.0), src=3)
+            self.send_paced(1, frames, 2.5 * self.SERVICE_PPS)
+            out = self.collect(2, 1.5)
+            dropped = {r: self.settled_drops(r) - before[r] for r in (af, loss)}
+        finally:
+            self.reset_queue(2)
+        n = len(out) + dropped[af] + dropped[loss]       # what reached the switch
+        sigma = math.sqrt(n * self.LOSS * (1 - self.LOSS))
+        print(f"\n  {dropped[loss]} of {n} lost (expected {n * self.LOSS:.0f} +- {4.5 * sigma:.0f}), "
+              f"{dropped[af]} AF drops")
+        self.assertGreater(dropped[af], 0, "the AF threshold was never reached")
+        self.assertLessEqual(abs(dropped[loss] - n * self.LOSS), 4.5 * sigma + 0.5,
+                             "lost packets counted under another reason")
+
+
+class AfDroppedFlowIsNotCountedTest(BwnTest):
+    """A flow whose every packet the Assured Forwarding rule drops is not one of
+    the port's active flows: a dropped packet does not count as a flow. A
+    reserved flow, in profile (AF11), at twice a port's rate keeps its queue
+    full, so every packet of a best-effort flow sent meanwhile is dropped as out
+    of profile; the reserved flow's packets are then still stamped with the
+    share of one flow. (The flow window, 2^23 us, holds the whole test.)"""
+
+    SERVICE_PPS = 50.0
+    window_cfg = ent.WindowConfig(window_us=16_384, flow_window_us=1 << 23)
+
+    def runTest(self) -> None:
+        self.add_hosts((1, 3, 4))
+        self.add_hosts((2,), {2: ent.PortOptions(reservations=True, af_queue_packets=1)})
+        self.set_capacity(2, 10e6)
+        res = ent.Reservation(src=HOST_IP[1], dst=HOST_IP[2], rate_bps=10e6, src_port=45300,
+                              dst_port=BWN_UDP_PORT, burst_bytes=1_000_000)
+        entry, meter = ent.reservation(res)
+        self.sw1.insert([entry])
+        self.sw1.modify([meter])
+        self.set_queue(2, self.SERVICE_PPS, 60)
+        try:
+            self.settle()
+            reserved = numbered(45300, int(2 * self.SERVICE_PPS * 3.0))
+            best_effort = numbered(45301, 20, src=3)
+            # The best-effort packets go in the last two seconds, one after every
+            # 10th reserved packet: by then the queue has been full for a while.
+            frames = [f for i, r in enumerate(reserved)
+                      for f in ([r, best_effort[(i - 100) // 10]] if i >= 100 and i % 10 == 0 else [r])]
+            before = self.read_drops(ent.DROP_REASON_CODES["af_out_of_profile"])
+            self.send_paced(1, frames, 2 * self.SERVICE_PPS * len(frames) / len(reserved))
+            out = self.collect(2, 2.0)
+            af_drops = self.settled_drops(ent.DROP_REASON_CODES["af_out_of_profile"]) - before
+        finally:
+            self.reset_queue(2)
+        mine = [p for p in out if p[IP].src == HOST_IP[1]]
+        print(f"\n  {len(mine)} reserved packets out, {len(out) - len(mine)} best effort, {af_drops} AF drops")
+        self.assertEqual(len(out) - len(mine), 0, "a best-effort packet got through the full queue")
+        self.assertEqual(af_drops, len(best_effort))
+        codes = [BwnHeader.unpack(bytes(p[BWN])[:24]).ebn_code for p in mine[-20:]]
+        self.assertEqual(set(codes), {dm.expected_ebn_code(10_000, 1)},
+                         "the flow the AF rule dropped whole counts in the share")
+
+
 class QueueEmptiedCounterTest(BwnTest):
     """The egress counter the fidelity monitor reads to know a port was
     backlogged: it counts the packets that left their port's queue empty. Paced

@@ -4,17 +4,18 @@
     sudo .venv/bin/python scripts/p4_mutants.py [--only NAME ...] [--list] [--resume]
         [--no-baseline] [--all-failures] [--out build/p4-mutants.json]
 
-Each mutant is one small change to `p4src/v1model/bwn.p4` (a relational
-operator, a dropped statement, a swapped constant, each stamp and each drop),
-written here as (name, exact text, replacement). For each: copy p4src/ to a
-temporary folder, apply it, compile with p4c, run the PTF suite on the result
+Each mutant is one small change to one file of the BMv2 program
+(`p4src/v1model/bwn.p4` and the files it includes: a relational operator, a
+dropped statement, a swapped constant, each stamp and each drop), written here
+as (name, file, exact text, replacement). For each: copy p4src/ to a temporary
+folder, apply it, compile with p4c, run the PTF suite on the result
 (`ptf-tests/run_ptf.py --build-dir`). The mutant is
 
   killed     the suite failed,
   survived   the suite passed (a fault the tests do not see),
   timeout    the suite ran past --timeout,
   invalid    the mutant does not compile (not counted),
-  stale      its text is no longer in bwn.p4 (the list needs updating; an error).
+  stale      its text is no longer in its file (the list needs updating; an error).
 
 The score is killed / (killed + survived + timeout), equivalent mutants
 (listed in EQUIVALENT, each with its reason) excluded. docs/testing.md records
@@ -26,10 +27,11 @@ The suite stops at its first failure (PTF's --failfast): one is a kill, and a
 killed mutant then costs seconds instead of the whole suite; --all-failures
 runs every test and lists up to five that failed.
 
-Each result records the SHA-256 of bwn.p4 and of ptf-tests/*.py it was run
-against. --resume keeps the results in --out whose hashes are today's and runs
-the rest, so an interrupted run goes on where it stopped and a run made before
-the program or the tests changed is made again.
+Each result records the SHA-256 of the program's files (p4src/v1model and
+p4src/shared) and of ptf-tests/*.py it was run against. --resume keeps the
+results in --out whose hashes are today's and runs the rest, so an interrupted
+run goes on where it stopped and a run made before the program or the tests
+changed is made again.
 """
 from __future__ import annotations
 
@@ -45,128 +47,174 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PROGRAM = Path("v1model") / "bwn.p4"
+PROGRAM = Path("v1model") / "bwn.p4"                 # what p4c compiles, under p4src/
+PROGRAM_DIRS = (Path("v1model"), Path("shared"))     # every file it includes, under p4src/
 EXIT_SKIPPED = 77   # run_ptf.py: a tool is missing
 
 
 @dataclass(frozen=True)
 class Mutant:
     name: str
+    file: str               # under p4src/v1model/ (the files the program is made of)
     find: str
     replace: str
     every: bool = False     # the text occurs more than once: change every occurrence
 
+    @property
+    def path(self) -> Path:
+        """The mutated file, relative to p4src/."""
+        return Path("v1model") / self.file
+
+
+# Files of the program, under p4src/v1model/.
+_TOP = "bwn.p4"
+_PARSER = "include/parser.p4"
+_CHECKSUM = "include/checksum.p4"
+_MALFORMED = "include/control/malformed.p4"
+_ROUTING = "include/control/routing.p4"
+_LOSS = "include/control/random_loss.p4"
+_RESERVATIONS = "include/control/reservations.p4"
+_WINDOW = "include/control/window.p4"
+_FLOWS = "include/control/flows.p4"
+_TELEMETRY = "include/control/telemetry.p4"
+_QUEUE = "include/control/queue.p4"
+_STAMP = "include/control/stamp.p4"
+
+_TTL_LINE = "        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;\n"
+_TTL_CSUM = ("        hdr.ipv4.hdr_checksum = hdr.ipv4.hdr_checksum\n"
+             "                                + (hdr.ipv4.hdr_checksum < 16w0xFEFF ? 16w0x0100 : 16w0x0101);\n")
+_AB = "SIGNED_BYTES_PER_WINDOW_TO_KBPS(cap_bytes - meta.window.br_bytes - meta.window.bi_bytes, K)"
+_UDP_ZERO = "        hdr.udp.checksum = 0;\n"
 
 MUTANTS: list[Mutant] = [
-    # -- forwarding, TTL, checksums (TTL ++ protocol ++ checksum is one word: one addition)
-    Mutant("ttl-not-decremented", "? 32w0xFF000100 : 32w0xFEFF0101", "? 32w0x00000100 : 32w0xFFFF0101"),
-    Mutant("protocol-decremented", "? 32w0xFF000100 : 32w0xFEFF0101", "? 32w0xFEFF0100 : 32w0xFEFE0101"),
-    Mutant("ttl-checksum-not-updated", "? 32w0xFF000100 : 32w0xFEFF0101", "? 32w0xFF000000 : 32w0xFF000000"),
-    Mutant("ttl-checksum-carry-dropped", "(IP_CSUM(hdr.ipv4) < 16w0xFEFF ?", "(IP_CSUM(hdr.ipv4) <= 16w0xFFFF ?"),
-    Mutant("ttl-checksum-carry-off-by-one", "(IP_CSUM(hdr.ipv4) < 16w0xFEFF ?", "(IP_CSUM(hdr.ipv4) <= 16w0xFEFF ?"),
-    Mutant("ttl-1-forwarded", "(_, 32w0 &&& 32w0xFE000000): ttl_expired;", "(_, 32w0 &&& 32w0xFF000000): ttl_expired;"),
-    Mutant("ttl-2-dropped", "(_, 32w0 &&& 32w0xFE000000): ttl_expired;", "(_, 32w0 &&& 32w0xFC000000): ttl_expired;"),
-    Mutant("macs-not-rewritten", "hdr.ethernet.macs = macs;", ""),
-    Mutant("egress-port-not-set", "standard_metadata.egress_spec = port;", ""),
-    Mutant("checksum-not-verified",
+    # -- forwarding, TTL, checksums
+    Mutant("ttl-not-decremented", _ROUTING, _TTL_LINE, ""),
+    Mutant("protocol-decremented", _ROUTING, _TTL_LINE, _TTL_LINE + "        hdr.ipv4.protocol = hdr.ipv4.protocol - 1;\n"),
+    Mutant("ttl-checksum-not-updated", _ROUTING, _TTL_CSUM, ""),
+    Mutant("ttl-checksum-carry-dropped", _ROUTING, "(hdr.ipv4.hdr_checksum < 16w0xFEFF ?", "(hdr.ipv4.hdr_checksum <= 16w0xFFFF ?"),
+    Mutant("ttl-checksum-carry-off-by-one", _ROUTING, "(hdr.ipv4.hdr_checksum < 16w0xFEFF ?", "(hdr.ipv4.hdr_checksum <= 16w0xFEFF ?"),
+    Mutant("ttl-1-forwarded", _PARSER, "(_, 0 .. 1, _, _, _): ttl_expired;", "(_, 0 .. 0, _, _, _): ttl_expired;"),
+    Mutant("ttl-2-dropped", _PARSER, "(_, 0 .. 1, _, _, _): ttl_expired;", "(_, 0 .. 2, _, _, _): ttl_expired;"),
+    Mutant("macs-not-rewritten", _ROUTING,
+           "        hdr.ethernet.dst_addr = macs[95:48];\n        hdr.ethernet.src_addr = macs[47:0];\n", ""),
+    Mutant("egress-port-not-set", _ROUTING, "        standard_metadata.egress_spec = port;\n", ""),
+    Mutant("checksum-not-verified", _TOP,
            "standard_metadata.parser_error != error.NoError || standard_metadata.checksum_error == 1",
            "standard_metadata.parser_error != error.NoError"),
-    Mutant("checksum-verified-without-addresses", "{ hdr.ipv4.head, hdr.ipv4.ttl_csum, hdr.fk.src_addr, hdr.fk.dst_addr },",
-           "{ hdr.ipv4.head, hdr.ipv4.ttl_csum, hdr.fk.src_addr },"),
-    Mutant("dscp-remark-checksum-not-updated", "IP_CSUM(hdr.ipv4) = ~(hdr.w.t[15:0]);", ""),
+    Mutant("checksum-verified-without-addresses", _CHECKSUM,
+           "              hdr.ipv4.src_addr,\n              hdr.ipv4.dst_addr },\n",
+           "              hdr.ipv4.src_addr },\n"),
+    Mutant("dscp-remark-checksum-not-updated", _RESERVATIONS,
+           "        hdr.ipv4.hdr_checksum = ~meta.reservation.csum_sum[15:0];\n", ""),
     # -- parser and drops
-    Mutant("ihl-4-accepted", "(IHL_4 &&& IHL_MASK, _): ipv4_too_short;", "(IHL_4 &&& IHL_MASK, _): parse_addrs;"),
-    Mutant("options-not-parsed", "packet.extract(hdr.addrs, ((bit<32>)IP_IHL(hdr.ipv4) - 5) * 32);",
-           "packet.extract(hdr.addrs, 0);"),
-    Mutant("non-ipv4-accepted", "verify(false, error.NotIPv4);", ""),
-    Mutant("bwn-on-any-udp-port", "            BWN_UDP_PORT: parse_bwn;\n            default: accept;",
+    Mutant("ihl-4-accepted", _PARSER, "(0 .. 4, _, _, _, _): ipv4_too_short;", "(0 .. 3, _, _, _, _): ipv4_too_short;"),
+    Mutant("options-not-parsed", _PARSER, "packet.extract(hdr.ipv4_options, ((bit<32>)hdr.ipv4.ihl - 5) * 32);",
+           "packet.extract(hdr.ipv4_options, 0);"),
+    Mutant("non-ipv4-accepted", _PARSER, "        verify(false, error.NotIPv4);\n", ""),
+    Mutant("bwn-on-any-udp-port", _PARSER, "            BWN_UDP_PORT: parse_bwn;\n            default: accept;",
            "            default: parse_bwn;"),
-    Mutant("fragments-parsed", "(IHL_5 &&& IHL_MF_FRAG_MASK, PROTO_UDP_WORD &&& PROTO_MASK): parse_udp;",
-           "(IHL_5 &&& IHL_MASK, PROTO_UDP_WORD &&& PROTO_MASK): parse_udp;"),
-    Mutant("udp-by-ttl", "(IHL_5 &&& IHL_MF_FRAG_MASK, PROTO_UDP_WORD &&& PROTO_MASK): parse_udp;",
-           "(IHL_5 &&& IHL_MF_FRAG_MASK, 32w0x11000000 &&& 32w0xFF000000): parse_udp;"),
-    Mutant("drop-reason-ttl-wrong", "drop_with(DROP_TTL);", "drop_with(DROP_IPV4_MALFORMED);"),
-    Mutant("drop-reason-bwn-wrong", "drop_with(DROP_BWN_MALFORMED);", "drop_with(DROP_IPV4_MALFORMED);"),
-    Mutant("drop-not-counted", "drop_counter.count(reason);", ""),
-    Mutant("malformed-not-dropped", "mark_to_drop(standard_metadata);", ""),
+    Mutant("fragments-parsed", _PARSER, "(5, _, 0, 0, IP_PROTO_UDP): parse_udp;", "(5, _, _, _, IP_PROTO_UDP): parse_udp;"),
+    Mutant("udp-by-ttl", _PARSER, "(5, _, 0, 0, IP_PROTO_UDP): parse_udp;", "(5, IP_PROTO_UDP, 0, 0, _): parse_udp;"),
+    Mutant("drop-reason-ttl-wrong", _MALFORMED, "drop_malformed(DROP_TTL);", "drop_malformed(DROP_IPV4_MALFORMED);"),
+    Mutant("drop-reason-bwn-wrong", _MALFORMED, "drop_malformed(DROP_BWN_MALFORMED);", "drop_malformed(DROP_IPV4_MALFORMED);"),
+    Mutant("drop-not-counted", _TOP, "        drop_counter.count(meta.drop_reason);\n", ""),
+    Mutant("malformed-not-dropped", _TOP, "        mark_to_drop(standard_metadata);\n", ""),
     # -- loss
-    Mutant("loss-compare-inverted", "if (hdr.w.t < (bit<256>)hdr.w.a) {", "if (hdr.w.t >= (bit<256>)hdr.w.a) {"),
-    Mutant("loss-never-drawn", "                        if (hdr.w.a != 0) {\n                            random_loss();",
-           "                        if (hdr.w.a == 0) {\n                            random_loss();", every=True),
-    Mutant("loss-draw-clobbers-flow-slot",
-           "random(hdr.w.t, 256w0, 256w0xFFFFFFFF);\n        if (hdr.w.t < (bit<256>)hdr.w.a) {",
-           "random(hdr.w.slot_seen, 32w0, 32w0xFFFFFFFF);\n        if (hdr.w.slot_seen < hdr.w.a) {"),
+    Mutant("loss-compare-inverted", _LOSS, "if (meta.loss_draw < meta.route.loss_threshold) {",
+           "if (meta.loss_draw >= meta.route.loss_threshold) {"),
+    Mutant("loss-never-drawn", _LOSS, "if (meta.route.loss_threshold != 0) {", "if (meta.route.loss_threshold == 0) {"),
+    Mutant("loss-draw-clobbers-flow-slot", _LOSS,
+           "random(meta.loss_draw, 32w0, 32w0xFFFFFFFF);\n        if (meta.loss_draw < meta.route.loss_threshold) {",
+           "random(meta.route.slot_base, 32w0, 32w0xFFFFFFFF);\n"
+           "        if (meta.route.slot_base < meta.route.loss_threshold) {"),
     # -- OBP: BR, BI, AB, windows
-    Mutant("br-not-counted", "hdr.w.ps = hdr.w.ps + ((bit<176>)standard_metadata.packet_length << 144);", ""),
-    Mutant("br-counts-this-packet-twice", "hdr.w.b = PS_RX(hdr.w.ps) - standard_metadata.packet_length;",
-           "hdr.w.b = PS_RX(hdr.w.ps);"),
-    Mutant("ab-without-bi", "hdr.w.b = cap_bytes - hdr.w.a - hdr.w.b;", "hdr.w.b = cap_bytes - hdr.w.a;"),
-    Mutant("ab-without-br", "hdr.w.b = cap_bytes - hdr.w.a - hdr.w.b;", "hdr.w.b = cap_bytes - hdr.w.b;"),
-    Mutant("idle-gap-not-zeroed", "            hdr.w.a = 0;\n        }\n        PS_END(hdr.w.ps)",
-           "        }\n        PS_END(hdr.w.ps)"),
-    Mutant("window-never-closes", "standard_metadata.ingress_global_timestamp >= PS_END(hdr.w.ps)\n",
-           "standard_metadata.ingress_global_timestamp < 0\n"),
-    Mutant("drop-opens-the-rare-path", "        hdr.w.ps = PS_NEVER_RARE;", ""),
-    Mutant("drop-leaves-slot-seen", "        hdr.w.slot_seen = 0;\n    }", "    }"),
-    Mutant("loss-drop-keeps-options", "            drop_with(DROP_RANDOM_LOSS);\n            hdr.w.b = 0;",
-           "            drop_with(DROP_RANDOM_LOSS);"),
-    Mutant("queue-key-not-set", "        meta.k = (bit<32>)hdr.w.q;\n", ""),
-    Mutant("window-flag-left-from-another-packet", "        hdr.w.q = 0;", ""),
-    Mutant("window-end-not-stored",
-           "        port_state.write(standard_metadata.egress_spec, hdr.w.ps);\n"
-           "        queue_depth.read(hdr.w.q, standard_metadata.egress_spec);",
-           "        queue_depth.read(hdr.w.q, standard_metadata.egress_spec);"),
-    Mutant("queue-not-sampled", "        queue_depth.write(standard_metadata.egress_port, standard_metadata.deq_qdepth);", ""),
-    Mutant("ab-unsigned-shift", "(bit<32>)(int<32>)(((int<64>)(int<32>)hdr.w.b * 125) >> (K - 6))",
-           "(bit<32>)(((bit<64>)hdr.w.b * 125) >> (K - 6))"),
+    Mutant("br-not-counted", _WINDOW,
+           "        meta.window.rx_bytes = meta.window.rx_bytes + standard_metadata.packet_length;\n", ""),
+    Mutant("br-counts-this-packet-twice", _WINDOW,
+           "meta.window.rx_before = meta.window.rx_bytes - standard_metadata.packet_length;",
+           "meta.window.rx_before = meta.window.rx_bytes;"),
+    Mutant("ab-without-bi", _WINDOW, _AB, _AB.replace(" - meta.window.bi_bytes", "")),
+    Mutant("ab-without-br", _WINDOW, _AB, _AB.replace(" - meta.window.br_bytes", "")),
+    Mutant("idle-gap-not-zeroed", _WINDOW,
+           "            meta.window.br_bytes = 0;          /* whole windows without a packet: the latest was idle */\n", ""),
+    Mutant("window-never-closes", _WINDOW,
+           "if (!meta.drop && standard_metadata.ingress_global_timestamp >= meta.window.end_us) {",
+           "if (!meta.drop && standard_metadata.ingress_global_timestamp < 0) {"),
+    Mutant("drop-opens-the-rare-path", _WINDOW,
+           "if (!meta.drop && standard_metadata.ingress_global_timestamp >= meta.window.end_us) {",
+           "if (standard_metadata.ingress_global_timestamp >= meta.window.end_us) {"),
+    Mutant("drop-leaves-slot-seen", _TOP,
+           "                if (!meta.drop) {\n                    flows.apply(",
+           "                {\n                    flows.apply("),
+    Mutant("loss-drop-keeps-options", _TOP,
+           "                    if (!meta.drop) {\n                        reservations.apply(",
+           "                    {\n                        reservations.apply("),
+    Mutant("queue-key-not-set", _WINDOW, 'key = { meta.window.queue_pkts : exact @name("queue"); }',
+           'key = { meta.window.bi_bytes[18:0] : exact @name("queue"); }'),
+    Mutant("window-flag-left-from-another-packet", _TELEMETRY,
+           "if (meta.window.closed && meta.stamp.narrow_kbps != 0) {",
+           "if (meta.flows.is_new || meta.window.closed && meta.stamp.narrow_kbps != 0) {"),
+    Mutant("window-end-not-stored", _WINDOW,
+           "        window_end.write(standard_metadata.egress_spec, meta.window.end_us);\n", ""),
+    Mutant("queue-not-sampled", _STAMP,
+           "        queue_depth.write(standard_metadata.egress_port, standard_metadata.deq_qdepth);\n", ""),
+    Mutant("ab-unsigned-shift", _WINDOW, _AB, _AB.replace("SIGNED_BYTES_PER_WINDOW_TO_KBPS", "BYTES_PER_WINDOW_TO_KBPS")),
     # -- EBN: flows and share
-    Mutant("flow-not-counted", "PS_CURRENT(hdr.w.ps) = PS_CURRENT(hdr.w.ps) + 1;", ""),
-    Mutant("flow-slot-not-marked", "flow_slot.write(hdr.w.slot_idx, hdr.w.slot_seen);", ""),
-    Mutant("flows-last-ignored", "        if ((bit<32>)PS_CURRENT(hdr.w.ps) > meta.k) {\n            meta.k = (bit<32>)PS_CURRENT(hdr.w.ps);",
-           "        if ((bit<32>)PS_CURRENT(hdr.w.ps) > 0) {\n            meta.k = (bit<32>)PS_CURRENT(hdr.w.ps);"),
-    Mutant("flow-window-not-rolled", "            PS_CURRENT(hdr.w.ps) = 0;\n", ""),
-    Mutant("share-not-rounded", "hdr.w.a = (bit<32>)ST_LOG7(hdr.w.t) - (bit<32>)log7 + 8;",
-           "hdr.w.a = (bit<32>)ST_LOG7(hdr.w.t) - (bit<32>)log7;"),
-    Mutant("stamp-register-not-written", "                write_stamp();\n", ""),
-    Mutant("stamp-register-without-share", "        hdr.w.s = hdr.w.t[223:0];\n", ""),
-    Mutant("stamp-read-not-widened", "        hdr.w.t = (bit<256>)hdr.w.s;\n", ""),
-    Mutant("share-ignores-flows", "hdr.w.a = (bit<32>)ST_LOG7(hdr.w.t) - (bit<32>)log7 + 8;",
-           "hdr.w.a = (bit<32>)ST_LOG7(hdr.w.t) + 8;"),
-    # -- stamps: one expression over `all` (UDP tail ++ BWN header), each part under its mask
-    Mutant("stamp-on-acks", "(hdr.bwn.all & BWN_KIND_WORD) == BWN_DATA_WORD",
-           "(hdr.bwn.all & (224w0xF0 << 184)) == BWN_DATA_WORD"),
-    Mutant("stamp-any-version", "(hdr.bwn.all & BWN_KIND_WORD) == BWN_DATA_WORD",
-           "(hdr.bwn.all & (224w0x0F << 184)) == (BWN_DATA_WORD & (224w0x0F << 184))"),
-    Mutant("stamp-unconfigured-port", "        if (hdr.w.s & BWN_NARROW != 0) {\n            hdr.bwn.all =",
-           "        if (true) {\n            hdr.bwn.all ="),
-    Mutant("hop-not-saturating", "((hdr.bwn.all & BWN_HOP) < BWN_HOP ? hdr.bwn.all + BWN_HOP_ONE : hdr.bwn.all)",
-           "(hdr.bwn.all + BWN_HOP_ONE)"),
-    Mutant("hop-not-incremented", "? hdr.bwn.all + BWN_HOP_ONE : hdr.bwn.all)", "? hdr.bwn.all : hdr.bwn.all)"),
-    Mutant("ebn-max-not-min", "? hdr.w.s & BWN_EBN : hdr.bwn.all & BWN_EBN)",
-           "? hdr.bwn.all & BWN_EBN : hdr.w.s & BWN_EBN)"),
-    Mutant("narrow-max-not-min", "? hdr.w.s & BWN_NARROW : hdr.bwn.all & BWN_NARROW)",
-           "? hdr.bwn.all & BWN_NARROW : hdr.w.s & BWN_NARROW)"),
-    Mutant("tight-unsigned-min",
-           "(((hdr.w.s ^ BWN_TIGHT_SIGN) & BWN_TIGHT) < ((hdr.bwn.all ^ BWN_TIGHT_SIGN) & BWN_TIGHT)",
-           "((hdr.w.s & BWN_TIGHT) < (hdr.bwn.all & BWN_TIGHT)"),
-    Mutant("tight-not-stamped", "? hdr.w.s & BWN_TIGHT : hdr.bwn.all & BWN_TIGHT)",
-           "? hdr.bwn.all & BWN_TIGHT : hdr.bwn.all & BWN_TIGHT)"),
-    Mutant("udp-checksum-kept", " & BWN_KEPT\n", " & (BWN_KEPT | (224w0xFFFF << 192))\n"),
-    Mutant("udp-length-zeroed", " & BWN_KEPT\n", " & (BWN_KEPT & ~(224w0xFFFF << 208))\n"),
-    Mutant("echo-zeroed", " & BWN_KEPT\n", " & (BWN_KEPT & ~((224w1 << 96) - 1))\n"),
+    Mutant("flow-not-counted", _FLOWS, "        meta.flows.current = meta.flows.current + 1;\n", ""),
+    Mutant("flow-slot-not-marked", _FLOWS, "        flow_slot.write(meta.flows.slot_index, meta.flows.epoch);\n", ""),
+    Mutant("flows-last-ignored", _FLOWS, "        if (meta.flows.last > meta.flows.n) {",
+           "        if (meta.flows.current == 0) {"),
+    Mutant("flow-window-not-rolled", _FLOWS, "            meta.flows.current = 0;\n", ""),
+    Mutant("share-not-rounded", _FLOWS, "(meta.flows.share_log7 + 8) >> LOG7_TO_EBN_SHIFT",
+           "meta.flows.share_log7 >> LOG7_TO_EBN_SHIFT"),
+    Mutant("stamp-register-not-written", _FLOWS, "            write_share();\n", ""),
+    Mutant("stamp-register-without-share", _FLOWS, "        meta.stamp.ebn_code = meta.flows.share_log7[7:0];\n", ""),
+    Mutant("stamp-read-not-widened", _FLOWS,
+           "        capacity_log7.read(meta.window.cap_log7, standard_metadata.egress_spec);\n", ""),
+    Mutant("share-ignores-flows", _FLOWS, "(bit<32>)meta.window.cap_log7 - (bit<32>)log7;", "(bit<32>)meta.window.cap_log7;"),
+    # -- stamps
+    Mutant("stamp-on-acks", _STAMP, " && hdr.bwn.kind == BWN_KIND_DATA", ""),
+    Mutant("stamp-any-version", _STAMP, " && hdr.bwn.version == BWN_VERSION", ""),
+    Mutant("stamp-unconfigured-port", _STAMP, "            if (meta.stamp.narrow_kbps != 0) {\n                stamp_packet();",
+           "            if (true) {\n                stamp_packet();"),
+    Mutant("hop-not-saturating", _STAMP, "hdr.bwn.hop_count = hdr.bwn.hop_count |+| 1;",
+           "hdr.bwn.hop_count = hdr.bwn.hop_count + 1;"),
+    Mutant("hop-not-incremented", _STAMP, "        hdr.bwn.hop_count = hdr.bwn.hop_count |+| 1;\n", ""),
+    Mutant("ebn-max-not-min", _STAMP, "if (meta.stamp.ebn_code < hdr.bwn.ebn_code) {",
+           "if (meta.stamp.ebn_code > hdr.bwn.ebn_code) {"),
+    Mutant("narrow-max-not-min", _STAMP, "if (meta.stamp.narrow_kbps < hdr.bwn.narrow_kbps) {",
+           "if (meta.stamp.narrow_kbps > hdr.bwn.narrow_kbps) {"),
+    Mutant("tight-unsigned-min", _STAMP, "if ((int<32>)meta.stamp.tight_kbps < (int<32>)hdr.bwn.tight_kbps) {",
+           "if (meta.stamp.tight_kbps < hdr.bwn.tight_kbps) {"),
+    Mutant("tight-not-stamped", _STAMP, "            hdr.bwn.tight_kbps = meta.stamp.tight_kbps;\n", ""),
+    Mutant("udp-checksum-kept", _STAMP, _UDP_ZERO, ""),
+    Mutant("udp-length-zeroed", _STAMP, _UDP_ZERO, _UDP_ZERO + "        hdr.udp.length = 0;\n"),
+    Mutant("echo-zeroed", _STAMP, _UDP_ZERO,
+           _UDP_ZERO + "        hdr.bwn.echo_narrow_kbps = 0;\n        hdr.bwn.echo_tight_kbps = 0;\n"
+           "        hdr.bwn.echo_hop_count = 0;\n        hdr.bwn.flags = 0;\n        hdr.bwn.reserved = 0;\n"),
     # -- reservations and Assured Forwarding
-    Mutant("reservations-never-looked-up", "                        if (hdr.w.b[31:31] == 1) {", "                        if (hdr.w.b[31:31] == 2) {"),
-    Mutant("reservation-key-on-ttl", "hdr.ipv4.ttl_csum & PROTO_MASK : ternary", "hdr.ipv4.ttl_csum & 32w0xFF000000 : ternary"),
-    Mutant("green-marked-out-of-profile", "        if (hdr.w.a == METER_GREEN) {\n            IP_DSCP(hdr.ipv4) = dscp;",
-           "        if (hdr.w.a != METER_GREEN) {\n            IP_DSCP(hdr.ipv4) = dscp;"),
-    Mutant("dscp-remark-on-the-wrong-bits", "#define IP_DSCP(h)     h.head[55:50]", "#define IP_DSCP(h)     h.head[54:49]"),
-    Mutant("af-never-drops", "            drop_with(DROP_AF_OUT_OF_PROFILE);", ""),
-    Mutant("af-drops-in-profile-too", "if (hdr.w.b[30:0] != 0 && IP_DSCP(hdr.ipv4) != DSCP_AF11) {\n                            assured",
-           "if (hdr.w.b[30:0] != 0) {\n                            assured", every=True),
-    Mutant("af-threshold-off-by-far", "if ((bit<32>)hdr.w.q >= (hdr.w.b & 0x7FFFFFFF)) {", "if ((bit<32>)hdr.w.q >= (hdr.w.b & 0x7FFFFFFF) + 50) {"),
-    Mutant("queue-emptied-at-depth-1", "if (standard_metadata.deq_qdepth == 0) {", "if (standard_metadata.deq_qdepth <= 1) {"),
-    Mutant("queue-emptied-never-counted", "queue_emptied.count(standard_metadata.egress_port);", ""),
-    Mutant("queue-emptied-by-ingress-port", "queue_emptied.count(standard_metadata.egress_port);",
+    Mutant("reservations-never-looked-up", _RESERVATIONS, "            reservations.apply();\n", ""),
+    Mutant("reservation-key-on-ttl", _RESERVATIONS, 'hdr.ipv4.protocol     : ternary @name("protocol");',
+           'hdr.ipv4.ttl          : ternary @name("protocol");'),
+    Mutant("green-marked-out-of-profile", _RESERVATIONS, "if (meta.reservation.color == METER_GREEN) {",
+           "if (meta.reservation.color != METER_GREEN) {"),
+    Mutant("dscp-remark-on-the-wrong-bits", _RESERVATIONS,
+           "        hdr.ipv4.dscp = DSCP_AF13;\n        if (meta.reservation.color == METER_GREEN) {\n"
+           "            hdr.ipv4.dscp = dscp;\n",
+           "        hdr.ipv4.dscp = DSCP_AF13 >> 1;\n        if (meta.reservation.color == METER_GREEN) {\n"
+           "            hdr.ipv4.dscp = dscp >> 1;\n"),
+    Mutant("af-never-drops", _RESERVATIONS,
+           "            meta.drop = true;\n            meta.drop_reason = DROP_AF_OUT_OF_PROFILE;\n", ""),
+    Mutant("af-drops-in-profile-too", _RESERVATIONS,
+           "if (meta.route.af_threshold_pkts != 0 && hdr.ipv4.dscp != DSCP_AF11) {",
+           "if (meta.route.af_threshold_pkts != 0) {"),
+    Mutant("af-threshold-off-by-far", _RESERVATIONS,
+           "if ((bit<31>)meta.window.queue_pkts >= meta.route.af_threshold_pkts) {",
+           "if ((bit<31>)meta.window.queue_pkts >= meta.route.af_threshold_pkts + 50) {"),
+    Mutant("queue-emptied-at-depth-1", _QUEUE, "if (standard_metadata.deq_qdepth == 0) {",
+           "if (standard_metadata.deq_qdepth <= 1) {"),
+    Mutant("queue-emptied-never-counted", _QUEUE, "            queue_emptied.count(standard_metadata.egress_port);\n", ""),
+    Mutant("queue-emptied-by-ingress-port", _QUEUE, "queue_emptied.count(standard_metadata.egress_port);",
            "queue_emptied.count(standard_metadata.ingress_port);"),
 ]
 
@@ -184,7 +232,7 @@ HINTS: dict[str, list[str]] = {
     "ttl-checksum-carry-off-by-one": ["queue_tests.TtlChecksumCarryTest"],
     "ttl-1-forwarded": _TTL, "ttl-2-dropped": _TTL, "drop-reason-ttl-wrong": _TTL,
     "checksum-not-verified": _MALFORMED, "checksum-verified-without-addresses": _MALFORMED,
-    "ihl-4-accepted": _MALFORMED, "options-not-parsed": _MALFORMED, "non-ipv4-accepted": _MALFORMED,
+    "ihl-4-accepted": ["bwn_tests.MalformedReasonOrderTest"], "options-not-parsed": _MALFORMED, "non-ipv4-accepted": _MALFORMED,
     "fragments-parsed": _MALFORMED, "udp-by-ttl": _MALFORMED, "drop-reason-bwn-wrong": _MALFORMED,
     "drop-not-counted": _MALFORMED, "malformed-not-dropped": _MALFORMED,
     "bwn-on-any-udp-port": ["bwn_tests.NonBwnTrafficUntouchedTest"],
@@ -196,9 +244,10 @@ HINTS: dict[str, list[str]] = {
     "queue-key-not-set": ["queue_tests.QueueBiTermTest", "bwn_tests.AvailableBandwidthTest"],
     "ab-unsigned-shift": ["queue_tests.QueueBiTermTest"],
     "idle-gap-not-zeroed": ["queue_tests.IdleLinkTest"],
-    "drop-opens-the-rare-path": ["bwn_tests.DroppedPacketsLeaveNoFlowTest"],
-    "drop-leaves-slot-seen": ["bwn_tests.DroppedPacketsLeaveNoFlowTest"],
-    "loss-drop-keeps-options": ["queue_tests.LossAndAfCountEachDropOnceTest"],
+    "drop-opens-the-rare-path": ["bwn_tests.LossyPortReportsEveryWindowTest"],
+    "drop-leaves-slot-seen": ["bwn_tests.DroppedPacketsLeaveNoFlowTest", "queue_tests.AfDroppedFlowIsNotCountedTest"],
+    "loss-drop-keeps-options": ["queue_tests.LossAndAfCountEachDropOnceTest",
+                                "queue_tests.LossOnAnAfPortIsCountedAsLossTest"],
     "window-flag-left-from-another-packet": ["bwn_tests.TelemetryOncePerWindowTest"],
     "flows-last-ignored": ["bwn_tests.EbnShareHalvesTest"],
     "hop-not-saturating": ["queue_tests.HopCountSaturatesTest"],
@@ -212,11 +261,7 @@ HINTS: dict[str, list[str]] = {
 }
 
 # Mutants that cannot change what the switch does, with the reason.
-EQUIVALENT: dict[str, str] = {
-    "ihl-4-accepted": "an IHL of 4 sent to parse_addrs still ends in a parser error: the options "
-                      "length (IHL - 5) * 32 underflows, the varbit extract fails, and the packet "
-                      "is dropped as ipv4_malformed, exactly as before",
-}
+EQUIVALENT: dict[str, str] = {}
 
 
 def apply(mutant: Mutant, src: str) -> str | None:
@@ -226,13 +271,20 @@ def apply(mutant: Mutant, src: str) -> str | None:
     return src.replace(mutant.find, mutant.replace)
 
 
+def program_files() -> list[Path]:
+    """Every file of the BMv2 program, relative to p4src/, sorted."""
+    root = REPO / "p4src"
+    return sorted(f.relative_to(root) for d in PROGRAM_DIRS for f in (root / d).rglob("*.p4"))
+
+
 def fingerprint() -> dict[str, str]:
-    """What a result depends on: the program and the PTF suite, by SHA-256."""
-    tests = hashlib.sha256()
+    """What a result depends on: the program's files and the PTF suite, by SHA-256."""
+    program, tests = hashlib.sha256(), hashlib.sha256()
+    for f in program_files():
+        program.update(str(f).encode() + b"\0" + (REPO / "p4src" / f).read_bytes())
     for f in sorted((REPO / "ptf-tests").glob("*.py")):
         tests.update(f.name.encode() + b"\0" + f.read_bytes())
-    return {"program_sha256": hashlib.sha256((REPO / "p4src" / PROGRAM).read_bytes()).hexdigest(),
-            "tests_sha256": tests.hexdigest()}
+    return {"program_sha256": program.hexdigest(), "tests_sha256": tests.hexdigest()}
 
 
 def reusable(previous: list[dict], names: set[str], now: dict[str, str]) -> dict[str, dict]:
@@ -258,17 +310,19 @@ def run_mutant(mutant: Mutant | None, timeout_s: float, keep: bool, failfast: bo
     """Compile bwn.p4 with `mutant` applied (None: the program as it is, the
     baseline) and run the PTF suite on it; with `hints`, those tests alone first
     (a failure there is the kill; otherwise the whole suite decides)."""
-    original = (REPO / "p4src" / PROGRAM).read_text()
     name = mutant.name if mutant else "baseline"
-    mutated = apply(mutant, original) if mutant else original
-    if mutated is None:
-        return {"name": name, "result": "stale",
-                "detail": f"text found {original.count(mutant.find)} times"}
+    if mutant:
+        original = (REPO / "p4src" / mutant.path).read_text()
+        mutated = apply(mutant, original)
+        if mutated is None:
+            return {"name": name, "result": "stale",
+                    "detail": f"text found {original.count(mutant.find)} times in {mutant.path}"}
     work = Path(tempfile.mkdtemp(prefix=f"bwn-mutant-{name}-"))
     t0 = time.monotonic()
     try:
         shutil.copytree(REPO / "p4src", work / "p4src")
-        (work / "p4src" / PROGRAM).write_text(mutated)
+        if mutant:
+            (work / "p4src" / mutant.path).write_text(mutated)
         build = work / "build"
         build.mkdir()
         comp = subprocess.run(["p4c", "--target", "bmv2", "--arch", "v1model", "--std", "p4-16",
@@ -309,14 +363,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.timeout <= 0:
         ap.error("--timeout must be positive (seconds per PTF run)")
-    src = (REPO / "p4src" / PROGRAM).read_text()
     names = {m.name for m in MUTANTS}
     unknown = [n for n in args.only if n not in names]
     if unknown:
         ap.error(f"unknown mutant(s): {', '.join(unknown)} (--list shows them)")
     if args.list:
         for m in MUTANTS:
-            print(f"{m.name:36s} {'ok' if apply(m, src) is not None else 'STALE'}")
+            src = (REPO / "p4src" / m.path).read_text() if (REPO / "p4src" / m.path).exists() else ""
+            print(f"{m.name:36s} {str(m.path):44s} {'ok' if apply(m, src) is not None else 'STALE'}")
         return 0
     chosen = [m for m in MUTANTS if not args.only or m.name in args.only]
     now = fingerprint()

@@ -77,8 +77,7 @@ def test_a_reservation_matches_its_five_tuple_and_meters_its_rate():
     assert entry.table_id == "BwnIngress.reservations"
     assert dict(entry.match) == {
         "src_addr": (0x0A000101, 0xFFFFFFFF), "dst_addr": (0x0A000202, 0xFFFFFFFF),
-        # bwn.p4 matches the protocol inside IPv4's TTL ++ protocol ++ checksum word.
-        "protocol": (17 << 16, 0x00FF0000),
+        "protocol": (17, 0xFF),
         "src_port": (40000, 0xFFFF), "dst_port": (5001, 0xFFFF)}
     assert entry.action.name == "BwnIngress.reserved_flow" and entry.action.args == {"dscp": 12}
     assert entry.priority == 7

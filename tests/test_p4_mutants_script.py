@@ -1,10 +1,12 @@
-"""scripts/p4_mutants.py: every mutant still applies to today's bwn.p4, and
---resume reuses only results made against today's program and PTF suite.
+"""scripts/p4_mutants.py: every mutant still applies to today's program (the files
+of p4src/v1model), and --resume reuses only results made against today's program
+and PTF suite.
 (The mutation run itself compiles and runs PTF per mutant: not in CI.)"""
 from __future__ import annotations
 
 import importlib.util
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -21,21 +23,22 @@ def p4m():
 
 
 def test_every_mutant_applies_once_and_changes_the_program(p4m):
-    src = (REPO / "p4src" / "v1model" / "bwn.p4").read_text()
     names = [m.name for m in p4m.MUTANTS]
     assert len(names) == len(set(names)), "mutant names must be unique (results are keyed by name)"
     for m in p4m.MUTANTS:
+        assert m.path in p4m.program_files(), f"{m.name}: {m.path} is not a file of the program"
+        src = (REPO / "p4src" / m.path).read_text()
         mutated = p4m.apply(m, src)
-        assert mutated is not None, f"{m.name}: its text is not in bwn.p4 once (update the list)"
+        assert mutated is not None, f"{m.name}: its text is not in {m.path} once (update the list)"
         assert mutated != src, f"{m.name}: changes nothing"
     assert set(p4m.EQUIVALENT) <= set(names)
 
 
 def test_apply_refuses_text_found_twice_unless_every(p4m):
     twice = "a < b; a < b;"
-    assert p4m.apply(p4m.Mutant("x", "a < b", "a >= b"), twice) is None
-    assert p4m.apply(p4m.Mutant("x", "a < b", "a >= b", every=True), twice) == "a >= b; a >= b;"
-    assert p4m.apply(p4m.Mutant("x", "c", "d"), twice) is None
+    assert p4m.apply(p4m.Mutant("x", "bwn.p4", "a < b", "a >= b"), twice) is None
+    assert p4m.apply(p4m.Mutant("x", "bwn.p4", "a < b", "a >= b", every=True), twice) == "a >= b; a >= b;"
+    assert p4m.apply(p4m.Mutant("x", "bwn.p4", "c", "d"), twice) is None
 
 
 def test_resume_keeps_only_verdicts_made_against_todays_program_and_tests(p4m):
@@ -56,16 +59,19 @@ def test_resume_keeps_only_verdicts_made_against_todays_program_and_tests(p4m):
     assert sorted(kept) == ["a", "f"]
 
 
-def test_fingerprint_follows_the_program(p4m, tmp_path, monkeypatch):
+@pytest.mark.parametrize("edited", ["v1model/bwn.p4", "v1model/include/control/stamp.p4", "shared/define.p4"])
+def test_fingerprint_follows_every_file_of_the_program(p4m, tmp_path, monkeypatch, edited):
     before = p4m.fingerprint()
     fake = tmp_path / "repo"
-    (fake / "p4src" / "v1model").mkdir(parents=True)
+    shutil.copytree(REPO / "p4src", fake / "p4src")
     (fake / "ptf-tests").mkdir()
     for f in (REPO / "ptf-tests").glob("*.py"):
         (fake / "ptf-tests" / f.name).write_bytes(f.read_bytes())
-    (fake / "p4src" / "v1model" / "bwn.p4").write_text(
-        (REPO / "p4src" / "v1model" / "bwn.p4").read_text() + "\n// edited\n")
     monkeypatch.setattr(p4m, "REPO", fake)
+    assert p4m.fingerprint() == before
+    (fake / "p4src" / "tna" / "bwn.p4").write_text("// not part of the BMv2 program\n")
+    assert p4m.fingerprint() == before
+    (fake / "p4src" / edited).write_text((REPO / "p4src" / edited).read_text() + "\n// edited\n")
     after = p4m.fingerprint()
     assert after["tests_sha256"] == before["tests_sha256"]
     assert after["program_sha256"] != before["program_sha256"]

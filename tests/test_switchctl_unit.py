@@ -276,27 +276,26 @@ def test_target_is_the_pin_else_the_schedule(tmp_path):
     assert ctl.links() == ["h1-s1", "bottleneck"]
 
 
-# -- telemetry: the digest's 256-bit stamp and the controller's telemetry.csv ---------
+# -- telemetry: the digest (port_telemetry_t) and the controller's telemetry.csv -------
 
-def stamp(port: int, flows_now: int, flows_last: int, queue: int, br_kbps: int, start_us: int,
-          log7: int, ebn: int, ic_kbps: int, ab_kbps: int) -> int:
-    """A stamp laid out as p4src/v1model/bwn.p4 documents it (bits)."""
-    return (port << 224 | flows_now << 208 | flows_last << 192 | log7 << 176 | ebn << 168
-            | ic_kbps << 128 | (ab_kbps & 0xFFFFFFFF) << 96 | br_kbps << 64 | queue << 32 | start_us)
+def digest(port: int, flows: int, queue: int, br_kbps: int, start_us: int, ebn: int, ic_kbps: int,
+           ab_kbps: int) -> dict:
+    """A telemetry digest as finsy hands it over: each field of port_telemetry_t
+    (p4src/shared/telemetry.p4) by name, as an unsigned integer."""
+    return dict(port=port, window_start_us=start_us, capacity_kbps=ic_kbps, rate_kbps=br_kbps,
+                avail_kbps=ab_kbps & 0xFFFFFFFF, queue_pkts=queue, flows=flows, ebn_code=ebn)
 
 
-def test_telemetry_decodes_every_field_of_the_stamp():
-    raw = stamp(port=0x1FF, flows_now=3, flows_last=7, queue=42, br_kbps=0xFFFFFFFF, start_us=0xDEADBEEF,
-                log7=0xABCD, ebn=0x88, ic_kbps=5000, ab_kbps=-250)
-    t = ent.PortTelemetry.from_digest({"stamp": raw})
+def test_telemetry_decodes_every_field_of_the_digest():
+    t = ent.PortTelemetry.from_digest(digest(port=0x1FF, flows=7, queue=42, br_kbps=0xFFFFFFFF,
+                                             start_us=0xDEADBEEF, ebn=0x88, ic_kbps=5000, ab_kbps=-250))
     assert t == ent.PortTelemetry(port=0x1FF, window_start_us=0xDEADBEEF, capacity_kbps=5000.0,
                                   rate_kbps=float(0xFFFFFFFF), avail_kbps=-250.0, queue_pkts=42,
                                   flows=7, ebn_code=0x88)
-    # AB is a signed 32-bit field: the extremes, and the larger of the two flow counts.
-    t = ent.PortTelemetry.from_stamp(stamp(1, 9, 2, 0, 0, 0, 0, 0, 0, -(2**31)))
-    assert (t.avail_kbps, t.flows) == (-(2**31), 9)
-    assert ent.PortTelemetry.from_stamp(stamp(1, 0, 0, 0, 0, 0, 0, 0, 0, 2**31 - 1)).avail_kbps == 2**31 - 1
-    assert ent.PortTelemetry.from_stamp(stamp(1, 0, 0, 0, 0, 0, 0, 0, 0, 0)).avail_kbps == 0
+    # AB is a signed 32-bit field: the extremes.
+    assert ent.PortTelemetry.from_digest(digest(1, 9, 0, 0, 0, 0, 0, -(2**31))).avail_kbps == -(2**31)
+    assert ent.PortTelemetry.from_digest(digest(1, 0, 0, 0, 0, 0, 0, 2**31 - 1)).avail_kbps == 2**31 - 1
+    assert ent.PortTelemetry.from_digest(digest(1, 0, 0, 0, 0, 0, 0, 0)).avail_kbps == 0
 
 
 @pytest.mark.parametrize("kw, says", [
@@ -320,9 +319,9 @@ def test_controller_runs_switches_and_writes_telemetry(tmp_path, monkeypatch):
     plan's ports, each digest acknowledged, and every digest kept as the latest."""
     clock = Clock()
     digests = [
-        _DigestList([{"stamp": stamp(2, 1, 1, 4, 4800, 1000, 0, 98, 5000, 200)},
-                     {"stamp": stamp(9, 1, 1, 0, 0, 1000, 0, 0, 0, 0)}]),        # not a plan port
-        _DigestList([{"stamp": stamp(2, 1, 1, 6, 4900, 17384, 0, 98, 5000, 100)}]),  # within the interval
+        _DigestList([digest(2, 1, 4, 4800, 1000, 98, 5000, 200),
+                     digest(9, 1, 0, 0, 1000, 0, 0, 0)]),        # not a plan port
+        _DigestList([digest(2, 1, 6, 4900, 17384, 98, 5000, 100)]),  # within the interval
     ]
 
     async def read_digests(self, name):
@@ -330,7 +329,7 @@ def test_controller_runs_switches_and_writes_telemetry(tmp_path, monkeypatch):
         for d in digests:
             yield d
         clock.t += 1.0
-        yield _DigestList([{"stamp": stamp(2, 2, 1, 8, 4950, 33768, 0, 90, 5000, 50)}])
+        yield _DigestList([digest(2, 2, 8, 4950, 33768, 90, 5000, 50)])
         await asyncio.sleep(3600)
 
     async def write(self, entities):
@@ -465,7 +464,7 @@ def test_port_status_gives_each_ports_latest_telemetry_and_its_age(tmp_path):
     clock = Clock()
     ctl = controller(tmp_path, [smoke_plan(loss=0.25)], clock)
     asyncio.run(ctl._on_ready(ctl.switches[0]))
-    seen = ent.PortTelemetry.from_stamp(stamp(2, 3, 2, 5, 900, 1_000_000, 0, 0x40, 5000, 120))
+    seen = ent.PortTelemetry.from_digest(digest(2, 3, 5, 900, 1_000_000, 0x40, 5000, 120))
     end_s = ctl.switch_clocks["s1"].observe(seen.window_start_us, WINDOW.window_us, ctl.now_s())
     ctl.latest_telemetry[("s1", 2)] = (seen, end_s)
     clock.t += 2.5                                   # 2.5 s after the digest arrived

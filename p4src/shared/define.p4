@@ -1,6 +1,7 @@
 /* -*- P4_16 -*- */
 /*
- * bwn: constants shared by every target (v1model for BMv2, TNA for Tofino).
+ * bwn: constants shared by every architecture (v1model for BMv2, TNA for
+ * Tofino, and any other program under p4src/ that includes this file).
  *
  * Units inside the dataplane (docs/dataplane.md explains each choice):
  *   - time:  microseconds on BMv2; ticks of 1.024 us on Tofino (p4src/tna);
@@ -23,9 +24,9 @@
 #define BWN_KIND_DATA 0
 #define BWN_KIND_ACK 1
 
-/* Per-port registers hold MAX_PORTS entries, indexed by the port index each
- * route carries (the port itself on BMv2; controller/tofino.py's PortMap on
- * Tofino, whose device ports go above 63). */
+/* Per-port registers hold MAX_PORTS entries, indexed by the egress port on
+ * BMv2 and by the port index each route carries on Tofino (controller/tofino.py's
+ * PortMap: Tofino's device ports go above 63). */
 #define MAX_PORTS 64
 
 /* Distinct-flow estimation: FLOW_SLOTS hash slots per port (linear counting). */
@@ -45,7 +46,12 @@
 /* v1model's drop port (egress_spec after mark_to_drop). */
 #define DROP_PORT 511
 
-/* Reason codes of the drop counter. */
+/* The `options` word of a route to a port with options (route_checked):
+ * bit 31 says this switch is the edge of reservations to the destination
+ * (meter and mark them), bits 30..0 are the port's Assured Forwarding
+ * threshold in packets (0: off). controller/entries.py PortOptions.options_word. */
+
+/* Reason codes of the drop counter (controller/entries.py DROP_REASONS). */
 #define DROP_NO_ROUTE 0
 #define DROP_TTL 1
 #define DROP_IPV4_MALFORMED 2
@@ -65,10 +71,6 @@
 #define DSCP_AF11 10
 #define DSCP_AF13 14
 
-
-#ifndef BWN_ARCH_DECLARES_PORT_ID  /* v1model >= 20200408 and TNA declare it */
-typedef bit<9>  PortId_t;       /* TNA-like names, so shared code reads the same */
-#endif
 typedef bit<48> mac_addr_t;
 typedef bit<32> ipv4_addr_t;
 

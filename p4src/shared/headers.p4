@@ -1,7 +1,8 @@
 /* -*- P4_16 -*- */
 /*
- * bwn: packet headers. The BWN header is specified in docs/wire-format.md;
- * keep the two in sync (the PTF tests check the bytes against the vectors).
+ * bwn: the headers on the wire, as every architecture parses them. The BWN
+ * header is specified in docs/wire-format.md; keep the two in sync (the PTF
+ * tests check the bytes against the vectors).
  */
 #ifndef __BWN_HEADERS__
 #define __BWN_HEADERS__
@@ -14,6 +15,7 @@ header ethernet_t {
     bit<16>    ether_type;
 }
 
+/* IPv4 without its options (RFC 791). */
 header ipv4_t {
     bit<4>      version;
     bit<4>      ihl;
@@ -32,49 +34,21 @@ header ipv4_t {
     ipv4_addr_t dst_addr;
 }
 
-/* IPv4's first 12 bytes (up to the checksum), for targets that extract the
- * addresses with what follows them (the flow key, flow_key_t) as one header:
- * BMv2 copies a list of fields into temporaries before hashing it, but not a
- * header. */
-header ipv4_head_t {
-    bit<4>      version;
-    bit<4>      ihl;
-    bit<6>      dscp;
-    bit<2>      ecn;
-    bit<16>     total_len;
-    bit<16>     identification;
-    bit<1>      flag_reserved;
-    bit<1>      flag_df;
-    bit<1>      flag_mf;
-    bit<13>     frag_offset;
-    bit<8>      ttl;
-    bit<8>      protocol;
-    bit<16>     hdr_checksum;
-}
-
-/* IPv4 addresses and the TCP/UDP ports that follow them when the IPv4 header
- * has no options: the 5-tuple but the protocol, in one header, so that a
- * target can hash it (or match on it) as it stands. */
-header flow_key_t {
-    ipv4_addr_t src_addr;
-    ipv4_addr_t dst_addr;
-    bit<16>     src_port;
-    bit<16>     dst_port;
-}
-
-/* TCP: only the ports are needed (flow hashing, reservations), so only they
- * are extracted; a TCP segment is never modified. */
+/* The ports of TCP and of UDP: what a flow key and the reservations need.
+ * A TCP segment is never modified, so only its ports are extracted. */
 header l4_ports_t {
     bit<16> src_port;
     bit<16> dst_port;
 }
 
-/* The UDP header after its ports (targets that parse ports as l4_ports_t). */
+/* The UDP header after its ports, for programs that parse the ports as
+ * l4_ports_t: extracted for BWN packets only (the stamp zeroes the checksum). */
 header udp_tail_t {
     bit<16> length;
     bit<16> checksum;
 }
 
+/* The whole UDP header, for programs that parse it as one. */
 header udp_t {
     bit<16> src_port;
     bit<16> dst_port;
@@ -104,14 +78,6 @@ error {
     NotIPv4,
     IPv4HeaderTooShort,
     TtlExpired
-}
-
-struct headers_t {
-    ethernet_t ethernet;
-    ipv4_t     ipv4;
-    l4_ports_t tcp;
-    udp_t      udp;
-    bwn_t      bwn;
 }
 
 #endif

@@ -1,0 +1,96 @@
+/* -*- P4_16 -*- */
+/*
+ * bwn (v1model): the headers a packet is parsed into, and the metadata the
+ * controls hand each other, grouped by the control that writes them.
+ */
+#ifndef __BWN_V1MODEL_HEADER__
+#define __BWN_V1MODEL_HEADER__
+
+#include "../../shared/define.p4"
+#include "../../shared/headers.p4"
+#include "../../shared/telemetry.p4"
+
+/* IPv4's options (up to the 40 bytes IHL allows): parsed only to verify the
+ * header checksum (RFC 1812 sec. 5.2.2), never changed. */
+header ipv4_options_t {
+    varbit<320> options;
+}
+
+struct headers_t {
+    ethernet_t     ethernet;
+    ipv4_t         ipv4;
+    ipv4_options_t ipv4_options;
+    l4_ports_t     l4_ports;    /* TCP or UDP ports: IPv4 without options, not a fragment */
+    udp_tail_t     udp;         /* UDP length and checksum: BWN packets only */
+    bwn_t          bwn;
+}
+
+/*************************************************************************
+ *  Metadata. BMv2 sets every field to 0 for every packet: a field that a
+ *  control reads is either written first on that path or meant to be 0.
+ *************************************************************************/
+
+/* Routing: what the packet's route says about its egress port. */
+struct route_metadata_t {
+    bool    has_options;        /* a route_*_checked action: loss, reservations or AF */
+    bit<32> loss_threshold;     /* RandomLoss: drop when a uniform 32-bit draw is below it */
+    bit<1>  reservation_edge;   /* Reservations: this switch meters and marks reserved flows */
+    bit<31> af_threshold_pkts;  /* AssuredForwarding: the queue threshold (0: off) */
+    bit<32> slot_base;          /* Flows: the egress port's first hash slot */
+}
+
+/* Reservations: the meter's colour, and RFC 1624's update of the checksum. */
+struct reservation_metadata_t {
+    bit<8>  color;              /* the direct meter's colour (METER_GREEN: in profile) */
+    bit<16> tos_word;           /* IPv4's first 16 bits before the DSCP is marked (m) */
+    bit<32> csum_sum;           /* ~HC + ~m + m', folded to 16 bits */
+}
+
+/* Window: the egress port's measurement window (OBP's BR, BI and AB). */
+struct window_metadata_t {
+    bit<32> rx_bytes;           /* bytes received for the port, this packet included */
+    bit<32> rx_before;          /* ... and before it (when it closes the window) */
+    bit<48> end_us;             /* when the port's current window ends */
+    bool    closed;             /* this packet closed the port's window ... */
+    bit<48> start_us;           /* ... and starts the next one here */
+    bit<32> br_bytes;           /* BR of the window that closed */
+    bit<32> br_kbps;            /* the same as a rate */
+    bit<32> bi_bytes;           /* BI: the queue when it closed, in bytes */
+    bit<19> queue_pkts;         /* that queue in packets, BMv2's unit (AF reads it too) */
+    bit<16> cap_log7;           /* log7 of the port's capacity IC (for the EBN share) */
+    bit<32> flow_epoch;         /* the flow window this packet is in (Flows rolls to it) */
+    bit<32> flow_window_us;     /* the flow window's length */
+}
+
+/* Flows: EBN's active flows at the egress port (linear counting). */
+struct flow_metadata_t {
+    bit<32> slot_index;         /* the flow's hash slot: slot_base + crc32(flow key) % FLOW_SLOTS */
+    bit<32> slot_epoch;         /* the flow window in which that slot was last seen */
+    bit<32> epoch;              /* the port's current flow window */
+    bit<16> current;            /* slots seen in the current flow window */
+    bit<16> last;               /* slots seen in the last complete one */
+    bit<16> n;                  /* N = max(current, last), at most FLOW_SLOTS */
+    bool    is_new;             /* the packet's flow is new in this flow window */
+    bit<32> share_log7;         /* log7(C / N), then the EBN code */
+}
+
+/* The egress port's stamp: computed by the ingress when the port's window
+ * closes or its flow count changes, read back by the egress for BWN DATA. */
+struct stamp_metadata_t {
+    bit<8>  ebn_code;           /* EBN: the port's per-flow share */
+    bit<32> narrow_kbps;        /* OBP's narrow link: its capacity IC (0: not configured, no stamp) */
+    bit<32> tight_kbps;         /* OBP's tight link: its available bandwidth AB, int32 as bits */
+}
+
+struct local_metadata_t {
+    bool                   drop;          /* dropped at the end of the ingress ... */
+    bit<8>                 drop_reason;   /* ... and counted under this reason */
+    bit<32>                loss_draw;     /* RandomLoss's uniform draw */
+    route_metadata_t       route;
+    reservation_metadata_t reservation;
+    window_metadata_t      window;
+    flow_metadata_t        flows;
+    stamp_metadata_t       stamp;
+}
+
+#endif
