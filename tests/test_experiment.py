@@ -25,7 +25,8 @@ from typing import Any
 import pytest
 
 from bwn.emulation import runner as ex
-from bwn.scenario.config import ConfigError, ExperimentConfig, load_config, validate
+from bwn.scenario.config import ConfigError, load_config, validate
+from bwn.scenario.resolved import ExperimentConfig
 from controller.entries import Reservation
 from bwn.protocol.wire import BWN_UDP_PORT
 

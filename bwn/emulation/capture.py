@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from bwn import requirements
-from bwn.scenario.config import ExperimentConfig, LinkConfig
+from bwn.scenario.resolved import ExperimentConfig, LinkConfig
 from bwn.scenario.flowpaths import bottleneck_links
 
 # Ethernet 14 + IPv4 20 + UDP 8 + BWN 24 + transport 36 = 102 bytes of headers in

@@ -33,7 +33,7 @@ from bwn.analysis import fidelity
 from bwn.scenario import flowpaths
 from bwn.scenario import seeding
 from controller import entries as ent
-from bwn.scenario.config import ExperimentConfig, LinkConfig
+from bwn.scenario.resolved import ExperimentConfig, LinkConfig
 from controller.p4rt import pipeline_files
 from bwn.scenario.schedule import ConstantSchedule, table_of
 from controller.switchctl import BwnController, PortPlan, SwitchPlan

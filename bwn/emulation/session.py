@@ -27,7 +27,7 @@ from pathlib import Path
 from select import POLLIN, poll
 from typing import Any, Callable, Iterator, Optional, TextIO
 
-from bwn.scenario.config import ExperimentConfig, LinkConfig
+from bwn.scenario.resolved import ExperimentConfig, LinkConfig
 from bwn.scenario.schedule import ConstantSchedule
 from bwn.emulation.pipedinput import PipedInput, has_fd, is_tty
 from bwn.emulation.netcmd import BWN_HELP, SESSION_FRAME_BYTES, CommandError, parse_command, run_command
