@@ -3,8 +3,11 @@
 This module gathers the public names; the implementation is split by concern:
 
 * :mod:`hosts.transport.wire` -- the transport header after the BWN header;
-* :mod:`hosts.transport.sender` -- :class:`Sender` (SACK/RFC 6675 or NewReno
-  loss recovery, RFC 6298 timer, windows, pacing, the CongestionControl callbacks);
+* :mod:`hosts.transport.sender` -- :class:`Sender` (RFC 6298 timer, windows, the
+  CongestionControl callbacks), with :mod:`hosts.transport.recovery` (its loss
+  recovery: SACK/RFC 6675 or NewReno, one module each), :mod:`hosts.transport.pacing`,
+  :mod:`hosts.transport.acks` (ACK decoding) and :mod:`hosts.transport.senderlog`
+  (its log rows and summary);
 * :mod:`hosts.transport.sack` -- the SACK scoreboard (RFC 6675);
 * :mod:`hosts.transport.receiver` -- :class:`Receiver` (demux, half-open flows,
   reassembly, ACKs, SACK blocks, limits and counters);
