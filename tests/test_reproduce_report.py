@@ -14,6 +14,7 @@ from bwn.analysis import claims as cl
 from bwn.reproduce import grid as gr
 from bwn.reproduce import core as reproduce
 from bwn.analysis import stats
+from bwn.rundir import RunDir, RunMeta
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -206,9 +207,10 @@ def test_a_page_written_without_the_run_folders_keeps_its_throughput_figure(tmp_
     from hosts.flowlog import SENDER_FIELDS, TimeSeriesLog
     for r in records:
         r.carried = False
-        (r.path / "flows").mkdir(parents=True)
-        (r.path / "run.json").write_text("{}")
-        log = TimeSeriesLog(str(r.path / "flows" / "f1.jsonl"), SENDER_FIELDS, interval_us=0)
+        run = RunDir(r.path)
+        run.flows_dir.mkdir(parents=True)
+        run.write_meta(RunMeta())
+        log = TimeSeriesLog(str(run.flow_log("f1")), SENDER_FIELDS, interval_us=0)
         for t_s in range(10):
             log.offer(1, t_s * 1_000_000, {"time_s": float(t_s), "flow_id": 1, "algo": r.scheme,
                                            "delivered_bytes": 125_000 * t_s})
@@ -308,24 +310,21 @@ def test_default_tcp_drops_the_reservation_it_cannot_take():
     assert len(tcp["reservations"]) == 3                       # the edge still meters it
 
 
-def test_resume_skips_only_complete_valid_runs(tmp_path):
-    done = tmp_path / "a" / "seed1" / "x"
-    done.mkdir(parents=True)
-    (done / "run.json").write_text(json.dumps({"ok": True, "duration_s": 60.0, "fidelity": {"valid": True}}))
-    invalid = tmp_path / "a" / "seed1" / "y"
-    invalid.mkdir(parents=True)
-    (invalid / "run.json").write_text(json.dumps({"ok": True, "fidelity": {"valid": False}}))
-    old = tmp_path / "a" / "seed2" / "x"
-    old.mkdir(parents=True)
-    (old / "run.json").write_text(json.dumps({"ok": True}))               # from before the checks
+def test_resume_skips_only_complete_valid_runs(tmp_path, make_run_dir):
+    done = make_run_dir("a/seed1/x", meta=RunMeta(ok=True, duration_s=60.0, fidelity={"valid": True})).path
+    invalid = make_run_dir("a/seed1/y", meta=RunMeta(ok=True, fidelity={"valid": False})).path
+    old = make_run_dir("a/seed2/x", meta=RunMeta(ok=True)).path             # from before the checks
+    broken = make_run_dir("a/seed2/y").path
+    RunDir(broken).run_json.write_text('{"ok": "yes"}')
     assert reproduce.is_done(done) and reproduce.is_done(done, 60.0)
     assert not reproduce.is_done(invalid) and not reproduce.is_done(old)
+    assert not reproduce.is_done(broken) and not reproduce.is_done(tmp_path / "none")
     # A --quick run (30 s) in the same folder is not a run of the full grid.
     assert not reproduce.is_done(done, 30.0)
     case = gr.load_grid("dft").case("cluster10")
     assert reproduce.planned_duration_s(case, quick=True) < reproduce.planned_duration_s(case, quick=False)
     moved = reproduce.supersede(tmp_path, invalid)
-    assert not invalid.exists() and (moved / "run.json").exists()
+    assert not invalid.exists() and RunDir(moved).has_meta()
     assert moved.parent == tmp_path / "superseded"
 
 
@@ -370,9 +369,9 @@ def test_execute_resumes_skipping_complete_valid_runs(tmp_path, monkeypatch):
         calls.append((scheme, cfg.seed))
         out_dir.mkdir(parents=True, exist_ok=True)
         valid = scheme not in invalid
-        meta = {"ok": True, "seed": cfg.seed, "duration_s": duration_s,
-                "fidelity": {"valid": valid, "summary": "valid" if valid else "INVALID: cpu"}}
-        (out_dir / "run.json").write_text(json.dumps(meta))
+        meta = RunMeta(ok=True, seed=cfg.seed, duration_s=duration_s,
+                       fidelity={"valid": valid, "summary": "valid" if valid else "INVALID: cpu"})
+        RunDir(out_dir).write_meta(meta)
         return meta
 
     monkeypatch.setattr(experiment, "run_scheme", fake_run_scheme)
@@ -389,7 +388,7 @@ def test_execute_resumes_skipping_complete_valid_runs(tmp_path, monkeypatch):
     monkeypatch.setattr(reproduce, "machine_text", lambda: "box: 2 CPUs")
     reproduce.execute(grid, out, plan, quick=False, progress=lambda m: None, command="bwn reproduce gtcp --out r")
     assert sorted(calls) == [(x, s) for x in schemes for s in (1, 2)]
-    assert (out / "basic" / "seed2" / "gtcp" / "scenario.toml").exists()
+    assert RunDir(out / "basic" / "seed2" / "gtcp").scenario_toml.exists()
     timing = json.loads((out / "timing.json").read_text())
     entry = timing["runs"]["basic/seed1/gtcp"]
     assert entry["command"] == "bwn reproduce gtcp --out r" and entry["commit"] == "abc1234"
@@ -419,12 +418,13 @@ def test_reordered_metric_sums_the_receivers_counts_of_the_runs_flows(tmp_path):
     from bwn.analysis import report
     run = report.SchemeRun("gtcp", [])
     run.flow_ids = {"g4": 11, "g2": 12}
-    (tmp_path / "recv-h2.summary.json").write_text(json.dumps([
+    receiver = RunDir(tmp_path).receiver_summary("h2")
+    receiver.write_text(json.dumps([
         {"flow_id": 11, "reordered_segments": 3}, {"flow_id": 12, "reordered_segments": 0},
         {"flow_id": 99, "reordered_segments": 50}]))          # another run's flow: not counted
     assert cl.metric_value("reordered:all", run, [], {}, tmp_path) == 3.0
     assert cl.metric_value("reordered:g2", run, [], {}, tmp_path) == 0.0
-    (tmp_path / "recv-h2.summary.json").write_text(json.dumps([{"flow_id": 11}]))   # an older receiver
+    receiver.write_text(json.dumps([{"flow_id": 11}]))                     # an older receiver
     assert cl.metric_value("reordered:all", run, [], {}, tmp_path) is None
 
 
@@ -504,8 +504,7 @@ def test_valid_runs_of_the_committed_table_are_carried_to_a_new_machine(tmp_path
     def fake_run_scheme(cfg, scheme, out_dir, duration_s, progress=print):
         calls.append((scheme, cfg.seed))
         out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "run.json").write_text(json.dumps({"ok": True, "duration_s": duration_s,
-                                                      "fidelity": {"valid": True}}))
+        RunDir(out_dir).write_meta(RunMeta(ok=True, duration_s=duration_s, fidelity={"valid": True}))
     monkeypatch.setattr(experiment, "run_scheme", fake_run_scheme)
     monkeypatch.setattr(reproduce, "LOCK_YIELD_S", 0.0)
     monkeypatch.setattr(reproduce, "config_for", lambda g, c, seed, scheme, quick: (
@@ -605,8 +604,8 @@ def test_execute_runs_again_what_an_edited_case_made(tmp_path, monkeypatch):
 
     def fake_run_scheme(cfg, scheme, out_dir, duration_s, progress=print):
         calls.append((scheme, cfg.seed))
-        meta = {"ok": True, "seed": cfg.seed, "duration_s": duration_s, "fidelity": {"valid": True}}
-        (out_dir / "run.json").write_text(json.dumps(meta))
+        meta = RunMeta(ok=True, seed=cfg.seed, duration_s=duration_s, fidelity={"valid": True})
+        RunDir(out_dir).write_meta(meta)
         return meta
 
     monkeypatch.setattr(experiment, "run_scheme", fake_run_scheme)
@@ -636,9 +635,9 @@ def test_execute_runs_again_what_an_edited_case_made(tmp_path, monkeypatch):
     assert len(list((out / "superseded").iterdir())) == 1
     assert reproduce.made_with(run, edited, edited_cfg)
     # A missing or unreadable scenario is not the case's either.
-    (run / "scenario.toml").write_text("not [toml")
+    RunDir(run).scenario_toml.write_text("not [toml")
     assert not reproduce.made_with(run, edited, edited_cfg)
-    (run / "scenario.toml").unlink()
+    RunDir(run).scenario_toml.unlink()
     assert not reproduce.made_with(run, edited, edited_cfg)
 
 
@@ -666,11 +665,9 @@ def test_a_carried_run_counts_only_for_the_scenario_it_was_made_with(tmp_path):
     assert reproduce.done_where(out, case, 1, "newreno", False, cfg, carried) == "in an earlier session (gtcp-runs.csv)"
     assert reproduce.done_where(out, edited, 1, "newreno", False, edited_cfg, carried) == ""
     # The report: a folder made with the edited case is not the case's run.
-    path = reproduce.run_dir(out, case, 1, "newreno")
-    path.mkdir(parents=True)
-    (path / "run.json").write_text(json.dumps({"ok": True, "duration_s": case.duration_s,
-                                               "fidelity": {"valid": True}}))
-    (path / "scenario.toml").write_text(tomli_w.dumps(reproduce.config_for(grid, edited, 1, "newreno", False)[0]))
+    run = RunDir(reproduce.run_dir(out, case, 1, "newreno"))
+    run.write_meta(RunMeta(ok=True, duration_s=case.duration_s, fidelity={"valid": True}))
+    run.scenario_toml.write_text(tomli_w.dumps(reproduce.config_for(grid, edited, 1, "newreno", False)[0]))
     [shown] = reproduce.collect(grid, out, [(case, 1, "newreno")], quick=False, carried=carried)
     assert not shown.carried and not shown.usable and "another scenario" in shown.fidelity
 

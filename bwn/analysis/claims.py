@@ -34,8 +34,8 @@ from typing import Any, Optional
 
 from bwn.analysis import report
 from bwn.analysis import stats
-from bwn.analysis.fidelity import run_validity
 from bwn.reproduce.grid import Case, Claim, Grid
+from bwn.rundir import RunDir, RunMetaError
 
 
 @dataclass
@@ -66,11 +66,14 @@ class RunRecord:
 
 
 def load_record(case: str, seed: int, scheme: str, path: Path, metric_names: list[str]) -> RunRecord:
-    meta = report._read_meta(path / "run.json") if (path / "run.json").exists() else {}
-    valid, summary = run_validity(meta)
-    record = RunRecord(case, seed, scheme, path, bool(meta.get("ok")), valid, summary)
-    if meta.get("duration_s") is not None:
-        record.duration_s = float(meta["duration_s"])
+    try:
+        meta = RunDir(path).meta()
+    except RunMetaError as exc:
+        raise report.ReportError(str(exc)) from None
+    valid, summary = meta.validity
+    record = RunRecord(case, seed, scheme, path, meta.ok, valid, summary)
+    if meta.duration_s is not None:
+        record.duration_s = meta.duration_s
     if not record.complete:
         return record
     try:
@@ -80,7 +83,7 @@ def load_record(case: str, seed: int, scheme: str, path: Path, metric_names: lis
         record.complete = False
         record.fidelity = f"{summary}; report failed: {exc}"
         return record
-    fid = meta.get("fidelity") or {}
+    fid = meta.fidelity or {}
     for name in metric_names:
         record.metrics[name] = metric_value(name, run, rows, fid, path)
     return record
@@ -90,7 +93,7 @@ def receiver_counts(run_dir: Path, counter: str) -> dict[int, int]:
     """flow id -> a receiver counter, from every ``recv-*.summary.json`` in a run
     (receivers older than the counter leave it out)."""
     out: dict[int, int] = {}
-    for summary in sorted(run_dir.glob("recv-*.summary.json")):
+    for summary in RunDir(run_dir).receiver_summaries():
         try:
             flows = json.loads(summary.read_text())
         except (OSError, ValueError):

@@ -45,6 +45,7 @@ from typing import Any, Callable, Optional, Sequence
 import tomli_w
 
 from bwn import requirements
+from bwn.rundir import RunDir, RunMetaError
 from bwn.analysis import claims as cl
 from bwn.reproduce import grid as gr
 from bwn.analysis import stats
@@ -88,16 +89,16 @@ def is_done(path: Path, duration_s: Optional[float] = None) -> bool:
     """Complete (every flow wrote its summary), every invariant held and, when
     ``duration_s`` is given, run for that long: a ``--quick`` run (shorter) in the
     same folder is not a run of the full grid, and is superseded by one."""
-    meta_path = path / "run.json"
-    if not meta_path.exists():
+    run = RunDir(path)
+    if not run.has_meta():
         return False
     try:
-        meta = json.loads(meta_path.read_text())
-    except json.JSONDecodeError:
+        meta = run.meta()
+    except RunMetaError:
         return False
-    if duration_s is not None and abs(float(meta.get("duration_s") or 0.0) - duration_s) > 0.5:
+    if duration_s is not None and abs((meta.duration_s or 0.0) - duration_s) > 0.5:
         return False
-    return bool(meta.get("ok")) and (meta.get("fidelity") or {}).get("valid") is True
+    return meta.ok and (meta.fidelity or {}).get("valid") is True
 
 
 def stored_fingerprint(path: Path, case: gr.Case) -> str:
@@ -106,9 +107,10 @@ def stored_fingerprint(path: Path, case: gr.Case) -> str:
     their absence); "" when it has none that validates."""
     from bwn.scenario.config import ConfigError, validate
     try:
-        stored = validate(tomllib.loads((path / "scenario.toml").read_text()),
+        stored_toml = RunDir(path).scenario_toml
+        stored = validate(tomllib.loads(stored_toml.read_text()),
                           base_dir=gr.template_path(case.template).parent,
-                          source=str(path / "scenario.toml"))
+                          source=str(stored_toml))
     except (OSError, tomllib.TOMLDecodeError, ConfigError):
         return ""
     return scenario_fingerprint(stored)
@@ -259,7 +261,7 @@ def execute(grid: gr.Grid, out: Path, plan: Sequence[tuple[gr.Case, int, str]], 
             progress(f"{tag}: earlier attempt incomplete, INVALID, of another duration or made with "
                      f"another scenario, moved to {moved}")
         path.mkdir(parents=True, exist_ok=True)
-        (path / "scenario.toml").write_text(tomli_w.dumps(data))
+        RunDir(path).scenario_toml.write_text(tomli_w.dumps(data))
         duration_s = cfg.duration_s
         progress(f"{tag}: {case.label}, {duration_s:.0f} s")
         started = time.monotonic()
@@ -305,7 +307,7 @@ def collect(grid: gr.Grid, out: Path, plan: Sequence[tuple[gr.Case, int, str]], 
         path = run_dir(out, case, seed, scheme)
         _, cfg = config_for(grid, case, seed, scheme, quick)
         fingerprint = _fingerprint(cfg)
-        carry = None if (path / "run.json").exists() else _carried_for(carried, case, seed, scheme, quick, fingerprint)
+        carry = None if RunDir(path).has_meta() else _carried_for(carried, case, seed, scheme, quick, fingerprint)
         if carry is not None:
             records.append(carry)
             continue
@@ -689,11 +691,12 @@ def calibrate(grid: gr.Grid, out_root: Path, cases: list[gr.Case], scales: Seque
                 shutil.rmtree(path)
             data, cfg = config_for(grid, trial, 1, scheme, quick=True)
             path.mkdir(parents=True, exist_ok=True)
-            (path / "scenario.toml").write_text(tomli_w.dumps(data))
+            RunDir(path).scenario_toml.write_text(tomli_w.dumps(data))
             progress(f"calibrate {grid.paper} {case.id} x{scale:g} ({scheme}, {duration_s:.0f} s)")
-            meta = experiment.run_scheme(cfg, scheme, path, duration_s, progress=lambda m: progress(f"  {m}"))
-            fid = meta.get("fidelity") or {}
-            valid = bool(meta.get("ok")) and fid.get("valid") is True
+            experiment.run_scheme(cfg, scheme, path, duration_s, progress=lambda m: progress(f"  {m}"))
+            meta = RunDir(path).meta()
+            fid = meta.fidelity or {}
+            valid = meta.ok and fid.get("valid") is True
             rows.append({"case": case.id, "scale": scale, "scheme": scheme, "valid": int(valid),
                          "summary": fid.get("summary", "no fidelity verdict"),
                          "params": json.dumps(trial.params)})
