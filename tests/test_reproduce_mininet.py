@@ -9,7 +9,6 @@ machine; the test asserts that the verdict is recorded and used, not what it is.
 from __future__ import annotations
 
 import csv
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,8 @@ import pytest
 
 from test_mininet_smoke import _links, _missing
 from needs import missing
+
+from bwn.rundir import RunDir
 
 REPO = Path(__file__).resolve().parents[1]
 CASE = "ss1000"
@@ -42,8 +43,7 @@ def test_reproduce_quick_case_end_to_end(tmp_path):
     assert sorted(r["scheme"] for r in runs) == ["ebn", "newreno"]
     for r in runs:
         assert (r["seed"], r["complete"]) == ("1", "1"), r
-        run_json = json.loads((out / r["path"] / "run.json").read_text())
-        held = run_json["fidelity"]["valid"]
+        held = RunDir(out / r["path"]).meta().fidelity["valid"]
         # the table's verdict is the run's own, and an INVALID one names what broke
         assert r["valid"] == ("1" if held else "0"), r
         assert r["fidelity"] == "valid" if held else r["fidelity"].startswith("INVALID: "), r
