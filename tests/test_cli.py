@@ -174,7 +174,7 @@ def test_every_command_and_subcommand_has_its_section():
     text = clidoc.render()
     for title in ("bwn", "bwn run", "bwn reproduce", "bwn net", "bwn report", "bwn list",
                   "bwn-send", "bwn-recv", "bwn-link", "python -m bwn.analysis.report",
-                  "python -m bwn.scenario.schema"):
+                  "python -m bwn.analysis.rejudge", "python -m bwn.scenario.schema"):
         assert f"`{title}`\n\n```text\nusage: {title}" in text, title
     # The fixed width: no line of help is wider, whatever the terminal says.
     with clidoc._width(clidoc.WIDTH_COLUMNS):
