@@ -1,16 +1,20 @@
-"""A run's scenario fingerprint (bwn/reproduce/core.py): what makes a run, so that a later
-session carries or keeps a run only while its case still renders to it."""
+"""What made a run: its scenario's fingerprint (bwn/reproduce/plan.py), so that a run
+counts only while its case still renders to it; and its code's fingerprint
+(bwn/reproduce/fingerprint.py), so that a page pools only runs of one code."""
 from __future__ import annotations
 
 import csv
 import dataclasses
 import hashlib
 import json
+import subprocess
+from pathlib import Path
 
 import pytest
 
 from bwn.reproduce import grid as gr
-from bwn.reproduce import core as reproduce
+from bwn.reproduce import fingerprint as fp
+from bwn.reproduce import plan as reproduce
 
 
 def _fingerprint_before_the_field(cfg) -> str:
@@ -45,21 +49,70 @@ def test_a_scenario_that_sets_the_look_ahead_renders_it():
 
 
 @pytest.mark.parametrize("paper", gr.PAPERS)
-def test_every_committed_valid_run_matches_its_case_as_committed(paper):
-    """docs/results/PAPER-runs.csv is made from the grid beside it: a complete run
-    with a fingerprint is one its case, as committed, still renders to (else the page
-    would count a run of another scenario, or a re-run would be owed)."""
+def test_every_counted_run_of_the_committed_ledger_matches_its_case_as_committed(paper):
+    """docs/results/PAPER-runs.csv is made from the grid beside it: a run it counts is
+    one its case, as committed, still renders to (else the page would count a run of
+    another scenario, or a re-run would be owed)."""
     path = gr.REPO / "docs" / "results" / f"{paper}-runs.csv"
-    if not path.exists():
-        pytest.skip(f"no committed {path.name}")
+    rows = list(csv.DictReader(open(path, newline=""))) if path.exists() else []
+    counted = [r for r in rows if r.get("counted") == "1"]
+    if not counted:
+        pytest.skip(f"{path.name} counts no run yet")
     grid = gr.load_grid(paper)
     cases = {c.id: c for c in grid.cases}
-    checked = 0
-    with open(path, newline="") as fh:
-        for row in csv.DictReader(fh):
-            if row.get("complete") != "1" or not row.get("scenario") or row["case"] not in cases:
-                continue
-            _, cfg = reproduce.config_for(grid, cases[row["case"]], int(row["seed"]), row["scheme"], quick=False)
-            assert reproduce.scenario_fingerprint(cfg) == row["scenario"], (row["case"], row["seed"], row["scheme"])
-            checked += 1
-    assert checked > 0
+    for row in counted:
+        _, cfg = reproduce.config_for(grid, cases[row["case"]], int(row["seed"]), row["scheme"], quick=False)
+        assert reproduce.scenario_fingerprint(cfg) == row["scenario"], (row["case"], row["seed"], row["scheme"])
+
+
+def _git(repo: Path, *words: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t", *words],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path):
+    repo = tmp_path / "repo"
+    for rel, text in {"bwn/emulation/runner.py": "x = 1\n", "bwn/analysis/report.py": "y = 1\n",
+                      "hosts/cc/ebn.py": "z = 1\n", "p4src/v1model/bwn.p4": "// p4\n",
+                      "p4src/tna/bwn.p4": "// tna\n", "docs/results/ebn.md": "page\n",
+                      "topologies/reproduce/ebn.toml": "[paper]\n", "topologies/nodes.py": "n = 1\n"}.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "one")
+    return repo
+
+
+def test_the_code_fingerprint_covers_what_a_run_executes_and_nothing_else(repo):
+    first = fp.code_state(repo)
+    assert first.clean and sorted(fp.blobs("HEAD", repo)) == [
+        "bwn/emulation/runner.py", "hosts/cc/ebn.py", "p4src/v1model/bwn.p4", "topologies/nodes.py"]
+    # Results, docs, grids, the analysis and other targets' programs change nothing.
+    for rel in ("docs/results/ebn.md", "topologies/reproduce/ebn.toml", "bwn/analysis/report.py", "p4src/tna/bwn.p4"):
+        (repo / rel).write_text("changed\n")
+    assert fp.code_state(repo).clean
+    _git(repo, "commit", "-q", "-am", "two")
+    second = fp.code_state(repo)
+    assert second.fingerprint == first.fingerprint and second.commit != first.commit
+    assert fp.files_differing(first.commit, repo) == []
+    # The agents are run code.
+    (repo / "hosts/cc/ebn.py").write_text("z = 2\n")
+    assert fp.code_state(repo).dirty == ("hosts/cc/ebn.py",)
+    _git(repo, "commit", "-q", "-am", "three")
+    third = fp.code_state(repo)
+    assert third.fingerprint != first.fingerprint
+    assert fp.files_differing(first.commit, repo) == ["hosts/cc/ebn.py"]
+    assert fp.files_differing("0" * 40, repo) is None                    # a commit this repository lacks
+
+
+def test_an_untracked_file_in_run_code_makes_the_tree_dirty(repo):
+    (repo / "bwn/emulation/new.py").write_text("new\n")
+    (repo / "docs/notes.md").write_text("notes\n")
+    assert fp.code_state(repo).dirty == ("bwn/emulation/new.py",)
+
+
+def test_outside_a_checkout_the_code_cannot_be_told(tmp_path):
+    with pytest.raises(fp.FingerprintError):
+        fp.code_state(tmp_path)

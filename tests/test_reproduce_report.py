@@ -1,5 +1,6 @@
-"""The reproduction report's arithmetic: intervals, outcomes, verdicts, and that
-INVALID runs never enter a mean (bwn/analysis/stats.py, bwn/analysis/claims.py, bwn/reproduce/core.py)."""
+"""Claims judged over runs, the results page and its figures, and the grids
+(bwn/analysis/claims.py, bwn/reproduce/{grid,page,plots}.py). The rule itself:
+tests/test_reproduce_rule.py; attempts and code: tests/test_reproduce_ledger.py."""
 from __future__ import annotations
 
 import csv
@@ -11,77 +12,15 @@ import pytest
 import tomli_w
 
 from bwn.analysis import claims as cl
-from bwn.reproduce import grid as gr
-from bwn.reproduce import core as reproduce
 from bwn.analysis import stats
-from bwn.rundir import RunDir, RunMeta
+from bwn.cli import reproduce
+from bwn.reproduce import calibrate as cal
+from bwn.reproduce import grid as gr
+from bwn.reproduce import ledger as lg
+from bwn.reproduce import page, plots
+from bwn.reproduce import plan as pl
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-# -- intervals ------------------------------------------------------------------------
-
-def test_student_t_interval_of_three_values():
-    est = stats.mean_interval([1.0, 2.0, 3.0])
-    # mean 2, s = 1, t(0.975, 2) = 4.302653: half-width 4.302653 / sqrt(3) = 2.48414
-    assert est.n == 3 and est.mean == pytest.approx(2.0)
-    assert est.low == pytest.approx(2.0 - 2.48414, abs=1e-4)
-    assert est.high == pytest.approx(2.0 + 2.48414, abs=1e-4)
-
-
-def test_interval_of_five_values_uses_n_minus_1():
-    values = [10.0, 12.0, 9.0, 11.0, 13.0]
-    est = stats.mean_interval(values)
-    s = math.sqrt(sum((v - 11.0) ** 2 for v in values) / 4)      # sample sd, 1.5811
-    half = 2.776445 * s / math.sqrt(5)                            # t(0.975, 4)
-    assert (est.low, est.high) == (pytest.approx(11.0 - half), pytest.approx(11.0 + half))
-
-
-def test_interval_edge_cases():
-    assert stats.mean_interval([]).mean is None
-    one = stats.mean_interval([4.0])
-    assert (one.n, one.mean, one.low, one.high) == (1, 4.0, None, None)
-    same = stats.mean_interval([2.0, 2.0, 2.0])
-    assert (same.low, same.high) == (2.0, 2.0)
-    assert stats.mean_interval([1.0, float("nan"), 3.0]).n == 2     # non-finite values are not data
-
-
-# -- outcomes and verdicts ---------------------------------------------------------------
-
-E = stats.Estimate
-
-
-def test_outcome_above_by_the_whole_interval():
-    assert stats.outcome_above(E(3, 0.1, 0.02, 0.2), 0.0) == stats.YES
-    assert stats.outcome_above(E(3, 0.1, -0.02, 0.2), 0.0) == stats.UNCLEAR
-    assert stats.outcome_above(E(3, -0.1, -0.2, -0.01), 0.0) == stats.NO
-    assert stats.outcome_above(E(1, 0.1, None, None), 0.0) == stats.YES       # n=1: the point decides
-    assert stats.outcome_above(E(0, None, None, None), 0.0) == stats.NONE
-    assert stats.outcome_above(E(3, 0.9, 0.9, 0.95), 0.9, strict=False) == stats.YES
-    assert stats.outcome_above(E(3, 0.9, 0.9, 0.95), 0.9, strict=True) == stats.UNCLEAR
-
-
-def test_outcome_below_and_within():
-    assert stats.outcome_below(E(3, 0.1, 0.05, 0.15), 0.2, strict=False) == stats.YES
-    assert stats.outcome_below(E(3, 0.3, 0.25, 0.35), 0.2, strict=False) == stats.NO
-    assert stats.outcome_below(E(3, 0.0, 0.0, 0.0), 0.0, strict=False) == stats.YES
-    assert stats.outcome_within(E(3, 1.0, 0.95, 1.05), 0.9, 1.1) == stats.YES
-    assert stats.outcome_within(E(3, 1.0, 0.85, 1.05), 0.9, 1.1) == stats.UNCLEAR
-    assert stats.outcome_within(E(3, 1.5, 1.3, 1.7), 0.9, 1.1) == stats.NO
-
-
-def test_verdict_rules():
-    Y, N, U, X = stats.YES, stats.NO, stats.UNCLEAR, stats.NONE
-    assert stats.verdict([Y, Y, Y]) == stats.REPRODUCED
-    assert stats.verdict([N, U, N]) == stats.NOT_REPRODUCED
-    assert stats.verdict([N]) == stats.NOT_REPRODUCED
-    assert stats.verdict([U, U]) == stats.INCONCLUSIVE      # neither side: not "not reproduced"
-    assert stats.verdict([U, X]) == stats.INCONCLUSIVE
-    assert stats.verdict([Y, N]) == stats.PARTLY
-    assert stats.verdict([Y, U]) == stats.PARTLY
-    assert stats.verdict([Y, X]) == stats.PARTLY            # a case without a valid run is not a yes
-    assert stats.verdict([X, X]) == stats.NO_VALID_RUN
-    assert stats.verdict([]) == stats.NO_VALID_RUN
 
 
 # -- judging claims over runs -------------------------------------------------------------
@@ -101,6 +40,20 @@ def rec(tmp: Path, case: str, seed: int, scheme: str, value: float, valid: bool 
 
 
 BETTER = gr.Claim("x>y", "x beats y", "Fig. 1", "better", "goodput_bps:all", "x", "y")
+
+
+def write_page(grid: gr.Grid, out_root: Path, cases: list[gr.Case], records: list[cl.RunRecord],
+               figures: dict[str, Path] | None = None) -> Path:
+    """The page of hand-made records (no attempts: the ledger's tests cover those)."""
+    judgements = [cl.judge(grid, c, cases, records) for c in grid.claims]
+    counts = {"planned": len(records), "attempts": len(records), "valid": sum(r.usable for r in records),
+              "INVALID": sum(r.valid is False for r in records), "incomplete": sum(not r.complete for r in records),
+              "remade": 0, "other code": 0}
+    page.write_claims_csv(out_root, grid, judgements)
+    if figures is None:
+        figures = plots.write_claim_figures(grid, out_root, judgements)
+    return page.write_page(grid, out_root, cases, records, judgements, lg.Pool([], {}), counts,
+                           {"command": "bwn reproduce test"}, figures, {})
 
 
 def test_better_claim_uses_paired_relative_gains(tmp_path):
@@ -169,48 +122,41 @@ def test_outputs_mark_invalid_runs_and_carry_the_numbers(tmp_path):
         records += [rec(tmp_path, "a", seed, "x", 1.1 + 0.01 * seed), rec(tmp_path, "a", seed, "y", 1.0)]
     records += [rec(tmp_path, "a", 4, "x", 0.1, valid=False), rec(tmp_path, "a", 4, "y", 1.0)]
     grid = make_grid([BETTER])
-    cases = [grid.case("a")]
-    judgements = reproduce.judge_all(grid, cases, records)
-    md = reproduce.write_outputs(grid, tmp_path, cases, records, judgements, {"command": "bwn reproduce test"})
-    text = md.read_text()
+    text = write_page(grid, tmp_path, [grid.case("a")], records).read_text()
     assert "| x>y | x beats y | Fig. 1 |" in text and "**reproduced**" in text
     assert "+12.0 %" in text                                           # the mean gain, seeds 1-3
     assert "| a | 4 | x | **INVALID** |" in text
-    assert "4 planned" not in text and "8 planned, 7 valid, 1 INVALID" in text
+    assert "Runs: 8 planned, 7 counted" in text and "1 INVALID" in text
+    assert text.index("## Verdicts") < text.index("## Figures") < text.index("## Method") < text.index("## Evidence")
     rows = list(csv.DictReader(open(tmp_path / "test-claims.csv")))
     assert rows[0]["n"] == "3" and float(rows[0]["mean"]) == pytest.approx(0.12)
-    assert rows[0]["invalid_runs"] == "1" and rows[0]["verdict"] == "reproduced"
-    runs = list(csv.DictReader(open(tmp_path / "test-runs.csv")))
-    assert [r["valid"] for r in runs if r["seed"] == "4"] == ["0", "1"]
+    assert rows[0]["invalid_runs"] == "1" and rows[0]["verdict"] == "reproduced" and rows[0]["unit"] == "%"
 
 
 def test_a_page_written_without_the_run_folders_keeps_its_throughput_figure(tmp_path):
-    """Runs carried from the committed table have no folder here, so nothing can be
-    drawn; the figure drawn where they were stays on the page, and says so."""
+    """Runs carried from the ledger have no folder here, so nothing can be drawn; the
+    figure drawn where they were stays, and the page says so."""
     from dataclasses import replace
     grid = replace(make_grid([BETTER]), timeseries_flow="f1")
     cases = [grid.case("a")]
     records = [rec(tmp_path, "a", seed, x, 1.0) for seed in (1, 2) for x in ("x", "y")]
     for r in records:
         r.carried = True
-    judgements = reproduce.judge_all(grid, cases, records)
-    text = reproduce.write_outputs(grid, tmp_path, cases, records, judgements, {}).read_text()
-    assert "## Throughput over time" not in text                      # no figure anywhere: none
+    assert plots.timeseries_figure(grid, tmp_path, cases, records) == (None, False)     # nothing anywhere
     figure = tmp_path / "test-throughput-over-time.png"
     figure.write_bytes(b"drawn elsewhere")
-    text = reproduce.write_outputs(grid, tmp_path, cases, records, judgements, {}).read_text()
-    assert "## Throughput over time" in text and "![throughput over time](test-throughput-over-time.png)" in text
-    assert "the figure is kept as it was" in text
+    assert plots.timeseries_figure(grid, tmp_path, cases, records) == (figure, False)
+    text = write_page(grid, tmp_path, cases, records, {"timeseries": figure, "timeseries kept": figure}).read_text()
+    assert "![throughput over time](test-throughput-over-time.png)" in text and "drawn where the runs' folders were" in text
     assert figure.read_bytes() == b"drawn elsewhere"
     # Case a's runs made here (with the flow's log, so drawable) and case b's carried:
     # a figure of case a alone would replace the whole; the whole is kept.
     from hosts.flowlog import SENDER_FIELDS, TimeSeriesLog
     for r in records:
         r.carried = False
-        run = RunDir(r.path)
-        run.flows_dir.mkdir(parents=True)
-        run.write_meta(RunMeta())
-        log = TimeSeriesLog(str(run.flow_log("f1")), SENDER_FIELDS, interval_us=0)
+        (r.path / "flows").mkdir(parents=True)
+        (r.path / "run.json").write_text("{}")
+        log = TimeSeriesLog(str(r.path / "flows" / "f1.jsonl"), SENDER_FIELDS, interval_us=0)
         for t_s in range(10):
             log.offer(1, t_s * 1_000_000, {"time_s": float(t_s), "flow_id": 1, "algo": r.scheme,
                                            "delivered_bytes": 125_000 * t_s})
@@ -219,13 +165,10 @@ def test_a_page_written_without_the_run_folders_keeps_its_throughput_figure(tmp_
     records += [rec(tmp_path, "b", 1, x, 1.0) for x in ("x", "y")]
     for r in records[4:]:
         r.carried = True
-    text = reproduce.write_outputs(grid, tmp_path, cases, records,
-                                   reproduce.judge_all(grid, cases, records), {}).read_text()
-    assert "the figure is kept as it was" in text and figure.read_bytes() == b"drawn elsewhere"
-    # With case b's runs gone from the page, case a's folders draw it anew.
-    text = reproduce.write_outputs(grid, tmp_path, cases[:1], records[:4],
-                                   reproduce.judge_all(grid, cases[:1], records[:4]), {}).read_text()
-    assert "## Throughput over time" in text and "kept as it was" not in text
+    assert plots.timeseries_figure(grid, tmp_path, cases, records) == (figure, False)
+    assert figure.read_bytes() == b"drawn elsewhere"
+    # With case b's runs gone from the page, case a's folders draw it anew: a grid of panels.
+    assert plots.timeseries_figure(grid, tmp_path, cases[:1], records[:4]) == (figure, True)
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -245,9 +188,45 @@ def test_claim_plots_name_each_case_by_its_id_not_its_label(tmp_path, monkeypatc
                for scheme, value in (("x", 1.1), ("y", 1.0))]
     grid = make_grid([BETTER])
     cases = [grid.case("a"), grid.case("b")]
-    paths = reproduce.write_plots(grid, tmp_path, cases, records, reproduce.judge_all(grid, cases, records))
+    paths = plots.write_claim_figures(grid, tmp_path, [cl.judge(grid, BETTER, cases, records)])
     assert ticks == [["a", "b"]]
     assert paths["x>y"].exists()
+
+
+@pytest.mark.parametrize("claim, ylabel, legend", [
+    (BETTER, "gain of x over y in goodput (%)",
+     ["mean and 95 % interval", "one seed", "± 5 % margin (a tie)"]),
+    (gr.Claim("g4", "4.5 Mb/s", "Fig. 4", "near", "goodput_bps:g4", "x", target=4.5e6, tolerance=0.1),
+     "goodput of g4 (Mb/s)", ["mean and 95 % interval", "one seed", "the paper's value ± tolerance",
+                              "the paper's value"]),
+    (gr.Claim("util", "> 90 %", "Fig. 4", "at_least", "utilization:all", "x", threshold=0.9),
+     "utilization (%)", ["mean and 95 % interval", "one seed", "the claim: at least this"]),
+])
+def test_claim_plots_show_the_claims_unit_axis_titles_a_legend_and_the_reference(tmp_path, monkeypatch, claim,
+                                                                                 ylabel, legend):
+    import matplotlib.figure
+    seen: dict[str, object] = {}
+    savefig = matplotlib.figure.Figure.savefig
+
+    def spy(self, *a, **kw):
+        ax = self.axes[0]
+        seen.update(ylabel=ax.get_ylabel(), xlabel=ax.get_xlabel(),
+                    legend=[t.get_text() for t in ax.get_legend().get_texts()],
+                    ys=[y for line in ax.get_lines() for y in line.get_ydata()])
+        return savefig(self, *a, **kw)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", spy)
+    value = {"goodput_bps:all": 1.0, "goodput_bps:g4": 4.4e6, "utilization:all": 0.85}[claim.metric]
+    records = [rec(tmp_path, "a", seed, scheme, value * (1.1 if scheme == "x" else 1.0) + seed * 1e-3 * value,
+                   metric=claim.metric) for seed in (1, 2, 3) for scheme in ("x", "y")]
+    grid = make_grid([claim])
+    plots.write_claim_figures(grid, tmp_path, [cl.judge(grid, claim, [grid.case("a")], records)])
+    assert seen["ylabel"] == ylabel and seen["xlabel"].startswith("case")
+    assert sorted(seen["legend"]) == sorted(legend)
+    if claim.metric == "goodput_bps:g4":
+        assert 4.0 < max(seen["ys"]) < 6.0             # in Mb/s, not b/s
+    if claim.metric == "utilization:all":
+        assert 90 < max(seen["ys"]) <= 100             # in %, not a fraction
 
 
 # -- grids, seeds and resumption -------------------------------------------------------------
@@ -267,18 +246,24 @@ def test_every_grid_renders_valid_scenarios(paper):
 def test_quick_sets_stay_under_15_minutes():
     for paper in gr.PAPERS:
         grid = gr.load_grid(paper)
-        plan = reproduce.planned_runs(grid, quick=True, seeds=3)
-        assert {seed for _, seed, _ in plan} == {1}
-        assert reproduce.estimate_s(plan, quick=True) < 15 * 60, paper
+        plan = pl.planned_runs(grid, quick=True)
+        assert {r.key.seed for r in plan} == {1}
+        assert pl.estimate_s(plan) < 15 * 60, paper
 
 
 @pytest.mark.parametrize("paper", gr.PAPERS)
 def test_quick_sets_pick_cases_that_ran_faithfully_here(paper):
     """A quick run is a check a user makes first: each of its cases must be one whose
-    full runs held every invariant on this kind of machine (docs/results), not one
+    full runs held every invariant on this kind of machine (the ledger of
+    docs/results, or the archived pages' runs for a case run before it), not one
     known to give only INVALID runs (the parking lot at 3 x 10 Mb/s)."""
-    rows = list(csv.DictReader(open(REPO / "docs" / "results" / f"{paper}-runs.csv")))
-    valid_cases = {r["case"] for r in rows if r["valid"] == "1"}
+    results = REPO / "docs" / "results"
+    valid_cases = set()
+    if (results / f"{paper}-runs.csv").exists():
+        valid_cases |= {r["case"] for r in csv.DictReader(open(results / f"{paper}-runs.csv")) if r["status"] == "valid"}
+    if (results / "archive" / f"{paper}-runs.csv").exists():
+        valid_cases |= {r["case"] for r in csv.DictReader(open(results / "archive" / f"{paper}-runs.csv"))
+                        if r["valid"] == "1"}
     grid = gr.load_grid(paper)
     for case in grid.selected(quick=True):
         assert case.id in valid_cases, f"{paper}: quick case {case.id!r} has no valid run in docs/results"
@@ -310,27 +295,9 @@ def test_default_tcp_drops_the_reservation_it_cannot_take():
     assert len(tcp["reservations"]) == 3                       # the edge still meters it
 
 
-def test_resume_skips_only_complete_valid_runs(tmp_path, make_run_dir):
-    done = make_run_dir("a/seed1/x", meta=RunMeta(ok=True, duration_s=60.0, fidelity={"valid": True})).path
-    invalid = make_run_dir("a/seed1/y", meta=RunMeta(ok=True, fidelity={"valid": False})).path
-    old = make_run_dir("a/seed2/x", meta=RunMeta(ok=True)).path             # from before the checks
-    broken = make_run_dir("a/seed2/y").path
-    RunDir(broken).run_json.write_text('{"ok": "yes"}')
-    assert reproduce.is_done(done) and reproduce.is_done(done, 60.0)
-    assert not reproduce.is_done(invalid) and not reproduce.is_done(old)
-    assert not reproduce.is_done(broken) and not reproduce.is_done(tmp_path / "none")
-    # A --quick run (30 s) in the same folder is not a run of the full grid.
-    assert not reproduce.is_done(done, 30.0)
-    case = gr.load_grid("dft").case("cluster10")
-    assert reproduce.planned_duration_s(case, quick=True) < reproduce.planned_duration_s(case, quick=False)
-    moved = reproduce.supersede(tmp_path, invalid)
-    assert not invalid.exists() and RunDir(moved).has_meta()
-    assert moved.parent == tmp_path / "superseded"
-
-
 def test_calibration_scales_rates_and_keeps_the_bdp():
     case = gr.load_grid("obp").case("c10-rtt100")
-    half = reproduce.scaled_case(case, 0.5)
+    half = cal.scaled_case(case, 0.5)
     assert half.params["rate_mbit"] == pytest.approx(5.51)
     assert half.params["delay_ms"] == pytest.approx(96)
     assert half.params["queue_packets"] == case.params["queue_packets"]
@@ -358,73 +325,16 @@ def test_link_utilization_metric_takes_each_links_busier_port():
     assert cl.metric_value("link_utilization:b3", run, [], fidelity) is None
 
 
-def test_execute_resumes_skipping_complete_valid_runs(tmp_path, monkeypatch):
-    """A second invocation runs only what is missing, incomplete or INVALID, and
-    keeps the superseded attempt."""
-    from bwn.emulation import runner as experiment
-    calls: list[tuple[str, int]] = []
-    invalid = {"newreno"}
-
-    def fake_run_scheme(cfg, scheme, out_dir, duration_s, progress=print):
-        calls.append((scheme, cfg.seed))
-        out_dir.mkdir(parents=True, exist_ok=True)
-        valid = scheme not in invalid
-        meta = RunMeta(ok=True, seed=cfg.seed, duration_s=duration_s,
-                       fidelity={"valid": valid, "summary": "valid" if valid else "INVALID: cpu"})
-        RunDir(out_dir).write_meta(meta)
-        return meta
-
-    monkeypatch.setattr(experiment, "run_scheme", fake_run_scheme)
-    monkeypatch.setattr(reproduce, "LOCK_YIELD_S", 0.0)
-    from dataclasses import replace
-    grid = gr.load_grid("gtcp")
-    # 2 seeds per case here, whatever number the real grid asks of a case
-    grid = replace(grid, cases=tuple(replace(c, seeds=None) for c in grid.cases))
-    plan = [run for run in reproduce.planned_runs(grid, quick=False, seeds=2) if run[0].id == "basic"]
-    out = tmp_path / "gtcp"
-    schemes = ["gtcp", "gtcp:cwnd_g_rtt=srtt", "newreno"]
-    assert list(grid.cases[0].schemes) == schemes
-    monkeypatch.setattr(reproduce, "commit_text", lambda out=None: "abc1234")
-    monkeypatch.setattr(reproduce, "machine_text", lambda: "box: 2 CPUs")
-    reproduce.execute(grid, out, plan, quick=False, progress=lambda m: None, command="bwn reproduce gtcp --out r")
-    assert sorted(calls) == [(x, s) for x in schemes for s in (1, 2)]
-    assert RunDir(out / "basic" / "seed2" / "gtcp").scenario_toml.exists()
-    timing = json.loads((out / "timing.json").read_text())
-    entry = timing["runs"]["basic/seed1/gtcp"]
-    assert entry["command"] == "bwn reproduce gtcp --out r" and entry["commit"] == "abc1234"
-    assert entry["machine"] == "box: 2 CPUs"
-    # A page says which invocation, commit and machine made each run (not only the
-    # commit and machine that write the page, which may be another's).
-    made_by = {r.made_by for r in reproduce.collect(grid, out, plan, timing=timing)}
-    assert made_by == {"`bwn reproduce gtcp --out r` at abc1234 on box: 2 CPUs"}
-    assert entry["duration_s"] == grid.cases[0].duration_s and len(entry["finished_utc"]) == 16
-    calls.clear()
-    invalid.clear()
-    reproduce.execute(grid, out, plan, quick=False, progress=lambda m: None)
-    assert sorted(calls) == [("newreno", 1), ("newreno", 2)]          # the INVALID ones, again
-    assert len(list((out / "superseded").iterdir())) == 2
-    calls.clear()
-    reproduce.execute(grid, out, plan, quick=False, progress=lambda m: None)
-    assert calls == []
-    # The quick subset's shorter runs do not count as done: all run again.
-    reproduce.execute(grid, out, plan, quick=True, progress=lambda m: None)
-    assert len(calls) == len(plan)
-    timing = json.loads((out / "timing.json").read_text())
-    assert set(timing["runs"]) == {f"basic/seed{s}/{x}" for s in (1, 2)
-                                   for x in ("gtcp", "gtcp_cwnd_g_rtt_srtt", "newreno")}
-
-
 def test_reordered_metric_sums_the_receivers_counts_of_the_runs_flows(tmp_path):
     from bwn.analysis import report
     run = report.SchemeRun("gtcp", [])
     run.flow_ids = {"g4": 11, "g2": 12}
-    receiver = RunDir(tmp_path).receiver_summary("h2")
-    receiver.write_text(json.dumps([
+    (tmp_path / "recv-h2.summary.json").write_text(json.dumps([
         {"flow_id": 11, "reordered_segments": 3}, {"flow_id": 12, "reordered_segments": 0},
         {"flow_id": 99, "reordered_segments": 50}]))          # another run's flow: not counted
     assert cl.metric_value("reordered:all", run, [], {}, tmp_path) == 3.0
     assert cl.metric_value("reordered:g2", run, [], {}, tmp_path) == 0.0
-    receiver.write_text(json.dumps([{"flow_id": 11}]))                     # an older receiver
+    (tmp_path / "recv-h2.summary.json").write_text(json.dumps([{"flow_id": 11}]))   # an older receiver
     assert cl.metric_value("reordered:all", run, [], {}, tmp_path) is None
 
 
@@ -451,94 +361,12 @@ def test_the_command_line_is_the_papers_own_invocation():
     import argparse
     parser = argparse.ArgumentParser()
     reproduce.add_arguments(parser)
-    args = parser.parse_args(["all", "--quick", "--seeds", "2", "--cases", "a,b", "--out", "my results"])
-    assert reproduce.command_line(args, "dft") == "bwn reproduce dft --quick --seeds 2 --cases a,b --out 'my results'"
+    args = parser.parse_args(["all", "--quick", "--cases", "a,b", "--out", "my results"])
+    assert reproduce.command_line(args, "dft") == "bwn reproduce dft --quick --cases a,b --out 'my results'"
     args = parser.parse_args(["obp", "--report-only"])
-    assert reproduce.command_line(args, "obp") == "bwn reproduce obp --report-only --out results"
-    # --no-carry changes which runs are made (none is carried from PAPER-runs.csv)
-    args = parser.parse_args(["ebn", "--no-carry", "--cases", "ss1000"])
-    assert reproduce.command_line(args, "ebn") == "bwn reproduce ebn --cases ss1000 --no-carry --out results"
-
-
-def test_the_header_names_every_command_and_commit_that_made_the_runs(tmp_path):
-    records = [rec(tmp_path, "a", 1, "x", 1.0), rec(tmp_path, "a", 1, "y", 1.0),
-               rec(tmp_path, "a", 2, "x", 1.0), rec(tmp_path, "a", 2, "y", 1.0), rec(tmp_path, "b", 1, "x", 1.0)]
-    for r, finished in zip(records[:2], ("2026-11-25 13:05", "2026-11-25 13:01")):
-        r.made_by, r.finished_utc = "`bwn reproduce test --out r` at aaa", finished
-    records[2].made_by, records[2].finished_utc = "`bwn reproduce test --cases a --out r` at bbb", "2026-11-25 14:00"
-    records[4].complete = False                                  # not run: not counted
-    assert reproduce.runs_made_by(records) == (
-        "`bwn reproduce test --out r` at aaa (2 runs, finished 2026-11-25 13:01 - 13:05 UTC); "
-        "`bwn reproduce test --cases a --out r` at bbb (1 runs, finished 2026-11-25 14:00 - 14:00 UTC); "
-        "1 runs without a record of their command (made before it was kept)")
-    assert reproduce.runs_made_by(records[4:]) == "no run recorded"
-
-
-def test_valid_runs_of_the_committed_table_are_carried_to_a_new_machine(tmp_path, monkeypatch):
-    """The raw folders are gone (a new machine); the committed PAPER-runs.csv says which
-    runs were complete, valid and how long: those count again with their metrics and
-    are not run again; INVALID ones are shown again (never averaged) and made again;
-    older rows without a duration and runs of another duration are not carried."""
-    grid = make_grid([BETTER])
-    case = grid.case("a")
-    records = [rec(tmp_path, "a", seed, x, 1.0 + seed + (x == "x")) for seed in (1, 2) for x in ("x", "y")]
-    records[3].valid = False                                       # seed 2, y: INVALID
-    for r in records:
-        r.duration_s, r.made_by, r.finished_utc = 10.0, "`bwn reproduce test --out r` at aaa", "2026-11-25 13:00"
-    judgements = reproduce.judge_all(grid, [case], records)
-    reproduce.write_outputs(grid, tmp_path, [case], records, judgements, {})
-    names = reproduce.metric_names(grid)
-    carried = reproduce.carried_records(tmp_path, "test", names)
-    assert sorted(carried) == [("a", 1, "x"), ("a", 1, "y"), ("a", 2, "x"), ("a", 2, "y")]
-    assert [r.usable for _, r in sorted(carried.items())] == [True, True, True, False]
-    assert carried[("a", 2, "y")].fidelity == records[3].fidelity
-    back = carried[("a", 2, "x")]
-    assert back.carried and back.usable and back.duration_s == 10.0 and back.made_by == records[2].made_by
-    assert back.metrics["goodput_bps:all"] == pytest.approx(4.0) and back.metrics["jain"] is None
-    assert back.path == records[2].path
-
-    # Resumption: only what the table cannot vouch for is run.
-    from bwn.emulation import runner as experiment
-    calls: list[tuple[str, int]] = []
-
-    def fake_run_scheme(cfg, scheme, out_dir, duration_s, progress=print):
-        calls.append((scheme, cfg.seed))
-        out_dir.mkdir(parents=True, exist_ok=True)
-        RunDir(out_dir).write_meta(RunMeta(ok=True, duration_s=duration_s, fidelity={"valid": True}))
-    monkeypatch.setattr(experiment, "run_scheme", fake_run_scheme)
-    monkeypatch.setattr(reproduce, "LOCK_YIELD_S", 0.0)
-    monkeypatch.setattr(reproduce, "config_for", lambda g, c, seed, scheme, quick: (
-        {}, type("Cfg", (), {"seed": seed, "duration_s": reproduce.planned_duration_s(c, quick)})()))
-    plan = [(case, seed, x) for seed in (1, 2) for x in ("x", "y")]
-    reproduce.execute(grid, tmp_path / "test", plan, quick=False, progress=lambda m: None, carried=carried)
-    assert calls == [("y", 2)]
-    calls.clear()
-    reproduce.execute(grid, tmp_path / "test", plan, quick=True, progress=lambda m: None, carried=carried)
-    assert len(calls) == 4                                 # 5 s quick runs are not the table's 10 s runs
-
-    # The report counts the carried runs and says so; a folder here beats the table.
-    collected = reproduce.collect(grid, tmp_path / "test", plan[:3], quick=False, carried=carried)
-    assert [r.carried for r in collected] == [False, False, False]      # all three have folders now
-    import shutil
-    shutil.rmtree(tmp_path / "test")
-    collected = reproduce.collect(grid, tmp_path / "test", plan, quick=False, carried=carried)
-    assert [(r.carried, r.usable) for r in collected] == [(True, True)] * 3 + [(True, False)]
-    md = reproduce.write_outputs(grid, tmp_path, [case], collected,
-                                 reproduce.judge_all(grid, [case], collected), {})
-    text = md.read_text()
-    assert "4 of them carried from an earlier session's test-runs.csv" in text
-    assert "`test/a/seed1/x` (earlier session)" in text
-    assert "| a | 2 | y | **INVALID** |" in text                     # shown again, never averaged
-    # ... and writes them back, so the next machine carries them too.
-    assert sorted(reproduce.carried_records(tmp_path, "test", names)) == sorted(carried)
-    # An older table (no duration column) carries nothing.
-    table = tmp_path / "test-runs.csv"
-    rows = list(csv.DictReader(table.open()))
-    with table.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, [k for k in rows[0] if k != "duration_s"], extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
-    assert reproduce.carried_records(tmp_path, "test", names) == {}
+    assert reproduce.command_line(args, "obp") == "bwn reproduce obp --report-only"      # the default --out
+    args = parser.parse_args(["ebn", "--no-carry", "--cases", "ss1000", "--out", "r"])
+    assert reproduce.command_line(args, "ebn") == "bwn reproduce ebn --cases ss1000 --no-carry --out r"
 
 
 def test_an_all_unclear_claim_is_inconclusive_and_its_evidence_shows_each_seed(tmp_path):
@@ -546,9 +374,9 @@ def test_an_all_unclear_claim_is_inconclusive_and_its_evidence_shows_each_seed(t
     near = gr.Claim("ratio", "x near 1", "Fig. 6", "near", metric, "x", target=1.0, tolerance=0.2)
     grid = make_grid([near])
     records = [rec(tmp_path, "a", seed, "x", v, metric=metric) for seed, v in ((1, 1.07), (2, 0.856), (3, 0.927))]
-    judgements = reproduce.judge_all(grid, [grid.case("a")], records)
-    assert judgements[0].cases[0].outcome == stats.UNCLEAR and judgements[0].verdict == stats.INCONCLUSIVE
-    text = reproduce.write_outputs(grid, tmp_path, [grid.case("a")], records, judgements, {}).read_text()
+    judgement = cl.judge(grid, near, [grid.case("a")], records)
+    assert judgement.cases[0].outcome == stats.UNCLEAR and judgement.verdict == stats.INCONCLUSIVE
+    text = write_page(grid, tmp_path, [grid.case("a")], records).read_text()
     assert "| ratio | x near 1 | Fig. 6 |" in text and "**inconclusive**" in text
     assert "* case a (unclear): the quantity per valid seed: seed 1 1.07, seed 2 0.856, seed 3 0.927 / x: " in text
 
@@ -560,140 +388,43 @@ def test_the_evidence_of_a_paired_claim_lists_only_seeds_whose_pair_is_valid(tmp
     for seed, (x, y) in enumerate([(1.0, 1.1), (2.0, 2.2), (3.0, 3.1)], start=1):
         records += [rec(tmp_path, "a", seed, "x", x), rec(tmp_path, "a", seed, "y", y, valid=seed != 3)]
     grid = make_grid([BETTER])
-    judgements = reproduce.judge_all(grid, [grid.case("a")], records)
-    assert judgements[0].cases[0].estimate.n == 2
-    text = reproduce.write_outputs(grid, tmp_path, [grid.case("a")], records, judgements, {}).read_text()
+    assert cl.judge(grid, BETTER, [grid.case("a")], records).cases[0].estimate.n == 2
+    text = write_page(grid, tmp_path, [grid.case("a")], records).read_text()
     (line,) = [ln for ln in text.splitlines() if "the quantity per valid seed" in ln]
     assert "seed 1 -9.1 %, seed 2 -9.1 % /" in line and "seed 3" not in line.split(" / ")[0]
 
 
-def test_an_invocation_for_some_cases_keeps_the_rest_of_the_grid(tmp_path):
-    """`--cases X` runs only X's runs, but the page and PAPER-runs.csv still cover the
-    whole grid (carried rows of the other cases are kept, not dropped)."""
-    import argparse
-    grid = gr.load_grid("dft")
-    plan = reproduce.planned_runs(grid, quick=False, seeds=3)
-    names = reproduce.metric_names(grid)
-    records = []
-    for case, seed, scheme in plan:
-        r = cl.RunRecord(case.id, seed, scheme, reproduce.run_dir(tmp_path / "dft", case, seed, scheme), True, True,
-                         "valid", {n: 1.0 for n in names}, duration_s=case.duration_s,
-                         made_by="`bwn reproduce dft --out r` at aaa", finished_utc="2026-11-24 01:44")
-        records.append(r)
-    reproduce.write_outputs(grid, tmp_path, list(grid.cases), records,
-                            reproduce.judge_all(grid, list(grid.cases), records), {})
-    parser = argparse.ArgumentParser()
-    reproduce.add_arguments(parser)
-    args = parser.parse_args(["dft", "--report-only", "--cases", "friendly", "--out", str(tmp_path)])
-    assert reproduce.main(args) == 0
-    rows = list(csv.DictReader(open(tmp_path / "dft-runs.csv")))
-    assert len(plan) > 30 and len(rows) == len(plan)
-    assert {r["case"] for r in rows} == {c.id for c in grid.cases}
-    text = (tmp_path / "dft.md").read_text()
-    assert f"Runs: {len(plan)} planned, {len(plan)} valid" in text and "this invocation: cases friendly" in text
-    assert "| cluster20 | 20 flows" in text
-
-
-def test_execute_runs_again_what_an_edited_case_made(tmp_path, monkeypatch):
-    """A complete, valid run is kept only while its case renders to the scenario
-    it was made with: after a case's parameters change (or the stored scenario is
-    not the case's), its runs are made again and the old ones superseded."""
-    import dataclasses
-    from bwn.emulation import runner as experiment
-    calls: list[tuple[str, int]] = []
-
-    def fake_run_scheme(cfg, scheme, out_dir, duration_s, progress=print):
-        calls.append((scheme, cfg.seed))
-        meta = RunMeta(ok=True, seed=cfg.seed, duration_s=duration_s, fidelity={"valid": True})
-        RunDir(out_dir).write_meta(meta)
-        return meta
-
-    monkeypatch.setattr(experiment, "run_scheme", fake_run_scheme)
-    monkeypatch.setattr(reproduce, "LOCK_YIELD_S", 0.0)
-    grid = gr.load_grid("gtcp")
-    case = grid.case("basic")
-    plan = [(case, 1, "newreno")]
-    out = tmp_path / "gtcp"
-    reproduce.execute(grid, out, plan, quick=False, progress=lambda m: None)
-    run = out / "basic" / "seed1" / "newreno"
-    _, cfg = reproduce.config_for(grid, case, 1, "newreno", False)
-    assert reproduce.made_with(run, case, cfg)
-    reproduce.execute(grid, out, plan, quick=False, progress=lambda m: None)
-    assert calls == [("newreno", 1)]                                   # kept: same scenario
-    # A scheme added to the case is new runs; this one's scenario is unchanged.
-    widened = dataclasses.replace(case, schemes=(*case.schemes, "vegas"))
-    _, widened_cfg = reproduce.config_for(grid, widened, 1, "newreno", False)
-    assert reproduce.made_with(run, widened, widened_cfg)
-    assert reproduce.scenario_fingerprint(widened_cfg) == reproduce.scenario_fingerprint(cfg)
-    edited = dataclasses.replace(case, params={**case.params, "af_packets": 20})
-    _, edited_cfg = reproduce.config_for(grid, edited, 1, "newreno", False)
-    assert not reproduce.made_with(run, edited, edited_cfg)
-    messages: list[str] = []
-    reproduce.execute(grid, out, [(edited, 1, "newreno")], quick=False, progress=messages.append)
-    assert calls == [("newreno", 1)] * 2
-    assert any("another scenario" in m for m in messages)
-    assert len(list((out / "superseded").iterdir())) == 1
-    assert reproduce.made_with(run, edited, edited_cfg)
-    # A missing or unreadable scenario is not the case's either.
-    RunDir(run).scenario_toml.write_text("not [toml")
-    assert not reproduce.made_with(run, edited, edited_cfg)
-    RunDir(run).scenario_toml.unlink()
-    assert not reproduce.made_with(run, edited, edited_cfg)
-
-
-def test_a_carried_run_counts_only_for_the_scenario_it_was_made_with(tmp_path):
-    """PAPER-runs.csv keeps each run's scenario fingerprint: on a new machine a row
-    vouches for a run only while its case renders to the same scenario; a folder
-    made with another scenario is reported incomplete, never averaged."""
-    import dataclasses
-    grid = gr.load_grid("gtcp")
-    case = grid.case("basic")
-    edited = dataclasses.replace(case, params={**case.params, "af_packets": 20})
-    _, cfg = reproduce.config_for(grid, case, 1, "newreno", False)
-    _, edited_cfg = reproduce.config_for(grid, edited, 1, "newreno", False)
-    assert reproduce.scenario_fingerprint(cfg) == reproduce.scenario_fingerprint(
-        reproduce.config_for(grid, case, 1, "newreno", False)[1])
-    assert reproduce.scenario_fingerprint(cfg) != reproduce.scenario_fingerprint(edited_cfg)
-    assert reproduce.scenario_fingerprint(cfg) != reproduce.scenario_fingerprint(
-        reproduce.config_for(grid, case, 2, "newreno", False)[1])             # the seed is part of it
-    out = tmp_path / "gtcp"
-    record = cl.RunRecord("basic", 1, "newreno", out / "basic" / "seed1" / "newreno", True, True, "valid",
-                          {}, duration_s=case.duration_s, scenario=reproduce.scenario_fingerprint(cfg))
-    reproduce.write_outputs(grid, tmp_path, [case], [record], reproduce.judge_all(grid, [case], [record]), {})
-    carried = reproduce.carried_records(tmp_path, "gtcp", reproduce.metric_names(grid))
-    assert carried[("basic", 1, "newreno")].scenario == record.scenario
-    assert reproduce.done_where(out, case, 1, "newreno", False, cfg, carried) == "in an earlier session (gtcp-runs.csv)"
-    assert reproduce.done_where(out, edited, 1, "newreno", False, edited_cfg, carried) == ""
-    # The report: a folder made with the edited case is not the case's run.
-    run = RunDir(reproduce.run_dir(out, case, 1, "newreno"))
-    run.write_meta(RunMeta(ok=True, duration_s=case.duration_s, fidelity={"valid": True}))
-    run.scenario_toml.write_text(tomli_w.dumps(reproduce.config_for(grid, edited, 1, "newreno", False)[0]))
-    [shown] = reproduce.collect(grid, out, [(case, 1, "newreno")], quick=False, carried=carried)
-    assert not shown.carried and not shown.usable and "another scenario" in shown.fidelity
-
-
-def test_a_case_may_ask_for_more_seeds_than_the_grid_and_quick_runs_one():
+def test_every_case_runs_the_seeds_its_grid_declares_and_quick_runs_one():
     base = gr.Case("a", "case a", "dumbbell", {}, ("x", "y"), 10, 5)
-    more = gr.Case("b", "case b", "dumbbell", {}, ("x",), 10, 5, seeds=5)
+    more = gr.Case("b", "case b", "dumbbell", {}, ("x",), 10, 5, seeds=8)
     grid = gr.Grid("test", "Test", "A. Author, Title.", "none", (base, more), ())
-    plan = reproduce.planned_runs(grid, quick=False, seeds=3, cases=[base, more])
-    assert [(c.id, s, x) for c, s, x in plan if c.id == "b"] == [("b", s, "x") for s in range(1, 6)]
-    assert {s for c, s, _ in plan if c.id == "a"} == {1, 2, 3}
-    assert {s for c, s, _ in reproduce.planned_runs(grid, False, 7, [base, more]) if c.id == "b"} == set(range(1, 8))
-    assert {s for _, s, _ in reproduce.planned_runs(grid, True, 3, [base, more])} == {1}
+    plan = pl.planned_runs(grid, quick=False)
+    assert [r.key for r in plan if r.key.case == "b"] == [pl.RunKey("test", "b", s, "x") for s in range(1, 9)]
+    assert {r.key.seed for r in plan if r.key.case == "a"} == set(range(1, gr.MIN_SEEDS + 1))
+    assert {r.key.seed for r in pl.planned_runs(grid, True, [base, more])} == {1}
 
 
-@pytest.mark.parametrize("bad", ["0", "-2", "2.5", "true", '"8"'])
-def test_a_cases_seeds_must_be_a_whole_number_of_at_least_one(tmp_path, bad):
+@pytest.mark.parametrize("paper", gr.PAPERS)
+def test_every_committed_grid_declares_at_least_five_seeds_per_case(paper):
+    assert all(c.seeds >= 5 for c in gr.load_grid(paper).cases)
+
+
+@pytest.mark.parametrize("bad", ["0", "4", "2.5", "true", '"8"'])
+def test_seeds_must_be_a_whole_number_of_at_least_five(tmp_path, bad):
     path = tmp_path / "g.toml"
     path.write_text(f'[paper]\ntitle = "t"\n\n[[cases]]\nid = "a"\ntemplate = "dumbbell"\nschemes = ["x"]\n'
                     f'seeds = {bad}\n')
     with pytest.raises(gr.GridError) as err:
         gr.load_grid("t", path)
-    assert str(err.value) == (f"{path}: cases[0]: seeds must be a whole number >= 1, not "
+    assert str(err.value) == (f"{path}: cases[0]: seeds must be a whole number >= 5 (fixed before the runs), not "
                               f"{gr.tomllib.loads(f'v = {bad}')['v']!r}")
-    path.write_text('[paper]\ntitle = "t"\n\n[[cases]]\nid = "a"\ntemplate = "dumbbell"\nschemes = ["x"]\nseeds = 8\n')
-    assert gr.load_grid("t", path).cases[0].seeds == 8
+    path.write_text(f'[paper]\ntitle = "t"\nseeds = {bad}\n\n[[cases]]\nid = "a"\ntemplate = "dumbbell"\n'
+                    'schemes = ["x"]\n')
+    with pytest.raises(gr.GridError, match=r"\[paper\]: seeds must be a whole number >= 5"):
+        gr.load_grid("t", path)
+    path.write_text('[paper]\ntitle = "t"\nseeds = 6\n\n[[cases]]\nid = "a"\ntemplate = "dumbbell"\n'
+                    'schemes = ["x"]\n\n[[cases]]\nid = "b"\ntemplate = "dumbbell"\nschemes = ["x"]\nseeds = 8\n')
+    assert [c.seeds for c in gr.load_grid("t", path).cases] == [6, 8]
 
 
 def test_a_grid_renders_from_its_templates_as_they_were_when_it_was_loaded(tmp_path, monkeypatch):
@@ -741,3 +472,122 @@ def test_a_case_sets_how_it_is_emulated_but_not_what_the_grid_sets(tmp_path):
         gr.load_grid("t", path)
     assert str(err.value) == f"{path}: cases[0]: experiment must be a table of [experiment] keys, not 'shared'"
 
+
+
+# -- the new kinds of claim and the inventory --------------------------------------------------
+
+def trend_grid(claim: gr.Claim) -> gr.Grid:
+    cases = tuple(gr.Case(f"d{d}", f"delay {d}", "dumbbell", {"delay_ms": d}, ("x", "y"), 10, 5)
+                  for d in (20, 200, 1000))
+    return gr.Grid("test", "Test paper", "A. Author, Title.", "none", cases, (claim,))
+
+
+def test_a_trend_is_judged_once_on_each_seeds_slope_over_the_cases(tmp_path):
+    """"The gain is larger at smaller delays": per seed, the slope of the gain over
+    log(delay) must be below 0 over the seeds' interval."""
+    claim = gr.Claim("gain falls with delay", "larger at smaller delays", "Sec. 5", "trend", "goodput_bps:all",
+                     "x", "y", x="delay_ms", direction="decreasing", log_x=True)
+    grid = trend_grid(claim)
+    records = []
+    for seed in range(1, 6):
+        for d, gain in ((20, 0.30), (200, 0.15), (1000, 0.05)):
+            records += [rec(tmp_path, f"d{d}", seed, "x", 1.0 + gain + 0.01 * seed),
+                        rec(tmp_path, f"d{d}", seed, "y", 1.0)]
+    j = cl.judge(grid, claim, list(grid.cases), records)
+    assert j.trend is not None and j.trend.n == 5 and j.trend.high < 0
+    assert j.verdict == stats.REPRODUCED
+    assert all(c.outcome == stats.NONE for c in j.cases)          # cases are not judged one by one
+    rising = gr.Claim("rises", "larger at larger delays", "Sec. 5", "trend", "goodput_bps:all", "x", "y",
+                      x="delay_ms", direction="increasing", log_x=True)
+    assert cl.judge(grid, rising, list(grid.cases), records).verdict == stats.NOT_REPRODUCED
+    # A seed missing a case (its run INVALID) gives no slope: the others still judge.
+    records[0].valid = False
+    assert cl.judge(grid, claim, list(grid.cases), records).trend.n == 4
+    text = write_page(grid, tmp_path, list(grid.cases), records).read_text()
+    assert "slope of gain of x over y in goodput per ln(delay_ms)" in text
+
+
+def test_near_on_a_gain_judges_the_papers_number_with_its_band(tmp_path):
+    """SARBE's +14 % over Westwood, within ± 50 % of the gain: a tight +1 % is a no."""
+    claim = gr.Claim("x +14 %", "14 % more", "Fig. 7", "near", "goodput_bps:all", "x", "y",
+                     target=0.14, tolerance=0.5)
+    grid = make_grid([claim])
+    near = [r for s in range(1, 6) for r in (rec(tmp_path, "a", s, "x", 1.13 + 0.005 * s), rec(tmp_path, "a", s, "y", 1.0))]
+    far = [r for s in range(1, 6) for r in (rec(tmp_path, "b", s, "x", 1.01 + 0.001 * s), rec(tmp_path, "b", s, "y", 1.0))]
+    j = cl.judge(grid, claim, list(grid.cases), near + far)
+    assert [c.outcome for c in j.cases] == [stats.YES, stats.NO] and j.verdict == stats.PARTLY
+    assert claim.band() == (pytest.approx(0.07), pytest.approx(0.21))
+    absolute = gr.Claim("jain", "near 1", "Fig. 7", "near", "jain", "x", target=1.0, tolerance_abs=0.02)
+    assert absolute.band() == (pytest.approx(0.98), pytest.approx(1.02))
+
+
+def test_equal_holds_only_when_the_whole_interval_is_within_the_margin(tmp_path):
+    claim = gr.Claim("x = y", "the same below 0.01 % loss", "Fig. 5", "equal", "goodput_bps:all", "x", "y")
+    grid = make_grid([claim])
+    same = [r for s in range(1, 6) for r in (rec(tmp_path, "a", s, "x", 1.0 + 0.002 * (s - 3)), rec(tmp_path, "a", s, "y", 1.0))]
+    apart = [r for s in range(1, 6) for r in (rec(tmp_path, "b", s, "x", 1.2 + 0.01 * s), rec(tmp_path, "b", s, "y", 1.0))]
+    j = cl.judge(grid, claim, list(grid.cases), same + apart)
+    assert [c.outcome for c in j.cases] == [stats.YES, stats.NO]
+
+
+def test_counts_and_fractions_get_their_own_intervals(tmp_path):
+    drops = gr.Claim("few drops", "no drops", "Fig. 4", "at_most", "retransmissions:all", "x", threshold=1.0)
+    grid = make_grid([drops])
+    records = [rec(tmp_path, "a", s, "x", v, metric="retransmissions:all") for s, v in enumerate([0, 0, 3, 0, 0], 1)]
+    est = cl.judge(grid, drops, [grid.case("a")], records).cases[0].estimate
+    assert est.method == "quasi-Poisson" and est.low > 0                   # Student-t would go below 0
+    assert cl.support_of("utilization:all") is stats.Support.FRACTION
+    assert cl.support_of("jain") is stats.Support.FRACTION
+    assert cl.support_of("goodput_bps:g4") is stats.Support.REAL
+
+
+GRID_HEAD = '[paper]\ntitle = "t"\n\n[[cases]]\nid = "a"\ntemplate = "dumbbell"\nschemes = ["x", "y"]\n' \
+            'params = { delay_ms = 10 }\n\n'
+CLAIM = '[[claims]]\nid = "c1"\nstatement = "x beats y"\nkind = "better"\nmetric = "jain"\nscheme = "x"\nversus = "y"\n\n'
+
+
+@pytest.mark.parametrize("body, message", [
+    (CLAIM + '[[inventory]]\nid = "i1"\nquote = "q"\nwhere = "Fig. 1"\nkind = "direction"\n',
+     "inventory[0]: an item is judged by its 'claims' or says why it is not ('not_judged'), one of the two"),
+    (CLAIM + '[[inventory]]\nid = "i1"\nquote = "q"\nwhere = "Fig. 1"\nkind = "direction"\nclaims = ["c9"]\n',
+     "inventory[0]: unknown claim(s) ['c9']"),
+    (CLAIM + '[[inventory]]\nid = "i1"\nquote = "q"\nwhere = "Fig. 1"\nkind = "direction"\nnot_judged = "no 2.5 Gb/s"\n',
+     "claim(s) c1 judge no inventory item"),
+    (CLAIM + '[[inventory]]\nid = "i1"\nquote = "q"\nwhere = "Fig. 1"\nkind = "vibe"\nclaims = ["c1"]\n',
+     "inventory[0]: kind 'vibe' is not one of"),
+    ('[[claims]]\nid = "t"\nstatement = "s"\nkind = "trend"\nmetric = "jain"\nscheme = "x"\nx = "delay_ms"\n',
+     "claims[0]: a 'trend' claim needs 'x' (a case parameter) and 'direction'"),
+    ('[[claims]]\nid = "t"\nstatement = "s"\nkind = "trend"\nmetric = "jain"\nscheme = "x"\nx = "rate"\n'
+     'direction = "increasing"\n', "claims[0]: case(s) a have no parameter 'rate' to trend over"),
+    ('[[claims]]\nid = "n"\nstatement = "s"\nkind = "near"\nmetric = "jain"\nscheme = "x"\ntarget = 1.0\n',
+     "claims[0]: a 'near' claim needs 'target' and one of 'tolerance'"),
+    ('[[claims]]\nid = "n"\nstatement = "s"\nkind = "near"\nmetric = "jain"\nscheme = "x"\ntarget = 1.0\n'
+     'tolerance = 0.1\ntolerance_abs = 0.1\n', "claims[0]: a 'near' claim needs 'target' and one of 'tolerance'"),
+    ('[[claims]]\nid = "e"\nstatement = "s"\nkind = "equal"\nmetric = "jain"\nscheme = "x"\n',
+     "claims[0]: a 'equal' claim needs 'versus'"),
+    (CLAIM + CLAIM, "claim ids are not unique"),
+])
+def test_a_grid_with_an_unusable_claim_or_inventory_is_refused(tmp_path, body, message):
+    path = tmp_path / "g.toml"
+    path.write_text(GRID_HEAD + body)
+    with pytest.raises(gr.GridError) as err:
+        gr.load_grid("t", path)
+    assert message in str(err.value)
+
+
+def test_the_verdict_table_lists_every_inventory_item_judged_or_not(tmp_path):
+    path = tmp_path / "g.toml"
+    path.write_text(GRID_HEAD + CLAIM + '[[claims]]\nid = "dev"\nstatement = "our floor"\nkind = "at_least"\n'
+                    'metric = "jain"\nscheme = "x"\nthreshold = 0.5\ndeviation = "OBP with a floor"\n\n'
+                    '[[inventory]]\nid = "i1"\nquote = "x wins"\nwhere = "Fig. 1"\nkind = "direction"\nclaims = ["c1"]\n\n'
+                    '[[inventory]]\nid = "i2"\nquote = "at 2.5 Gb/s"\nwhere = "Fig. 2"\nkind = "bound"\n'
+                    'paper_value = "> 95 %"\nnot_judged = "needs 2.5 Gb/s links"\n')
+    grid = gr.load_grid("t", path)
+    records = [rec(tmp_path, "a", s, x, 1.0 + 0.2 * (x == "x"), metric="jain") for s in range(1, 6) for x in "xy"]
+    text = write_page(grid, tmp_path, list(grid.cases), records).read_text()
+    assert "2 claims, figures and trends in the paper's evaluation: 1 judged (1 reproduced), 1 not judged" in text
+    assert "| i1 | x wins | Fig. 1 | - | c1: a: +20.0 % [+20.0 %, +20.0 %] (n=5) yes | **reproduced** |" in text
+    assert "| i2 | at 2.5 Gb/s | Fig. 2 | > 95 % | not judged: needs 2.5 Gb/s links | - |" in text
+    assert "### Our named deviations (never judged under the paper's name)" in text
+    assert "| dev | our floor | OBP with a floor |" in text
+    assert page.tally(grid, [cl.judge(grid, c, list(grid.cases), records) for c in grid.claims])["reproduced"] == 1

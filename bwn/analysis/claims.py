@@ -18,12 +18,18 @@ A metric is named ``NAME`` or ``NAME:ARG``:
 | ``share_fraction:FLOW`` | the flow's goodput / its max-min fair share (payload; the report's :class:`bwn.analysis.report.FairShares`, averaged over the flow's log rows) |
 | ``reordered:FLOW`` | first transmissions the flow's receiver got after a later one (the network reordered them; receivers' ``reordered_segments``; ``all``: summed) |
 
-Comparisons (``better``) are judged per case on paired seeds: the relative gain
-``value(scheme) / value(versus) - 1`` of the two runs that share a seed (same start
-offsets and flow ids), both valid; for ``lower_is_better`` metrics the gain is
-``1 - value(scheme) / value(versus)``. The claim holds in a case when the gain's
-interval lies above 0; when the whole interval lies within ± the claim's margin
-(default 1 %) the case is ``equal``: the schemes tie.
+A claim's quantity per case and seed is the metric of its scheme's run, or, for
+a comparison (a claim with ``versus``: ``better``, ``equal``, and ``near`` or
+``trend`` on a gain), the relative gain ``value(scheme) / value(versus) - 1`` of
+the two runs that share a seed (same start offsets and flow ids), both valid; for
+``lower_is_better`` metrics the gain is ``1 - value(scheme) / value(versus)``. A
+``trend`` claim's quantity is, per seed, the least-squares slope of that over the
+cases' parameter ``x``. How each is judged is bwn/analysis/stats.py's rule.
+
+Each metric has a support that decides its interval (:func:`support_of`): counts
+(retransmissions, timeouts, reordered segments), fractions in [0, 1]
+(utilization, Jain's index, a queue's fill), and real numbers (rates, gains,
+errors, ratios, slopes).
 """
 from __future__ import annotations
 
@@ -170,12 +176,26 @@ def metric_value(name: str, run: report.SchemeRun, rows: list[dict[str, Any]],
     raise ValueError(f"unknown metric {name!r}")
 
 
+#: Metric kinds whose value per run is a count, or a fraction in [0, 1].
+COUNT_METRICS = ("retransmissions", "timeouts", "reordered")
+FRACTION_METRICS = ("utilization", "jain", "queue_fraction", "link_utilization")
+
+
+def support_of(metric: str) -> stats.Support:
+    kind = metric.partition(":")[0]
+    if kind in COUNT_METRICS:
+        return stats.Support.COUNT
+    if kind in FRACTION_METRICS:
+        return stats.Support.FRACTION
+    return stats.Support.REAL
+
+
 @dataclass
 class CaseJudgement:
     case: Case
     estimate: stats.Estimate            # of the claim's quantity (gain or value)
     outcome: str
-    versus_estimate: Optional[stats.Estimate] = None   # 'better': each side's own value
+    versus_estimate: Optional[stats.Estimate] = None   # comparisons: each side's own value
     scheme_estimate: Optional[stats.Estimate] = None
     invalid_runs: list[RunRecord] = field(default_factory=list)
     runs: list[RunRecord] = field(default_factory=list)
@@ -186,6 +206,8 @@ class ClaimJudgement:
     claim: Claim
     cases: list[CaseJudgement]
     verdict: str
+    #: a 'trend' claim: the slope's estimate over the seeds, judged once for all its cases
+    trend: Optional[stats.Estimate] = None
 
 
 def _values(records: list[RunRecord], scheme: str, metric: str) -> dict[int, float]:
@@ -193,34 +215,80 @@ def _values(records: list[RunRecord], scheme: str, metric: str) -> dict[int, flo
             if r.scheme == scheme and r.usable and r.metrics.get(metric) is not None}
 
 
+def seed_quantities(claim: Claim, records: list[RunRecord]) -> dict[int, float]:
+    """seed -> the claim's quantity in one case (the runs of that case): the metric,
+    or for a comparison the paired gain of the two valid runs of the seed."""
+    own = _values(records, claim.scheme, claim.metric)
+    if not claim.compares:
+        return own
+    other = _values(records, claim.versus or "", claim.metric)
+    gains = {}
+    for seed in sorted(set(own) & set(other)):
+        if other[seed] == 0:
+            continue
+        ratio = own[seed] / other[seed]
+        gains[seed] = 1.0 - ratio if claim.lower_is_better else ratio - 1.0
+    return gains
+
+
+def quantity_support(claim: Claim) -> stats.Support:
+    return stats.Support.REAL if claim.compares else support_of(claim.metric)
+
+
+def case_outcome(claim: Claim, est: stats.Estimate) -> str:
+    """A case's outcome under the decision rule (bwn/analysis/stats.py)."""
+    if claim.kind == "better":
+        return stats.outcome_better(est, claim.margin)
+    if claim.kind == "equal":
+        return stats.outcome_within(est, -claim.margin, claim.margin)
+    if claim.kind == "at_least":
+        return stats.outcome_above(est, claim.threshold or 0.0, strict=False)
+    if claim.kind == "at_most":
+        return stats.outcome_below(est, claim.threshold or 0.0, strict=False)
+    if claim.kind == "near":
+        low, high = claim.band()
+        return stats.outcome_within(est, low, high)
+    raise ValueError(f"claim {claim.id}: kind {claim.kind!r} has no per-case outcome")
+
+
+def _x(claim: Claim, case: Case) -> float:
+    import math
+    x = float(case.params[claim.x or ""])
+    return math.log(x) if claim.log_x else x
+
+
 def judge(grid: Grid, claim: Claim, cases: list[Case], records: list[RunRecord]) -> ClaimJudgement:
     """The claim's outcome in each of its cases and its verdict (bwn/analysis/stats.py)."""
     judgements = []
+    per_case: dict[str, dict[int, float]] = {}
     for case in grid.claim_cases(claim, cases):
         mine = [r for r in records if r.case == case.id and r.scheme in (claim.scheme, claim.versus)]
         invalid = [r for r in mine if r.complete and r.valid is False]
-        own = _values(mine, claim.scheme, claim.metric)
-        scheme_est = stats.mean_interval(list(own.values()))
-        if claim.kind == "better":
-            other = _values(mine, claim.versus or "", claim.metric)
-            gains = []
-            for seed in sorted(set(own) & set(other)):
-                if other[seed] == 0:
-                    continue
-                ratio = own[seed] / other[seed]
-                gains.append(1.0 - ratio if claim.lower_is_better else ratio - 1.0)
-            est = stats.mean_interval(gains)
-            outcome = stats.outcome_gain(est, claim.margin)
-            judgements.append(CaseJudgement(case, est, outcome, stats.mean_interval(list(other.values())),
-                                            scheme_est, invalid, mine))
-            continue
-        est = scheme_est
-        if claim.kind == "at_least":
-            outcome = stats.outcome_above(est, claim.threshold or 0.0, strict=False)
-        elif claim.kind == "at_most":
-            outcome = stats.outcome_below(est, claim.threshold or 0.0, strict=False)
-        else:
-            target, tol = claim.target or 0.0, claim.tolerance or 0.0
-            outcome = stats.outcome_within(est, target - abs(target) * tol, target + abs(target) * tol)
-        judgements.append(CaseJudgement(case, est, outcome, None, scheme_est, invalid, mine))
-    return ClaimJudgement(claim, judgements, stats.verdict([j.outcome for j in judgements]))
+        quantities = seed_quantities(claim, mine)
+        per_case[case.id] = quantities
+        est = stats.mean_interval(list(quantities.values()), quantity_support(claim))
+        scheme_est = stats.mean_interval(list(_values(mine, claim.scheme, claim.metric).values()),
+                                         support_of(claim.metric))
+        versus_est = None if not claim.compares else stats.mean_interval(
+            list(_values(mine, claim.versus or "", claim.metric).values()), support_of(claim.metric))
+        outcome = stats.NONE if claim.kind == "trend" or est.mean is None else case_outcome(claim, est)
+        judgements.append(CaseJudgement(case, est, outcome, versus_est, scheme_est, invalid, mine))
+    if claim.kind != "trend":
+        return ClaimJudgement(claim, judgements, stats.verdict([j.outcome for j in judgements]))
+    # One slope per seed over the cases that seed has a quantity in (at least two).
+    xs = {j.case.id: _x(claim, j.case) for j in judgements}
+    seeds = sorted({seed for q in per_case.values() for seed in q})
+    slopes = []
+    for seed in seeds:
+        pts = [(xs[cid], q[seed]) for cid, q in per_case.items() if seed in q]
+        value = stats.slope([x for x, _ in pts], [y for _, y in pts])
+        if value is not None and len(pts) == len(per_case):
+            slopes.append(value)
+    trend = stats.mean_interval(slopes)
+    if trend.mean is None:
+        outcome = stats.NONE
+    elif claim.direction == "increasing":
+        outcome = stats.outcome_above(trend, 0.0)
+    else:
+        outcome = stats.outcome_below(trend, 0.0)
+    return ClaimJudgement(claim, judgements, stats.verdict([outcome]), trend)

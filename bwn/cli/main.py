@@ -3,7 +3,8 @@
     bwn list
     bwn run SCENARIO --schemes ebn,newreno,vegas,westwood --duration 60 --out DIR [--pcap]
     bwn report DIR
-    bwn reproduce PAPER [--seeds N] [--quick] [--out DIR]
+    bwn reproduce PAPER [--quick] [--plan] [--out DIR]
+    bwn reproduce-run PAPER/CASE/seedN/SCHEME
     bwn net SCENARIO     the scenario's network and the Mininet CLI, to try things by hand
 """
 # Each command imports what it runs when it runs: `bwn list`, `bwn report` and
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Optional
 
 from bwn import requirements
+from bwn.cli import reproduce
 from bwn.paths import REPO
 from bwn.rundir import ExperimentDir, RunDir
 
@@ -210,10 +212,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "from it; needs tcpdump")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("reproduce", help="run a paper's evaluation grid over seeds and judge its claims "
-                                         "(docs/reproduce.md)")
-    from bwn.reproduce import core as reproduce
+                                         "(docs/reproduce.md)", epilog=reproduce.EXIT_CODES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     reproduce.add_arguments(p)
     p.set_defaults(func=reproduce.main)
+    p = sub.add_parser("reproduce-run", help="make exactly one run of a paper's grid, by its key (what a batch "
+                                             "task runs; docs/cluster.md)",
+                       epilog="exit status: 0 the run is valid, 1 it is INVALID or incomplete, 2 bad key, "
+                              "3 cannot run here", formatter_class=argparse.RawDescriptionHelpFormatter)
+    reproduce.add_run_arguments(p)
+    p.set_defaults(func=reproduce.run_one)
     p = sub.add_parser("net", help="bring a scenario's network up and open the Mininet CLI (as root)",
                        description="Bring the scenario's network up as `bwn run` does (BMv2 switches "
                        "programmed by the controller, bwn-link nodes for delayed links, hosts with static "
