@@ -2,7 +2,7 @@
 """Soak: a BMv2 + bwn-link + agents run for minutes, watching every process.
 
 Brings a scenario's network up with the project's machinery
-(``bwn.emulation.runner.ScenarioNetwork``: BMv2 switches, a bwn-link per delayed link,
+(``bwn.emulation.network.ScenarioNetwork``: BMv2 switches, a bwn-link per delayed link,
 the controller following the links' schedules), starts the scenario's flows
 (``start_agents``) and, while they run, records every ``--interval-s`` the RSS
 and CPU time of each process of the run: every simple_switch_grpc, bwn-link,
