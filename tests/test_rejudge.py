@@ -154,3 +154,20 @@ def test_a_run_without_a_recording_cannot_be_judged_again(tmp_path, capsys, fid,
     RunDir(tmp_path).write_meta(RunMeta(fidelity=fid))
     assert rejudge.main([str(tmp_path)]) == 1
     assert capsys.readouterr().err.startswith(f"{tmp_path}: cannot judge again: {message}")
+
+
+def test_bwn_reproduce_counts_a_run_by_todays_checks_where_it_recorded_their_inputs(tmp_path):
+    """The ledger's attempts (bwn/analysis/claims.py load_record) take the verdict of
+    today's checks from the recording, not the one stored when the run ended; a run
+    without a recording keeps its stored verdict."""
+    from bwn.analysis import claims
+    result = recorded_monitor(tmp_path).result()
+    fid = result.to_json()
+    fid.update(valid=True, summary="valid")             # judged by a checker that missed it
+    RunDir(tmp_path).write_meta(RunMeta(ok=False, fidelity=fid))
+    record = claims.load_record("a", 1, "ebn", tmp_path, [])
+    assert (record.valid, record.fidelity) == (False, result.summary())
+    del fid["recorded"]
+    RunDir(tmp_path).write_meta(RunMeta(ok=False, fidelity=fid))
+    record = claims.load_record("a", 1, "ebn", tmp_path, [])
+    assert (record.valid, record.fidelity) == (True, "valid")

@@ -41,7 +41,8 @@ from typing import Any, Optional
 from bwn.analysis import report
 from bwn.analysis import stats
 from bwn.reproduce.grid import Case, Claim, Grid
-from bwn.rundir import RunDir, RunMetaError
+from bwn.analysis.rejudge import FidelityRecordError, rejudge
+from bwn.rundir import RunDir, RunMeta, RunMetaError
 
 
 @dataclass
@@ -71,12 +72,24 @@ class RunRecord:
         return self.complete and self.valid is True
 
 
+def _verdict(meta: RunMeta) -> tuple[Optional[bool], str]:
+    """(valid, summary) by today's fidelity checks when run.json recorded what they
+    read (bwn/analysis/rejudge.py), else the verdict it stored."""
+    if meta.fidelity is not None and "recorded" in meta.fidelity:
+        try:
+            result = rejudge(meta)
+        except FidelityRecordError:
+            return meta.validity
+        return result.valid, result.summary()
+    return meta.validity
+
+
 def load_record(case: str, seed: int, scheme: str, path: Path, metric_names: list[str]) -> RunRecord:
     try:
         meta = RunDir(path).meta()
     except RunMetaError as exc:
         raise report.ReportError(str(exc)) from None
-    valid, summary = meta.validity
+    valid, summary = _verdict(meta)
     record = RunRecord(case, seed, scheme, path, meta.ok, valid, summary)
     if meta.duration_s is not None:
         record.duration_s = meta.duration_s
