@@ -43,12 +43,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bwn import requirements  # noqa: E402
 from bwn.analysis import soak  # noqa: E402
+from bwn.cliargs import OneLineErrorParser, number  # noqa: E402
+from bwn.emulation.runlock import experiment_lock  # noqa: E402
+from bwn.linkem.cli import build_parser as linkem_parser  # noqa: E402
+from bwn.linkem.cli import config_from_args  # noqa: E402
 from bwn.rundir import RunDir, dumps  # noqa: E402
+from bwn.scenario import seeding  # noqa: E402
+from bwn.scenario.config import ConfigError, load_config  # noqa: E402
 
-if TYPE_CHECKING:  # annotations only: the emulation is imported once the machine has it
+# The emulation (Mininet, and P4Runtime through the controller) is imported where a
+# soak runs, once the arguments are checked and the machine is known to have it:
+# the argument checks are tested where neither is installed.
+if TYPE_CHECKING:  # annotations only
     from bwn.emulation.monitor import Monitor
     from bwn.emulation.probes import Recorder
-from bwn.cliargs import OneLineErrorParser, number  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_SCENARIO = REPO / "topologies" / "scenarios" / "soak.toml"
@@ -112,9 +120,6 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_linkem_args(specs: list[str], cfg: Any) -> dict[str, list[str]]:
     """`LINK:OPTIONS` items -> {link: [options]}, each checked against the scenario
     (a delayed link, so it has an emulator) and bwn-link's own parser."""
-    from bwn.linkem.cli import build_parser as linkem_parser
-    from bwn.linkem.cli import config_from_args
-
     out: dict[str, list[str]] = {}
     delayed = {link.name for link in cfg.links if link.needs_emulator()}
     for spec in specs:
@@ -177,8 +182,7 @@ def _end_senders(procs: list[Any], grace_s: float = 3.0) -> None:
 def run_soak(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: dict[str, list[str]],
              progress: Callable[[str], None]) -> tuple[int, dict[str, Any]]:
     """One soak, holding the experiment lock. Returns (exit status, soak.json)."""
-    from bwn.emulation.runlock import experiment_lock
-    from bwn.emulation.session import Terminated, _terminate
+    from bwn.emulation.session import Terminated, _terminate   # the emulation (see the top)
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _terminate)
@@ -193,8 +197,7 @@ def run_soak(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: dic
 
 def _run_locked(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: dict[str, list[str]],
                 progress: Callable[[str], None]) -> tuple[int, dict[str, Any]]:
-    # The emulation (Mininet, P4Runtime) once the arguments are checked and the machine has it.
-    from bwn.emulation import agents, network as scenario_network
+    from bwn.emulation import agents, network as scenario_network   # the emulation (see the top)
     from bwn.emulation.monitor import Monitor
     from bwn.emulation.probes import Recorder
     from bwn.emulation.session import Terminated, _deferred_signals, _ignore_signals
@@ -303,8 +306,6 @@ def _finish(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: dict
             wall_s: float, status: str, problems: list[str], sampler_bytes: Optional[int],
             started_utc: str, progress: Callable[[str], None]) -> dict[str, Any]:
     """Judge, write soak.json, print the table."""
-    from bwn.scenario import seeding
-
     fid: dict[str, Any]
     if monitor is None:
         fid = {"valid": False, "summary": "INVALID: not measured (the network did not come up)"}
@@ -362,8 +363,6 @@ def _finish(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: dict
 def main(argv: Optional[list[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from bwn.scenario.config import ConfigError, load_config
-
     try:
         cfg = load_config(args.scenario)
     except ConfigError as exc:
@@ -393,7 +392,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if why:
         print(f"soak: cannot run here: {why}", file=sys.stderr)
         return 3
-    from mininet.log import setLogLevel
+    from mininet.log import setLogLevel   # Mininet (see the top)
 
     setLogLevel("warning")
     logging.getLogger("finsy").setLevel(logging.ERROR)
