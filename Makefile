@@ -16,8 +16,11 @@ PY := $(VENV)/bin/python
 BUILD := build
 P4_MAIN := p4src/v1model/bwn.p4
 P4_SRCS := $(wildcard p4src/shared/*.p4 p4src/v1model/*.p4)
+# Slurm and munge: `bwn reproduce --executor slurm` on a cluster, and the tests' single-node
+# Slurm, which starts its own daemons (docs/cluster.md); git: the code fingerprint nodes are checked by.
+SLURM_PACKAGES := slurm-wlm munge git
 APT_PACKAGES := python3 python3-venv python3-pip python3-scapy python3-thrift iproute2 iputils-ping \
-	ethtool tcpdump tshark iperf3 mininet make
+	ethtool tcpdump tshark iperf3 mininet make $(SLURM_PACKAGES)
 
 .PHONY: deps toolchain toolchain-tofino toolchain-pack build build-tofino build-bench bench-switch run test ptf mutants schema clean
 

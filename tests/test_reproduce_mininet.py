@@ -21,8 +21,8 @@ from needs import missing
 from bwn.rundir import RunDir
 
 REPO = Path(__file__).resolve().parents[1]
-CASE = "ss1000"
-CLAIM = "ebn>newreno slow start"
+CASE = "f3f-1000"
+CLAIM = "fig3f slow start"
 
 
 @pytest.fixture(autouse=True)

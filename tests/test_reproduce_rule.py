@@ -130,3 +130,43 @@ def test_verdict_rules():
     assert stats.verdict([Y, X]) == stats.PARTLY            # a case without a valid run is not a yes
     assert stats.verdict([X, X]) == stats.NO_VALID_RUN
     assert stats.verdict([]) == stats.NO_VALID_RUN
+
+
+def test_not_worse_needs_the_whole_interval_above_minus_the_margin():
+    m = 0.05
+    assert stats.outcome_not_worse(E(5, 0.0, -0.03, 0.03), m) == Y      # a tie is comparable
+    assert stats.outcome_not_worse(E(5, 0.10, 0.06, 0.14), m) == Y      # better is too
+    assert stats.outcome_not_worse(E(5, -0.05, -0.08, -0.02), m) == U   # straddles -m
+    assert stats.outcome_not_worse(E(5, -0.10, -0.14, -0.06), m) == N   # worse beyond the margin
+    assert stats.outcome_not_worse(E(5, -0.06, -0.07, -0.05), m) == N   # touching -m is not above it
+    with pytest.raises(ValueError):
+        stats.outcome_not_worse(E(5, 0.0, -0.01, 0.01), -0.01)
+
+
+def test_a_trend_is_judged_on_its_change_against_the_margin_in_every_direction():
+    m = 0.05
+    rising, tiny_rise, flat, falling = E(5, 0.2, 0.1, 0.3), E(5, 0.02, 0.01, 0.03), E(5, 0.0, -0.02, 0.02), \
+        E(5, -0.2, -0.3, -0.1)
+    straddle = E(5, 0.05, 0.0, 0.1)
+    assert [stats.outcome_trend(e, "increasing", m) for e in (rising, tiny_rise, flat, falling, straddle)] == \
+        [Y, N, N, N, U]                       # a rise inside the margin is no rise
+    assert [stats.outcome_trend(e, "decreasing", m) for e in (rising, tiny_rise, flat, falling)] == [N, N, N, Y]
+    assert [stats.outcome_trend(e, "flat", m) for e in (rising, tiny_rise, flat, falling, straddle)] == \
+        [N, Y, Y, N, U]
+    assert [stats.outcome_trend(e, "not_increasing", m) for e in (rising, tiny_rise, flat, falling, straddle)] == \
+        [N, Y, Y, Y, U]
+    # a range (max - min over the cases, never below 0) is flat when at most the margin
+    assert stats.outcome_trend(E(5, 0.02, 0.01, 0.04), "flat", m, "range") == Y
+    assert stats.outcome_trend(E(5, 0.08, 0.06, 0.1), "flat", m, "range") == N
+    assert stats.outcome_trend(E(5, 0.05, 0.03, 0.07), "flat", m, "range") == U
+    with pytest.raises(ValueError):
+        stats.outcome_trend(rising, "increasing", m, "range")
+    with pytest.raises(ValueError):
+        stats.outcome_trend(rising, "sideways", m)
+
+
+def test_the_change_over_a_sweep_is_the_fitted_lines_from_its_lowest_x_to_its_highest():
+    assert stats.fitted_change([1, 2, 3], [2, 4, 6]) == pytest.approx(4.0)
+    assert stats.fitted_change([20, 200], [0.3, 0.1]) == pytest.approx(-0.2)     # two cases: the difference
+    assert stats.fitted_change([1, 2, 4], [1, None, 3]) == pytest.approx(2.0)    # over the xs that have a value
+    assert stats.fitted_change([5, 5], [1, 2]) is None

@@ -1,45 +1,32 @@
-"""Metrics of one run and a claim's judgement over a grid's runs (docs/reproduce.md).
+"""A claim's judgement over a grid's runs (docs/reproduce.md, "The decision rule").
 
-A metric is named ``NAME`` or ``NAME:ARG``:
-
-| metric | value of one scheme run |
-|---|---|
-| ``goodput_bps:FLOW`` | the flow's goodput (payload), ``FLOW = all`` for the aggregate |
-| ``utilization:FLOW`` | goodput / capacity the bottleneck offered (``all``: of every flow) |
-| ``retransmissions:FLOW``, ``timeouts:FLOW`` | the sender's counts (``all``: summed) |
-| ``rtt_mean_ms:FLOW`` | the flow's mean RTT |
-| ``jain`` | Jain's index of the run's flows' goodputs |
-| ``estimate_error:FLOW`` | the report's ``estimate_error_share``: mean |estimate - max-min fair share| / share (``mean``: over the flows that have one) |
-| ``estimate_error_rate:FLOW`` | the report's ``estimate_error_rate``: against the flow's own rate |
-| ``queue_fraction`` | mean queue / buffer of the busiest rate-limited port (fidelity telemetry) |
-| ``link_utilization:L1,L2`` | per link, packets its busier port sent / packets its rate allowed over the run (frames, as the papers count link utilization); the mean over the links named |
-| ``algo_ratio:A/B`` | mean goodput of the run's flows running A / that of flows running B |
-| ``target_error:FLOW=BPS`` | |goodput - BPS| / BPS |
-| ``share_fraction:FLOW`` | the flow's goodput / its max-min fair share (payload; the report's :class:`bwn.analysis.report.FairShares`, averaged over the flow's log rows) |
-| ``reordered:FLOW`` | first transmissions the flow's receiver got after a later one (the network reordered them; receivers' ``reordered_segments``; ``all``: summed) |
-
-A claim's quantity per case and seed is the metric of its scheme's run, or, for
-a comparison (a claim with ``versus``: ``better``, ``equal``, and ``near`` or
-``trend`` on a gain), the relative gain ``value(scheme) / value(versus) - 1`` of
-the two runs that share a seed (same start offsets and flow ids), both valid; for
-``lower_is_better`` metrics the gain is ``1 - value(scheme) / value(versus)``. A
-``trend`` claim's quantity is, per seed, the least-squares slope of that over the
-cases' parameter ``x``. How each is judged is bwn/analysis/stats.py's rule.
-
-Each metric has a support that decides its interval (:func:`support_of`): counts
-(retransmissions, timeouts, reordered segments), fractions in [0, 1]
-(utilization, Jain's index, a queue's fill), and real numbers (rates, gains,
-errors, ratios, slopes).
+The metrics of one run are bwn/analysis/metrics.py's (re-exported here). A claim's
+quantity per case and seed is the metric of its scheme's run; for a comparison (a
+claim with ``versus``) the relative gain ``value(scheme) / value(versus) - 1`` of
+the two runs that share a seed (same start offsets and flow ids), both valid, or
+``1 - value(scheme) / value(versus)`` for ``lower_is_better`` metrics, or with
+``difference`` the paired difference ``value(scheme) - value(versus)``; for a claim
+``relative_to`` another case, the value in the case over the value of the same
+scheme and seed in that case. A ``trend`` claim's quantity is, per seed and group of
+cases, the fitted change of that over the cases' parameter ``x`` (or the range of
+the cases' values). How each is judged is bwn/analysis/stats.py's rule.
 """
 from __future__ import annotations
 
-import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional, Sequence
 
-from bwn.analysis import report
+from bwn.analysis import metrics, report
 from bwn.analysis import stats
+from bwn.analysis.metrics import (  # noqa: F401  (the metric functions, by their old home)
+    COUNT_METRICS,
+    FRACTION_METRICS,
+    metric_value,
+    receiver_counts,
+    support_of,
+)
 from bwn.reproduce.grid import Case, Claim, Grid
 from bwn.analysis.rejudge import FidelityRecordError, rejudge
 from bwn.rundir import RunDir, RunMeta, RunMetaError
@@ -84,7 +71,10 @@ def _verdict(meta: RunMeta) -> tuple[Optional[bool], str]:
     return meta.validity
 
 
-def load_record(case: str, seed: int, scheme: str, path: Path, metric_names: list[str]) -> RunRecord:
+def load_record(case: str, seed: int, scheme: str, path: Path, metric_names: list[str],
+                params: Optional[Mapping[str, Any]] = None) -> RunRecord:
+    """A run from its folder: validity and the metrics (``params``: the case's, for
+    metrics whose target or level is a case parameter)."""
     try:
         meta = RunDir(path).meta()
     except RunMetaError as exc:
@@ -104,103 +94,11 @@ def load_record(case: str, seed: int, scheme: str, path: Path, metric_names: lis
         return record
     fid = meta.fidelity or {}
     for name in metric_names:
-        record.metrics[name] = metric_value(name, run, rows, fid, path)
-    return record
-
-
-def receiver_counts(run_dir: Path, counter: str) -> dict[int, int]:
-    """flow id -> a receiver counter, from every ``recv-*.summary.json`` in a run
-    (receivers older than the counter leave it out)."""
-    out: dict[int, int] = {}
-    for summary in RunDir(run_dir).receiver_summaries():
         try:
-            flows = json.loads(summary.read_text())
-        except (OSError, ValueError):
-            continue
-        for flow in flows if isinstance(flows, list) else []:
-            if isinstance(flow, dict) and isinstance(flow.get(counter), int) and "flow_id" in flow:
-                out[int(flow["flow_id"])] = out.get(int(flow["flow_id"]), 0) + flow[counter]
-    return out
-
-
-def metric_value(name: str, run: report.SchemeRun, rows: list[dict[str, Any]],
-                 fidelity: dict[str, Any], run_dir: Optional[Path] = None) -> Optional[float]:
-    kind, _, arg = name.partition(":")
-    by_flow = {r["flow"]: r for r in rows}
-
-    def column(col: str, flow: str) -> Optional[float]:
-        if flow == "all" and "all" not in by_flow and rows:
-            flow = rows[0]["flow"]                       # a single-flow run: its one row
-        row = by_flow.get(flow)
-        value = None if row is None else row.get(col)
-        return None if value is None else float(value)
-
-    if kind in ("goodput_bps", "utilization", "retransmissions", "timeouts", "rtt_mean_ms"):
-        return column(kind, arg or "all")
-    if kind == "jain":
-        values = [r["jain"] for r in rows if r.get("jain") is not None]
-        return float(values[0]) if values else None
-    if kind in ("estimate_error", "estimate_error_rate"):
-        col = "estimate_error_share" if kind == "estimate_error" else "estimate_error_rate"
-        if arg in ("", "mean"):
-            errs = [float(r[col]) for r in rows if r["flow"] != "all" and r.get(col) is not None]
-            return sum(errs) / len(errs) if errs else None
-        return column(col, arg)
-    if kind == "queue_fraction":
-        queues = (fidelity.get("measurements") or {}).get("queues") or {}
-        fractions = [q.get("mean_fraction") for q in queues.values() if q.get("mean_fraction") is not None]
-        return max(fractions) if fractions else None
-    if kind == "link_utilization":
-        ports = (fidelity.get("measurements") or {}).get("ports") or {}
-        per_link = []
-        for link in [x for x in arg.split(",") if x]:
-            values = [p["utilization"] for p in ports.values()
-                      if p.get("link") == link and p.get("utilization") is not None]
-            if not values:
-                return None
-            per_link.append(max(values))
-        return sum(per_link) / len(per_link) if per_link else None
-    if kind == "algo_ratio":
-        a, _, b = arg.partition("/")
-        ga = [f.goodput_bps for f in run.flows if f.algo == a and f.goodput_bps is not None]
-        gb = [f.goodput_bps for f in run.flows if f.algo == b and f.goodput_bps is not None]
-        if not ga or not gb or sum(gb) == 0:
-            return None
-        return (sum(ga) / len(ga)) / (sum(gb) / len(gb))
-    if kind == "share_fraction":
-        flow = next((f for f in run.flows if f.name == arg), None)
-        goodput = column("goodput_bps", arg)
-        if flow is None or goodput is None:
-            return None
-        fair = report.FairShares(run)
-        shares = [fair.share_bps(flow, flow.start_s + float(s["t_s"])) for s in flow.samples]
-        shares = [v for v in shares if v]
-        return goodput / (sum(shares) / len(shares)) if shares else None
-    if kind == "reordered":
-        counts = receiver_counts(run_dir, "reordered_segments") if run_dir is not None else {}
-        names = list(run.flow_ids) if arg in ("", "all") else [arg]
-        values = [counts.get(run.flow_ids[n]) for n in names if n in run.flow_ids]
-        known = [v for v in values if v is not None]
-        return float(sum(known)) if values and len(known) == len(values) else None
-    if kind == "target_error":
-        flow, _, target = arg.partition("=")
-        goodput = column("goodput_bps", flow)
-        return None if goodput is None else abs(goodput - float(target)) / float(target)
-    raise ValueError(f"unknown metric {name!r}")
-
-
-#: Metric kinds whose value per run is a count, or a fraction in [0, 1].
-COUNT_METRICS = ("retransmissions", "timeouts", "reordered")
-FRACTION_METRICS = ("utilization", "jain", "queue_fraction", "link_utilization")
-
-
-def support_of(metric: str) -> stats.Support:
-    kind = metric.partition(":")[0]
-    if kind in COUNT_METRICS:
-        return stats.Support.COUNT
-    if kind in FRACTION_METRICS:
-        return stats.Support.FRACTION
-    return stats.Support.REAL
+            record.metrics[name] = metric_value(name, run, rows, fid, path, params)
+        except metrics.MetricError:
+            record.metrics[name] = None       # a parameter this case does not have
+    return record
 
 
 @dataclass
@@ -212,6 +110,17 @@ class CaseJudgement:
     scheme_estimate: Optional[stats.Estimate] = None
     invalid_runs: list[RunRecord] = field(default_factory=list)
     runs: list[RunRecord] = field(default_factory=list)
+    #: seed -> the claim's quantity, for the seeds that count
+    quantities: dict[int, float] = field(default_factory=dict)
+
+
+@dataclass
+class GroupJudgement:
+    """A trend over one group of cases: the change per seed, its interval, its outcome."""
+
+    cases: tuple[str, ...]
+    estimate: stats.Estimate
+    outcome: str
 
 
 @dataclass
@@ -219,33 +128,53 @@ class ClaimJudgement:
     claim: Claim
     cases: list[CaseJudgement]
     verdict: str
-    #: a 'trend' claim: the slope's estimate over the seeds, judged once for all its cases
-    trend: Optional[stats.Estimate] = None
+    #: a 'trend' claim: per group of cases, the change over the sweep and its outcome
+    groups: list[GroupJudgement] = field(default_factory=list)
+
+    @property
+    def trend(self) -> Optional[stats.Estimate]:
+        """A trend of one group: its estimate (None otherwise)."""
+        return self.groups[0].estimate if len(self.groups) == 1 else None
 
 
-def _values(records: list[RunRecord], scheme: str, metric: str) -> dict[int, float]:
-    return {r.seed: r.metrics[metric] for r in records
+def _values(records: Sequence[RunRecord], scheme: str, metric: str) -> dict[int, float]:
+    return {r.seed: r.metrics[metric] for r in records  # type: ignore[misc]
             if r.scheme == scheme and r.usable and r.metrics.get(metric) is not None}
 
 
-def seed_quantities(claim: Claim, records: list[RunRecord]) -> dict[int, float]:
+def paired(claim: Claim, own: float, other: float) -> Optional[float]:
+    """The comparison of one seed's two values (module docstring); None when undefined."""
+    if claim.difference:
+        return own - other
+    if other == 0:
+        return None
+    ratio = own / other
+    return 1.0 - ratio if claim.lower_is_better else ratio - 1.0
+
+
+def seed_quantities(claim: Claim, records: Sequence[RunRecord],
+                    reference: Optional[Sequence[RunRecord]] = None) -> dict[int, float]:
     """seed -> the claim's quantity in one case (the runs of that case): the metric,
-    or for a comparison the paired gain of the two valid runs of the seed."""
+    for a comparison the paired gain (or difference) of the two valid runs of the seed,
+    for a claim relative to another case (``reference``: its runs) the ratio to the
+    same scheme's value there."""
     own = _values(records, claim.scheme, claim.metric)
+    if claim.relative_to is not None:
+        ref = _values(reference or [], claim.scheme, claim.metric)
+        return {s: own[s] / ref[s] for s in sorted(set(own) & set(ref)) if ref[s] != 0}
     if not claim.compares:
         return own
     other = _values(records, claim.versus or "", claim.metric)
-    gains = {}
+    out = {}
     for seed in sorted(set(own) & set(other)):
-        if other[seed] == 0:
-            continue
-        ratio = own[seed] / other[seed]
-        gains[seed] = 1.0 - ratio if claim.lower_is_better else ratio - 1.0
-    return gains
+        value = paired(claim, own[seed], other[seed])
+        if value is not None:
+            out[seed] = value
+    return out
 
 
 def quantity_support(claim: Claim) -> stats.Support:
-    return stats.Support.REAL if claim.compares else support_of(claim.metric)
+    return stats.Support.REAL if claim.compares or claim.relative_to else support_of(claim.metric)
 
 
 def case_outcome(claim: Claim, est: stats.Estimate) -> str:
@@ -254,6 +183,8 @@ def case_outcome(claim: Claim, est: stats.Estimate) -> str:
         return stats.outcome_better(est, claim.margin)
     if claim.kind == "equal":
         return stats.outcome_within(est, -claim.margin, claim.margin)
+    if claim.kind == "not_worse":
+        return stats.outcome_not_worse(est, claim.margin)
     if claim.kind == "at_least":
         return stats.outcome_above(est, claim.threshold or 0.0, strict=False)
     if claim.kind == "at_most":
@@ -264,20 +195,26 @@ def case_outcome(claim: Claim, est: stats.Estimate) -> str:
     raise ValueError(f"claim {claim.id}: kind {claim.kind!r} has no per-case outcome")
 
 
-def _x(claim: Claim, case: Case) -> float:
-    import math
-    x = float(case.params[claim.x or ""])
+def x_of(claim: Claim, case: Case) -> float:
+    """A case's position in a trend's sweep (its parameter ``x``, or ln x)."""
+    if claim.x is None:
+        return 0.0
+    x = float(case.params[claim.x])
     return math.log(x) if claim.log_x else x
 
 
-def judge(grid: Grid, claim: Claim, cases: list[Case], records: list[RunRecord]) -> ClaimJudgement:
-    """The claim's outcome in each of its cases and its verdict (bwn/analysis/stats.py)."""
+def judge(grid: Grid, claim: Claim, cases: Sequence[Case], records: Sequence[RunRecord]) -> ClaimJudgement:
+    """The claim's outcome in each of its cases and its verdict (bwn/analysis/stats.py);
+    a claim that waits for machinery has none."""
+    if claim.waiting:
+        return ClaimJudgement(claim, [], stats.WAITING)
     judgements = []
     per_case: dict[str, dict[int, float]] = {}
+    reference = [r for r in records if r.case == claim.relative_to] if claim.relative_to else None
     for case in grid.claim_cases(claim, cases):
-        mine = [r for r in records if r.case == case.id and r.scheme in (claim.scheme, claim.versus)]
+        mine = [r for r in records if r.case == case.id and r.scheme in claim.schemes_used]
         invalid = [r for r in mine if r.complete and r.valid is False]
-        quantities = seed_quantities(claim, mine)
+        quantities = seed_quantities(claim, mine, reference)
         per_case[case.id] = quantities
         est = stats.mean_interval(list(quantities.values()), quantity_support(claim))
         scheme_est = stats.mean_interval(list(_values(mine, claim.scheme, claim.metric).values()),
@@ -285,23 +222,33 @@ def judge(grid: Grid, claim: Claim, cases: list[Case], records: list[RunRecord])
         versus_est = None if not claim.compares else stats.mean_interval(
             list(_values(mine, claim.versus or "", claim.metric).values()), support_of(claim.metric))
         outcome = stats.NONE if claim.kind == "trend" or est.mean is None else case_outcome(claim, est)
-        judgements.append(CaseJudgement(case, est, outcome, versus_est, scheme_est, invalid, mine))
+        judgements.append(CaseJudgement(case, est, outcome, versus_est, scheme_est, invalid, mine, quantities))
     if claim.kind != "trend":
         return ClaimJudgement(claim, judgements, stats.verdict([j.outcome for j in judgements]))
-    # One slope per seed over the cases that seed has a quantity in (at least two).
-    xs = {j.case.id: _x(claim, j.case) for j in judgements}
-    seeds = sorted({seed for q in per_case.values() for seed in q})
-    slopes = []
+    groups = []
+    by_id = {j.case.id: j.case for j in judgements}
+    for group in claim.trend_groups() if claim.cases else (tuple(by_id),):
+        members = [cid for cid in group if cid in by_id]
+        est = trend_estimate(claim, [by_id[cid] for cid in members], per_case)
+        outcome = stats.NONE if est.mean is None else \
+            stats.outcome_trend(est, claim.direction or "", claim.margin, claim.measure)
+        groups.append(GroupJudgement(tuple(members), est, outcome))
+    return ClaimJudgement(claim, judgements, stats.verdict([g.outcome for g in groups]), groups)
+
+
+def trend_estimate(claim: Claim, cases: Sequence[Case], per_case: Mapping[str, Mapping[int, float]]) -> stats.Estimate:
+    """The interval of a trend's quantity over the seeds that have a value in every case
+    of the group: the fitted change over the sweep, or the range of the values."""
+    if len(cases) < 2:
+        return stats.Estimate(0, None, None, None)
+    seeds = sorted(set.intersection(*(set(per_case.get(c.id, {})) for c in cases)))
+    values = []
     for seed in seeds:
-        pts = [(xs[cid], q[seed]) for cid, q in per_case.items() if seed in q]
-        value = stats.slope([x for x, _ in pts], [y for _, y in pts])
-        if value is not None and len(pts) == len(per_case):
-            slopes.append(value)
-    trend = stats.mean_interval(slopes)
-    if trend.mean is None:
-        outcome = stats.NONE
-    elif claim.direction == "increasing":
-        outcome = stats.outcome_above(trend, 0.0)
-    else:
-        outcome = stats.outcome_below(trend, 0.0)
-    return ClaimJudgement(claim, judgements, stats.verdict([outcome]), trend)
+        ys = [per_case[c.id][seed] for c in cases]
+        if claim.measure == "range":
+            values.append(max(ys) - min(ys))
+            continue
+        change = stats.fitted_change([x_of(claim, c) for c in cases], ys)
+        if change is not None:
+            values.append(change)
+    return stats.mean_interval(values)

@@ -36,9 +36,20 @@ With one valid seed there is no interval (``None``); with none, no mean.
   when it lies wholly outside, ``unclear`` when it overlaps the band's edge.
 * ``at_least`` / ``at_most`` a bound: ``yes`` when the whole interval lies on the
   claim's side, ``no`` when wholly on the other, ``unclear`` when it straddles.
-* ``trend`` (over ordered cases): per seed, the least-squares slope of the
-  quantity over the cases' ``x``; ``yes`` when the slopes' interval lies wholly on
-  the claimed side of 0, ``no`` when wholly on the other, ``unclear`` otherwise.
+* ``not_worse`` (A is comparable to or better than B): ``yes`` when the whole
+  interval of the gain lies above ``-m``, ``no`` when it lies wholly at or below
+  ``-m``, ``unclear`` when it straddles ``-m``.
+* ``trend`` (over ordered cases, per group of cases): per seed, the fitted change of
+  the quantity over the sweep (the least-squares slope over the cases' ``x``, or
+  ``ln x``, times the sweep's span: the change from its lowest ``x`` to its highest),
+  or, measured as a ``range``, the largest minus the smallest of the cases' values;
+  then, with the trend's margin ``m`` (the smallest change that counts, in the
+  quantity's unit): ``increasing`` is ``yes`` when the interval of the change lies
+  wholly above ``+m``, ``no`` when wholly at or below ``+m``; ``decreasing`` the
+  mirror at ``-m``; ``flat`` is ``yes`` when it lies wholly within ``[-m, +m]`` (a
+  range: at or below ``m``), ``no`` when wholly outside; ``not_increasing`` is
+  ``yes`` when it lies wholly at or below ``+m``, ``no`` when wholly above. A change
+  inside the margin is no trend, as a gain inside it is no gain.
 
 **Verdict of a claim** over its cases: ``reproduced`` when every case is ``yes``;
 ``not reproduced`` when no case is ``yes`` and at least one is ``no``;
@@ -57,6 +68,8 @@ from typing import Optional, Sequence
 YES, NO, UNCLEAR, NONE = "yes", "no", "unclear", "none"
 REPRODUCED, PARTLY, NOT_REPRODUCED, NO_VALID_RUN = "reproduced", "partly", "not reproduced", "no valid run"
 INCONCLUSIVE = "inconclusive"
+#: A claim declared with its rule whose machinery is not built yet: not judged.
+WAITING = "waiting"
 CONFIDENCE = 0.95
 
 
@@ -186,7 +199,46 @@ def outcome_better(est: Estimate, margin: float) -> str:
     return outcome_above(est, margin, strict=True)
 
 
-def slope(xs: Sequence[float], ys: Sequence[float]) -> Optional[float]:
+def outcome_not_worse(est: Estimate, margin: float) -> str:
+    """Is a relative gain above ``-margin`` (comparable to, or better than, the other)?"""
+    if margin < 0:
+        raise ValueError(f"a margin cannot be negative: {margin}")
+    return outcome_above(est, -margin, strict=True)
+
+
+TREND_DIRECTIONS = ("increasing", "decreasing", "flat", "not_increasing")
+
+
+def outcome_trend(est: Estimate, direction: str, margin: float, measure: str = "change") -> str:
+    """A trend's outcome from the interval of its change over the sweep (module docstring)."""
+    if margin < 0:
+        raise ValueError(f"a margin cannot be negative: {margin}")
+    if measure == "range":
+        if direction != "flat":
+            raise ValueError("a range can only be judged flat")
+        return outcome_below(est, margin, strict=False)
+    if direction == "increasing":
+        return outcome_above(est, margin, strict=True)
+    if direction == "decreasing":
+        return outcome_below(est, -margin, strict=True)
+    if direction == "flat":
+        return outcome_within(est, -margin, margin)
+    if direction == "not_increasing":
+        return outcome_below(est, margin, strict=False)
+    raise ValueError(f"unknown trend direction {direction!r}")
+
+
+def fitted_change(xs: Sequence[float], ys: Sequence[Optional[float]]) -> Optional[float]:
+    """The least-squares line's change from the smallest x to the largest (the slope
+    times the span); None with fewer than two distinct xs."""
+    value = slope(xs, ys)
+    if value is None:
+        return None
+    known = [x for x, y in zip(xs, ys) if y is not None and math.isfinite(y)]
+    return value * (max(known) - min(known))
+
+
+def slope(xs: Sequence[float], ys: Sequence[Optional[float]]) -> Optional[float]:
     """Least-squares slope of ys over xs; None with fewer than two distinct xs."""
     pairs = [(x, y) for x, y in zip(xs, ys) if y is not None and math.isfinite(y)]
     if len({x for x, _ in pairs}) < 2:

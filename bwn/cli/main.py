@@ -219,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("reproduce-run", help="make exactly one run of a paper's grid, by its key (what a batch "
                                              "task runs; docs/cluster.md)",
                        epilog="exit status: 0 the run is valid, 1 it is INVALID or incomplete, 2 bad key, "
-                              "3 cannot run here", formatter_class=argparse.RawDescriptionHelpFormatter)
+                              "3 cannot run here, 130 interrupted (Ctrl-C or SIGTERM: torn down)", formatter_class=argparse.RawDescriptionHelpFormatter)
     reproduce.add_run_arguments(p)
     p.set_defaults(func=reproduce.run_one)
     p = sub.add_parser("net", help="bring a scenario's network up and open the Mininet CLI (as root)",

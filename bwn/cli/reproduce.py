@@ -27,7 +27,9 @@ from bwn.reproduce import fingerprint as fp
 from bwn.reproduce import grid as gr
 from bwn.reproduce import ledger as lg
 from bwn.reproduce import page, plots
+from bwn.reproduce import slurm as sl
 from bwn.reproduce.execute import LocalExecutor, make_run
+from bwn.reproduce.slurm_executor import SlurmExecutor
 from bwn.reproduce.plan import (
     OVERHEAD_S,
     PlannedRun,
@@ -37,6 +39,7 @@ from bwn.reproduce.plan import (
     find_run,
     planned_runs,
     scenario_fingerprint,
+    waiting_runs,
 )
 
 DEFAULT_OUT = REPO / "docs" / "results"
@@ -45,13 +48,14 @@ EXIT_CODES = """exit status:
   1  some planned run still has no valid run (INVALID or incomplete after its attempts)
   2  bad arguments or a grid/scenario that is not valid
   3  this machine cannot run it (root, BMv2, Mininet, the build), or the run code has
-     uncommitted changes (the runs could not say what code made them)
+     uncommitted changes (the runs could not say what code made them); with
+     --executor slurm: Slurm cannot be used, or a node runs other code than this checkout
   130 interrupted (finished runs stay; the same command resumes)"""
 
 
 def metric_names(grid: gr.Grid) -> list[str]:
     names = list(lg.STANDARD_METRICS)
-    for claim in grid.claims:
+    for claim in grid.judged_claims:
         if claim.metric not in names:
             names.append(claim.metric)
     return names
@@ -70,6 +74,8 @@ def command_line(args: argparse.Namespace, paper: str) -> str:
         words.append("--no-carry")
     if Path(args.out).resolve() != DEFAULT_OUT.resolve():
         words += ["--out", str(args.out)]
+    if getattr(args, "executor", "local") != "local":
+        words += ["--executor", args.executor]
     return shlex.join(words)
 
 
@@ -97,6 +103,61 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-dirty", action="store_true",
                    help="run although the run code has uncommitted changes; such runs are recorded with no "
                         "code fingerprint and never counted on a page")
+    g = p.add_argument_group("where the runs are made")
+    g.add_argument("--executor", choices=("local", "slurm"), default="local",
+                   help="local: one run after another on this machine (default); slurm: each run a task of a "
+                        "Slurm job array on a node of its own (docs/cluster.md)")
+    g.add_argument("--partition", help="slurm: the partition (sbatch --partition)")
+    g.add_argument("--time-limit", help="slurm: each task's time limit (sbatch --time, e.g. 30 or 1:00:00)")
+    g.add_argument("--max-parallel", type=_positive_int, metavar="K",
+                   help="slurm: at most K runs at a time (the array's %%K; default: as many as there are nodes)")
+    g.add_argument("--sbatch-arg", action="append", default=[], metavar="ARG",
+                   help="slurm: one more sbatch argument, passed as it is (repeatable: --sbatch-arg=--qos=x)")
+    g.add_argument("--max-tries", type=_positive_int, default=3, metavar="N",
+                   help="slurm: tries per run when its task fails, is lost or is preempted (default 3); "
+                        "then it is reported failed")
+    g.add_argument("--transfer", choices=sl.TRANSFERS, default="shared",
+                   help="slurm: how run folders come home: shared (--out is on a filesystem every node "
+                        "mounts at the same path; default) or srun (through Slurm, from --node-spool)")
+    g.add_argument("--node-spool", metavar="DIR",
+                   help="slurm, --transfer srun: a node-local folder that exists on every node")
+    g.add_argument("--poll", type=float, default=10.0, metavar="SECONDS",
+                   help="slurm: seconds between looks at the queue (default 10)")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+SLURM_ONLY = ("partition", "time_limit", "max_parallel", "node_spool")
+
+
+def slurm_executor(args: argparse.Namespace) -> Any:
+    """The executor the arguments ask for (None: local), or a ValueError saying
+    what is wrong with them."""
+    if args.executor != "slurm":
+        given = [f"--{n.replace('_', '-')}" for n in SLURM_ONLY if getattr(args, n) is not None]
+        given += ["--sbatch-arg"] if args.sbatch_arg else []
+        given += ["--transfer"] if args.transfer != "shared" else []
+        if given:
+            raise ValueError(f"{', '.join(given)} only with --executor slurm")
+        return None
+    if args.calibrate:
+        raise ValueError("--calibrate runs on this machine, not with --executor slurm")
+    if args.transfer == "srun" and not (args.node_spool and Path(args.node_spool).is_absolute()):
+        raise ValueError("--transfer srun needs --node-spool DIR, an absolute folder that exists on every node")
+    if args.poll <= 0:
+        raise ValueError(f"--poll must be positive, got {args.poll:g}")
+    return SlurmExecutor(sl.SlurmOptions(
+        partition=args.partition, time_limit=args.time_limit, max_parallel=args.max_parallel,
+        sbatch_args=tuple(args.sbatch_arg), max_tries=args.max_tries, transfer=args.transfer,
+        node_spool=args.node_spool, poll_s=args.poll, job_name=f"bwn-{args.paper}"))
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
@@ -115,7 +176,11 @@ def _cases(grid: gr.Grid, args: argparse.Namespace) -> list[gr.Case]:
         if unknown:
             raise gr.GridError(f"{grid.paper} has no case(s) {', '.join(unknown)}; known: "
                                f"{', '.join(c.id for c in grid.cases)}")
-        cases = [c for c in grid.cases if c.id in wanted]
+        waiting = [c for c in grid.cases if c.id in wanted and c.waiting]
+        if waiting:
+            raise gr.GridError("; ".join(f"{grid.paper}: case {c.id} waits for {gr.machinery_text(c.waiting)}"
+                                         for c in waiting))
+        cases = [c for c in grid.cases if c.id in wanted]         # evidence cases too, when named
     return cases
 
 
@@ -180,10 +245,14 @@ def run_paper(args: argparse.Namespace, grid: gr.Grid, cases: list[gr.Case], sta
     progress = (lambda m: print(m, flush=True))
     plan = planned_runs(grid, args.quick, cases)
     selected = grid.selected(args.quick)
-    page_cases = [c for c in grid.cases if c in selected or c in cases]
+    ledger_rows = [] if args.no_carry else lg.read_ledger(out_root, grid.paper, names)
+    made = {a.key.case for a in ledger_rows}
+    if out.is_dir():
+        made |= {p.name for p in out.iterdir() if p.is_dir()}
+    # evidence cases are on the page when they have attempts (or are run now)
+    page_cases = [c for c in grid.cases if c in selected or c in cases or (c.evidence and c.id in made)]
     page_plan = planned_runs(grid, args.quick, page_cases)
     scenarios = _scenarios(grid, page_plan, args.quick)
-    ledger_rows = [] if args.no_carry else lg.read_ledger(out_root, grid.paper, names)
 
     def current_pool() -> lg.Pool:
         return lg.pool(out, page_plan, ledger_rows, state, scenarios, names)
@@ -196,8 +265,18 @@ def run_paper(args: argparse.Namespace, grid: gr.Grid, cases: list[gr.Case], sta
               f"attempts), about {estimate_s([r for r, _ in todo]) / 60:.0f} min left ({OVERHEAD_S:.0f} s per run "
               "beyond its duration)")
         for case in cases:
-            print(f"  {case.id:<14} {case.label:<40} {', '.join(case.schemes):<34} x{case.seeds if not args.quick else 1} "
+            print(f"  {case.id:<14} {case.label[:40]:<40} {', '.join(case.schemes):<34} x{case.seeds if not args.quick else 1} "
                   f"{case.quick_duration_s if args.quick else case.duration_s:g} s")
+        full, quick = planned_runs(grid, False), planned_runs(grid, True)
+        print(f"  the grid: {len(full)} runs at the declared seeds, {estimate_s(full) / 3600:.1f} h; "
+              f"--quick: {len(quick)} runs, {estimate_s(quick) / 60:.0f} min")
+        waiting = waiting_runs(grid)
+        if waiting:
+            keys = {r.key: r for runs in waiting.values() for r in runs}
+            print(f"  waiting for machinery (declared, not planned): {len(keys)} runs, "
+                  f"{estimate_s(list(keys.values())) / 3600:.1f} h more when all of it is built")
+            for name, runs in waiting.items():
+                print(f"    {name}: {len(runs)} runs, {estimate_s(runs) / 3600:.1f} h ({gr.MACHINERY[name]})")
         reasons: dict[str, int] = {}
         for _, why in todo:
             reasons[why.split(":")[0]] = reasons.get(why.split(":")[0], 0) + 1
@@ -271,16 +350,22 @@ def main(args: argparse.Namespace, executor: Any = None) -> int:
     except fp.FingerprintError as exc:
         print(f"bwn reproduce: cannot tell what code this checkout holds: {exc}", file=sys.stderr)
         return 3
+    try:
+        executor = executor or slurm_executor(args)
+    except ValueError as exc:
+        print(f"bwn reproduce: {exc}", file=sys.stderr)
+        return 2
     runs = not (args.plan or args.report_only)
     if runs:
         refused = _refuse_dirty(state, args.allow_dirty, "bwn reproduce")
         if refused:
             return refused
-        why = requirements.experiment_missing()
-        if why:
-            print(f"bwn reproduce: cannot run here: {why}", file=sys.stderr)
-            return 3
-        _quiet_mininet()
+        if not isinstance(executor, SlurmExecutor):          # a cluster's nodes make the runs
+            why = requirements.experiment_missing()
+            if why:
+                print(f"bwn reproduce: cannot run here: {why}", file=sys.stderr)
+                return 3
+            _quiet_mininet()
 
         def on_term(signum: int, frame: object) -> None:
             raise KeyboardInterrupt
@@ -300,6 +385,9 @@ def main(args: argparse.Namespace, executor: Any = None) -> int:
         except KeyboardInterrupt:
             print("interrupted: torn down; finished runs stay and the same command resumes", file=sys.stderr)
             return 130
+        except sl.SlurmError as exc:
+            print(f"bwn reproduce: slurm: {exc}", file=sys.stderr)
+            return 3
     if written and not args.quick:
         page.write_index(Path(args.out))
     return status
@@ -329,12 +417,19 @@ def run_one(args: argparse.Namespace) -> int:
         print(f"bwn reproduce-run: cannot run here: {why}", file=sys.stderr)
         return 3
     _quiet_mininet()
+
+    # A batch system ends a task with SIGTERM (cancel, preemption, time limit): the
+    # run tears its network down as after Ctrl-C, not left for the next run to trip on.
+    def on_term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_term)
     out = Path(args.out) / grid.paper
     try:
         path = make_run(grid, out, planned, args.quick, args.command or f"bwn reproduce-run {key.text()}", state,
                         progress=lambda m: print(m, flush=True))
     except KeyboardInterrupt:
+        print(f"{key.text()}: interrupted: torn down", file=sys.stderr)
         return 130
-    attempt = lg.load_attempt(key, path, metric_names(grid), "")
+    attempt = lg.load_attempt(key, path, metric_names(grid), "", planned.case.params)
     print(f"{key.text()}: {attempt.status}: {attempt.reason[:200]} ({path})")
     return 0 if attempt.status == lg.VALID else 1

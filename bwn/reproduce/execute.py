@@ -59,7 +59,8 @@ def make_run(grid: gr.Grid, out: Path, run: PlannedRun, quick: bool, command: st
     ledger.write_attempt_file(path, run.key, ledger.new_attempt_id(), state, command)
     started = time.monotonic()
     try:
-        runner.run_scheme(cfg, run.key.scheme, path, cfg.duration_s, progress=lambda m: progress(f"  {m}"))
+        runner.run_scheme(cfg, grid.algorithm(run.key.scheme), path, cfg.duration_s,
+                          progress=lambda m: progress(f"  {m}"))
     finally:
         ledger.finish_attempt_file(path, time.monotonic() - started)
     return path

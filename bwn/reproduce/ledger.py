@@ -29,7 +29,7 @@ import platform
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from bwn.analysis import claims as cl
 from bwn.analysis import fidelity
@@ -132,11 +132,12 @@ def read_attempt_file(path: Path) -> dict[str, Any]:
     return info if isinstance(info, dict) else {}
 
 
-def load_attempt(key: RunKey, path: Path, metric_names: Sequence[str], scenario: str) -> Attempt:
-    """An attempt from its folder: metrics recomputed, validity judged again from
-    the recorded measurements by the current checks."""
+def load_attempt(key: RunKey, path: Path, metric_names: Sequence[str], scenario: str,
+                 params: Optional[Mapping[str, Any]] = None) -> Attempt:
+    """An attempt from its folder: metrics recomputed (``params``: the case's), validity
+    judged again from the recorded measurements by the current checks."""
     info = read_attempt_file(path)
-    record = cl.load_record(key.case, key.seed, key.scheme, path, list(metric_names))
+    record = cl.load_record(key.case, key.seed, key.scheme, path, list(metric_names), params)
     if record.complete:
         status = VALID if record.valid else (INVALID if record.valid is False else INCOMPLETE)
     else:
@@ -254,7 +255,7 @@ def pool(out: Path, plan: Sequence[PlannedRun], ledger: Iterable[Attempt], state
     by_id: dict[str, Attempt] = {}
     for run in plan:
         for path in folders_here(out, run.key):
-            a = load_attempt(run.key, path, metric_names, _stored_scenario(path, run))
+            a = load_attempt(run.key, path, metric_names, _stored_scenario(path, run), run.case.params)
             by_id[a.attempt_id] = a
     planned = {r.key: r for r in plan}
     for a in ledger:

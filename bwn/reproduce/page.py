@@ -24,15 +24,24 @@ RULE = ("The decision rule (docs/reproduce.md, fixed before the runs): per case,
         "tolerance band), *no* when wholly on the other (a gain within the margin is no gain), *unclear* when it "
         "straddles. A claim is **reproduced** when every case is *yes*, **not reproduced** when none is and "
         "some is *no*, **inconclusive** when every case is *unclear*, **partly** otherwise. A trend is judged "
-        "once, on the slope per seed over its cases.")
+        "once per group of cases, on each seed's change over the sweep (the least-squares line's, from the "
+        "lowest x to the highest) against its margin.")
+WAITING = stats.WAITING
 
 
 def rule_text(c: gr.Claim) -> str:
+    """How the claim is judged, and why its tolerance, bound or margin is what it is."""
+    return _rule(c) + (f" Why: {c.why}" if c.why else "")
+
+
+def _rule(c: gr.Claim) -> str:
     q = claim_quantity(c)
     if c.kind == "better":
         return f"{q.name} above +{c.margin * 100:g} % (the margin)."
     if c.kind == "equal":
         return f"{q.name} within ± {c.margin * 100:g} % (the margin)."
+    if c.kind == "not_worse":
+        return f"{q.name} above -{c.margin * 100:g} % (comparable or better: the margin)."
     if c.kind == "at_least":
         return f"{q.name} at least {q.number(c.threshold)}."
     if c.kind == "at_most":
@@ -40,8 +49,15 @@ def rule_text(c: gr.Claim) -> str:
     if c.kind == "near":
         low, high = c.band()
         return f"{q.name} within [{q.number(low)}, {q.number(high)}] (the paper's {q.number(c.target)} ± tolerance)."
-    per = f"ln {c.x}" if c.log_x else c.x
-    return f"{q.name} {c.direction} over the cases' {c.x}: the slope per seed (over {per}) wholly on that side of 0."
+    t = trend_quantity(c)
+    margin = t.number(c.margin).lstrip("+")
+    groups = "" if len(c.trend_groups()) < 2 else \
+        " In each group of cases: " + "; ".join(", ".join(g) for g in c.trend_groups()) + "."
+    if c.measure == "range":
+        return f"{t.name} at most {margin}, per seed (flat).{groups}"
+    side = {"increasing": f"above +{margin}", "decreasing": f"below -{margin}",
+            "flat": f"within ± {margin}", "not_increasing": f"at most +{margin}"}[c.direction or ""]
+    return f"{c.direction}: {t.name} {side}, per seed.{groups}"
 
 
 def _case_line(c: gr.Claim, j: cl.CaseJudgement) -> str:
@@ -49,11 +65,16 @@ def _case_line(c: gr.Claim, j: cl.CaseJudgement) -> str:
 
 
 def ours_text(jc: cl.ClaimJudgement) -> str:
+    if jc.claim.waiting:
+        return f"waiting for {', '.join(jc.claim.waiting)}"
     if not jc.cases:
         return "no case of this claim in the selection"
     text = "; ".join(_case_line(jc.claim, j) for j in jc.cases)
-    if jc.claim.kind == "trend" and jc.trend is not None:
-        text = f"slope {trend_quantity(jc.claim).estimate(jc.trend)} ({text})"
+    if jc.claim.kind == "trend" and jc.groups:
+        t = trend_quantity(jc.claim)
+        shown = "; ".join(f"{'(' + ', '.join(g.cases) + ') ' if len(jc.groups) > 1 else ''}"
+                          f"{t.estimate(g.estimate)} {g.outcome}" for g in jc.groups)
+        text = f"change {shown} ({text})" if jc.claim.measure == "change" else f"range {shown} ({text})"
     return text
 
 
@@ -69,15 +90,19 @@ def write_claims_csv(out_root: Path, grid: gr.Grid, judgements: Sequence[cl.Clai
                     "ci_high", "interval", "outcome", "invalid_runs"])
         for jc in judgements:
             q = claim_quantity(jc.claim)
+            if not jc.cases and not jc.groups:
+                w.writerow([grid.paper, jc.claim.id, jc.claim.kind, jc.verdict, "", "", q.name, q.unit, 0, "", "",
+                            "", "", "", ""])
             for j in jc.cases:
                 e = j.estimate
                 w.writerow([grid.paper, jc.claim.id, jc.claim.kind, jc.verdict, j.case.id, j.case.label, q.name,
                             q.unit, e.n, _num(e.mean), _num(e.low), _num(e.high), e.method, j.outcome,
                             len(j.invalid_runs)])
-            if jc.trend is not None:
-                e = jc.trend
-                w.writerow([grid.paper, jc.claim.id, jc.claim.kind, jc.verdict, "(slope)", "", trend_quantity(jc.claim).name,
-                            "", e.n, _num(e.mean), _num(e.low), _num(e.high), e.method, "", ""])
+            for g in jc.groups:
+                e = g.estimate
+                t = trend_quantity(jc.claim)
+                w.writerow([grid.paper, jc.claim.id, jc.claim.kind, jc.verdict, f"({', '.join(g.cases)})", "",
+                            t.name, t.unit, e.n, _num(e.mean), _num(e.low), _num(e.high), e.method, g.outcome, ""])
     return path
 
 
@@ -101,17 +126,22 @@ def inventory_rows(grid: gr.Grid, judgements: Sequence[cl.ClaimJudgement]) -> li
 
 def tally(grid: gr.Grid, judgements: Sequence[cl.ClaimJudgement]) -> dict[str, int]:
     """Per verdict, how many of the paper's items (an item judged by several claims
-    takes its weakest verdict: not reproduced < inconclusive < partly < reproduced)."""
+    takes its weakest verdict: not reproduced < inconclusive < partly < reproduced,
+    over its claims that are judged; an item all of whose claims wait is waiting)."""
     order = [stats.NO_VALID_RUN, stats.NOT_REPRODUCED, stats.INCONCLUSIVE, stats.PARTLY, stats.REPRODUCED]
     by_id = {jc.claim.id: jc.verdict for jc in judgements}
-    out = {"items": len(grid.inventory), "not judged": 0, **{v: 0 for v in order}}
+    out = {"items": len(grid.inventory), "not judged": 0, WAITING: 0, "part waiting": 0, **{v: 0 for v in order}}
     for item in grid.inventory:
         if not item.judged:
             out["not judged"] += 1
             continue
         verdicts = [by_id[c] for c in item.claims if c in by_id]
-        if verdicts:
-            out[min(verdicts, key=order.index)] += 1
+        judged = [v for v in verdicts if v != WAITING]
+        if judged:
+            out[min(judged, key=order.index)] += 1
+            out["part waiting"] += len(judged) < len(verdicts)
+        elif verdicts:
+            out[WAITING] += 1
     return out
 
 
@@ -119,19 +149,20 @@ def tally_text(t: dict[str, int]) -> str:
     judged = t["items"] - t["not judged"]
     parts = [f"{t[v]} {v}" for v in (stats.REPRODUCED, stats.PARTLY, stats.NOT_REPRODUCED, stats.INCONCLUSIVE,
                                      stats.NO_VALID_RUN) if t[v]]
+    waiting = ""
+    if t.get(WAITING) or t.get("part waiting"):
+        waiting = (f"; {t[WAITING]} wait for machinery not built yet (their rules fixed here)"
+                   + (f", {t['part waiting']} more in part" if t["part waiting"] else ""))
     return (f"{t['items']} claims, figures and trends in the paper's evaluation: {judged} judged "
-            f"({', '.join(parts) or 'none yet'}), {t['not judged']} not judged (each with its reason).")
+            f"({', '.join(parts) or 'none yet'}{waiting}), {t['not judged']} not judged (each with its reason).")
 
 
 def evidence(claim: gr.Claim, j: cl.CaseJudgement, out_root: Path) -> str:
     """What the runs of one case show, for a claim that did not hold there."""
-    from bwn.reproduce.plots import seed_quantity
     q = claim_quantity(claim)
     schemes = [claim.scheme] + ([claim.versus] if claim.versus else [])
     parts = []
-    shown = [f"seed {r.seed} {q.number(seed_quantity(claim, r, j.runs))}"
-             for r in sorted(j.runs, key=lambda r: r.seed)
-             if r.scheme == claim.scheme and r.usable and seed_quantity(claim, r, j.runs) is not None]
+    shown = [f"seed {seed} {q.number(value)}" for seed, value in sorted(j.quantities.items())]
     if shown:
         parts.append("the quantity per valid seed: " + ", ".join(shown))
     for scheme in schemes:
@@ -211,11 +242,17 @@ def write_page(grid: gr.Grid, out_root: Path, cases: Sequence[gr.Case], records:
         c = jc.claim
         q = claim_quantity(c)
         lines += [f"### {c.id}: {jc.verdict}", "", f"*{c.statement}* ({c.source})", "", "Judged: " + rule_text(c), ""]
+        if c.waiting:
+            named = f" on {', '.join(c.cases)}" if c.cases else ""
+            lines += [f"Waits for {gr.machinery_text(c.waiting)}: declared{named} with its rule, not run or judged "
+                      "until that is built.", ""]
+            continue
         if not jc.cases:
             lines += ["No case of this claim was run in this selection.", ""]
             continue
-        if jc.trend is not None:
-            lines += [f"The {trend_quantity(c).name}, over the seeds: {trend_quantity(c).estimate(jc.trend)}.", ""]
+        for g in jc.groups:
+            lines += [f"The {trend_quantity(c).name}" + (f" in ({', '.join(g.cases)})" if len(jc.groups) > 1 else "")
+                      + f", over the seeds: {trend_quantity(c).estimate(g.estimate)}: {g.outcome}.", ""]
         extra = f" {c.scheme} | {c.versus} |" if c.compares else ""
         lines += [f"| case | label | {q.name} (mean [95 % interval]) | outcome |{extra}",
                   "|---|---|---|---|" + ("---|---|" if c.compares else "")]
@@ -259,11 +296,42 @@ def write_page(grid: gr.Grid, out_root: Path, cases: Sequence[gr.Case], records:
     lines += ["", "### Cases", "", "| case | label | template | parameters | schemes | seeds | duration (s), full / quick "
               "| note |", "|---|---|---|---|---|---|---|---|"]
     for c in cases:
-        params = ", ".join(f"{k}={v}" for k, v in c.params.items())
-        lines.append(f"| {c.id} | {c.label} | {c.template} | {params} | {', '.join(c.schemes)} | {c.seeds} | "
-                     f"{c.duration_s:g} / {c.quick_duration_s:g} | {c.note} |")
+        lines.append(case_row(c))
+    waiting = [c for c in grid.cases if c not in cases and not c.runnable]
+    if waiting:
+        lines += ["", "Cases declared with their claims, waiting for machinery (not run):", "",
+                  "| case | label | template | parameters | schemes | seeds | duration (s), full / quick | note |",
+                  "|---|---|---|---|---|---|---|---|"]
+        lines += [case_row(c) for c in waiting]
+    if grid.schemes:
+        lines += ["", "Named schemes:", "", "| scheme | runs | template parameters | links | [experiment] | "
+                  "waits for | note |", "|---|---|---|---|---|---|---|"]
+        for s in grid.schemes.values():
+            links = "; ".join(f"{n}: " + ", ".join(f"{k}={v}" for k, v in keys) for n, keys in s.links)
+            lines.append(f"| {s.name} | {s.algorithm} | {', '.join(f'{k}={v}' for k, v in s.params.items()) or '-'} | "
+                         f"{links or '-'} | {', '.join(f'{k}={v}' for k, v in s.experiment) or '-'} | "
+                         f"{', '.join(s.waiting) or '-'} | {s.note} |")
     md.write_text("\n".join(lines) + "\n")
     return md
+
+
+def case_row(c: gr.Case) -> str:
+    params = ", ".join(f"{k}={v}" for k, v in c.params.items())
+    if c.links:
+        params += "; links: " + "; ".join(f"{n}: " + ", ".join(f"{k}={v}" for k, v in keys) for n, keys in c.links)
+    if c.quick_params:
+        params += "; quick: " + ", ".join(f"{k}={v}" for k, v in c.quick_params.items())
+    schemes = ", ".join(c.schemes)
+    if c.waiting_schemes:
+        schemes += (", " if schemes else "") + ", ".join(f"{s} (waits for {', '.join(ms)})"
+                                                         for s, ms in c.waiting_schemes)
+    note = c.note
+    if c.evidence:
+        note = "evidence (run only when named; never judged). " + note
+    if c.waiting:
+        note = f"waits for {', '.join(c.waiting)}. " + note
+    return (f"| {c.id} | {c.label} | {c.template} | {params} | {schemes} | {c.seeds} | "
+            f"{c.duration_s:g} / {c.quick_duration_s:g} | {note.strip()} |")
 
 
 def write_index(out_root: Path) -> Path:
@@ -274,7 +342,7 @@ def write_index(out_root: Path) -> Path:
              "Each page judges a paper's evaluation under one decision rule, fixed before its runs "
              "(`docs/reproduce.md`). Earlier pages, made before that rule: `archive/`.", "",
              "| paper | claims in its evaluation | judged | reproduced | partly | not reproduced | inconclusive | "
-             "not judged |", "|---|---|---|---|---|---|---|---|"]
+             "waiting for machinery | not judged |", "|---|---|---|---|---|---|---|---|---|"]
     details: list[str] = []
     for paper in gr.PAPERS:
         grid = gr.load_grid(paper)
@@ -285,19 +353,23 @@ def write_index(out_root: Path) -> Path:
                 verdicts[row["claim"]] = row["verdict"]
         judged_items = [i for i in grid.inventory if i.judged]
         if not claims_csv.exists():
+            t = tally(grid, [_stub(c, WAITING if c.waiting else stats.NO_VALID_RUN) for c in grid.claims])
             lines.append(f"| [{paper}]({paper}.md) | {len(grid.inventory)} | {len(judged_items)} | page not made "
-                         f"yet | | | | {len(grid.inventory) - len(judged_items)} |")
+                         f"yet | | | | {t[WAITING]} | {len(grid.inventory) - len(judged_items)} |")
         else:
-            t = tally(grid, [_stub(c, verdicts.get(c.id, stats.NO_VALID_RUN)) for c in grid.claims])
+            t = tally(grid, [_stub(c, WAITING if c.waiting else verdicts.get(c.id, stats.NO_VALID_RUN))
+                             for c in grid.claims])
             lines.append(f"| [{paper}]({paper}.md) | {t['items']} | {t['items'] - t['not judged']} | "
                          f"{t[stats.REPRODUCED]} | {t[stats.PARTLY]} | {t[stats.NOT_REPRODUCED]} | "
-                         f"{t[stats.INCONCLUSIVE]} | {t['not judged']} |")
+                         f"{t[stats.INCONCLUSIVE]} | {t[WAITING]} | {t['not judged']} |")
         details += ["", f"## {grid.title}", ""]
         for item in grid.inventory:
             if not item.judged:
                 details.append(f"* {item.id}: not judged ({item.not_judged})")
                 continue
-            shown = ", ".join(f"{c}: **{verdicts.get(c, 'not run yet')}**" for c in item.claims)
+            waits = {c.id for c in grid.claims if c.waiting}
+            shown = ", ".join(f"{c}: **{WAITING if c in waits else verdicts.get(c, 'not run yet')}**"
+                              for c in item.claims)
             details.append(f"* {item.id} ({item.where}): {shown}")
     path = out_root / "README.md"
     path.write_text("\n".join(lines + details) + "\n")

@@ -71,6 +71,23 @@ def planned_runs(grid: gr.Grid, quick: bool, cases: Optional[Sequence[gr.Case]] 
             for case in cases for seed in seeds_of(case, quick) for scheme in case.schemes]
 
 
+def waiting_runs(grid: gr.Grid) -> dict[str, list[PlannedRun]]:
+    """machinery -> the full grid's runs that wait for it (a run waiting for several
+    machines is listed under each): waiting cases' declared schemes, and waiting schemes
+    of the other cases (evidence cases left out)."""
+    out: dict[str, list[PlannedRun]] = {}
+    for case in grid.cases:
+        if case.evidence:
+            continue
+        for scheme in list(case.schemes) + [s for s, _ in case.waiting_schemes]:
+            needs = list(case.waiting) + [m for s, ms in case.waiting_schemes if s == scheme for m in ms]
+            for seed in seeds_of(case, False):
+                run = PlannedRun(RunKey(grid.paper, case.id, seed, scheme), case, case.duration_s)
+                for m in dict.fromkeys(needs):
+                    out.setdefault(m, []).append(run)
+    return out
+
+
 def find_run(grid: gr.Grid, key: RunKey, quick: bool) -> PlannedRun:
     """The planned run of ``key``; ValueError naming what does not exist."""
     try:
@@ -78,6 +95,11 @@ def find_run(grid: gr.Grid, key: RunKey, quick: bool) -> PlannedRun:
     except KeyError:
         raise ValueError(f"{grid.paper} has no case {key.case!r}; known: "
                          f"{', '.join(c.id for c in grid.cases)}") from None
+    if case.waiting:
+        raise ValueError(f"case {key.case} waits for {gr.machinery_text(case.waiting)}")
+    waits = dict(case.waiting_schemes)
+    if key.scheme in waits:
+        raise ValueError(f"scheme {key.scheme} waits for {gr.machinery_text(waits[key.scheme])}")
     if key.scheme not in case.schemes:
         raise ValueError(f"case {key.case} runs {', '.join(case.schemes)}, not {key.scheme!r}")
     if key.seed not in seeds_of(case, quick):

@@ -33,28 +33,30 @@ def _pyplot() -> Any:
 
 
 def seed_quantity(c: gr.Claim, r: cl.RunRecord, runs: Sequence[cl.RunRecord]) -> Optional[float]:
-    """One seed's value of a claim's quantity: its metric, or for a comparison the
-    paired gain, only when the other scheme's run of that seed counts too."""
+    """One seed's value of a claim's quantity, from this run: its metric, or for a
+    comparison the paired gain (or difference), only when the other scheme's run of
+    that seed counts too (a claim relative to another case: None, the case's
+    judgement holds those)."""
     value = r.metrics.get(c.metric)
-    if value is None:
+    if value is None or c.relative_to:
         return None
     if not c.compares:
         return value
     other = next((o for o in runs if o.scheme == c.versus and o.seed == r.seed and o.usable), None)
     theirs = None if other is None else other.metrics.get(c.metric)
-    if not theirs:
+    if theirs is None:
         return None
-    return 1.0 - value / theirs if c.lower_is_better else value / theirs - 1.0
+    return cl.paired(c, value, theirs)
 
 
 def claim_figure(grid: gr.Grid, out_root: Path, jc: cl.ClaimJudgement) -> Optional[Path]:
     plt = _pyplot()
-    if plt is None or not jc.cases:
+    if plt is None or not jc.cases or jc.claim.waiting:
         return None
     c = jc.claim
     q = claim_quantity(c)
     k = q.factor
-    trend = c.kind == "trend"
+    trend = c.kind == "trend" and c.x is not None        # a range may have no x: cases side by side
     xs = [float(j.case.params[c.x]) for j in jc.cases] if trend and c.x else list(range(len(jc.cases)))
     fig, ax = plt.subplots(figsize=(max(5.0, 1.0 * len(jc.cases) + 3), 3.8))
     offset = (max(xs) - min(xs)) * 0.015 if trend and len(xs) > 1 else 0.15
@@ -66,16 +68,14 @@ def claim_figure(grid: gr.Grid, out_root: Path, jc: cl.ClaimJudgement) -> Option
             ax.errorbar([x], [e.mean * k], yerr=err, fmt="o", color="black", capsize=5,
                         label=None if drew_mean else "mean and 95 % interval")
             drew_mean = True
+        for seed, value in sorted(j.quantities.items()):
+            ax.plot([x + offset], [value * k], ".", color="C0", label=None if drew_seed else "one seed")
+            drew_seed = True
         for r in j.runs:
-            if r.scheme != c.scheme:
+            if r.scheme != c.scheme or r.valid is not False:
                 continue
             value = seed_quantity(c, r, j.runs)
-            if value is None:
-                continue
-            if r.usable:
-                ax.plot([x + offset], [value * k], ".", color="C0", label=None if drew_seed else "one seed")
-                drew_seed = True
-            elif r.valid is False:
+            if value is not None:
                 ax.plot([x + offset], [value * k], "x", color="red",
                         label=None if drew_invalid else "INVALID seed (not counted)")
                 drew_invalid = True
@@ -89,8 +89,9 @@ def claim_figure(grid: gr.Grid, out_root: Path, jc: cl.ClaimJudgement) -> Option
         ax.set_xlabel("case (labels in the page's tables)")
     ax.set_ylabel(q.axis, fontsize="small")
     title = f"{c.id}: {jc.verdict}"
-    if trend and jc.trend is not None:
-        title += f" (slope {trend_quantity(c).number(jc.trend.mean)})"
+    if c.kind == "trend" and jc.groups:
+        shown = ", ".join(trend_quantity(c).number(g.estimate.mean) for g in jc.groups)
+        title += f" ({'range' if c.measure == 'range' else 'change'} {shown})"
     ax.set_title(title, fontsize="small")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="x-small", loc="best")
@@ -110,7 +111,7 @@ def _draw_reference(ax: Any, c: gr.Claim, k: float) -> None:
     elif c.kind in ("at_least", "at_most") and c.threshold is not None:
         word = "at least" if c.kind == "at_least" else "at most"
         ax.axhline(c.threshold * k, color="C2", linestyle="--", linewidth=1, label=f"the claim: {word} this")
-    elif c.kind in ("better", "equal"):
+    elif c.kind in ("better", "equal", "not_worse"):
         ax.axhspan(-c.margin * k, c.margin * k, color="grey", alpha=0.15,
                    label=f"± {c.margin * 100:g} % margin (a tie)")
         ax.axhline(0.0, color="grey", linestyle="--", linewidth=1)
