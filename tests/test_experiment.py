@@ -681,7 +681,7 @@ def fake_run(monkeypatch, tmp_path, *, summaries=("main",), interrupt=False, pca
             raise KeyboardInterrupt
         for name in summaries:
             (out_dir / "flows").mkdir(parents=True, exist_ok=True)
-            (out_dir / "flows" / f"{name}.summary.json").write_text("{}")
+            RunDir(out_dir).flow_summary(name).write_text("{}")
         procs = [subprocess.Popen([sys.executable, "-c", sender_code + "; print('up', flush=True); time.sleep(120)"]
                                   if sender_code else ["true"], stdout=subprocess.PIPE, text=True),
                  subprocess.Popen(["sleep", "60"] if receiver_alive else ["true"])]

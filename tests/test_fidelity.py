@@ -9,7 +9,7 @@ import pytest
 from bwn.analysis import fidelity
 from bwn.analysis.fidelity import Thresholds
 from bwn.emulation.monitor import Monitor, PortSpec
-from bwn.rundir import RunMeta
+from bwn.rundir import RunDir, RunMeta
 from bwn.linkem.scheduler import LATE_BINS, LATE_SHIFT, DirectionScheduler, lateness_summary
 from bwn.linkem.config import Impairment
 
@@ -442,7 +442,7 @@ def test_port_utilization_counts_against_the_schedule_not_the_rate_written_to_th
     key = "s1:2"
 
     def utilization(rows: list[str]) -> float:
-        (tmp_path / "capacity.csv").write_text("\n".join(rows) + "\n")
+        RunDir(tmp_path).capacity_csv.write_text("\n".join(rows) + "\n")
         monitor = Monitor(tmp_path, [], [PortSpec("s1", 2, "s1-eth2", True, 50, "C-D")])
         monitor.start()
         monitor.stop()

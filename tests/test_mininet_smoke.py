@@ -92,7 +92,7 @@ STEP_T_S = 4.0                 # smoke.toml: the bottleneck steps from 5 to 2 Mb
 def _capacity_stepped(run: Path) -> None:
     """The controller applied the bottleneck's step on time (capacity.csv), and the
     switch then stamped the new capacity (telemetry.csv, kb/s of frames)."""
-    applied = [(float(r["t_s"]), float(r["rate_bps"])) for r in csv.DictReader(open(run / "capacity.csv"))
+    applied = [(float(r["t_s"]), float(r["rate_bps"])) for r in csv.DictReader(open(RunDir(run).capacity_csv))
                if r["link"] == "bottleneck"]
     # The first rate is written while the switch's state is installed, before the
     # controller's clock starts (t = 0 is when every switch is ready): its time is
@@ -100,7 +100,7 @@ def _capacity_stepped(run: Path) -> None:
     assert applied[0][1] == 5e6 and applied[0][0] < STEP_T_S, applied
     steps = [(t, rate) for t, rate in applied if rate == 2e6]
     assert steps and STEP_T_S <= steps[0][0] <= STEP_T_S + 1.0, applied
-    telemetry = [(float(r["t_s"]), float(r["capacity_kbps"])) for r in csv.DictReader(open(run / "telemetry.csv"))
+    telemetry = [(float(r["t_s"]), float(r["capacity_kbps"])) for r in csv.DictReader(open(RunDir(run).telemetry_csv))
                  if r["capacity_kbps"] not in ("", "0")]
     assert any(t < STEP_T_S and abs(kbps - 5000) <= 250 for t, kbps in telemetry), telemetry[:20]
     assert any(t > STEP_T_S + 0.5 and abs(kbps - 2000) <= 100 for t, kbps in telemetry), telemetry[-20:]
