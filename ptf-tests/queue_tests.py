@@ -13,7 +13,7 @@ import ptf.testutils as tu
 from scapy.layers.inet import IP
 
 from base import HOST_IP, BwnTest, bwn_packet, routed
-from controller import dataplane_math as dm
+from bwn.protocol import dataplane_math as dm
 from controller import entries as ent
 from bwn.protocol.scapy_layer import BWN
 from bwn.protocol.wire import BWN_UDP_PORT, BwnHeader

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import signal
 import sys
@@ -21,6 +20,8 @@ from pathlib import Path
 from typing import Optional
 
 from bwn import requirements
+from bwn.analysis.report import write_report
+from bwn.analysis.report.load import ReportError, load_run_dir
 from bwn.cli import reproduce
 from bwn.paths import REPO
 from bwn.rundir import ExperimentDir, RunDir
@@ -111,7 +112,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 3
 
     from bwn.emulation import runner as experiment
-    from bwn.analysis import report
     from mininet.log import setLogLevel
 
     setLogLevel("warning")
@@ -137,8 +137,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("interrupted: torn down; partial results stay in", out, file=sys.stderr)
         return 130
-    runs = report.load_run_dir(out)
-    summary = report.write_report(out, runs)
+    runs = load_run_dir(out)
+    summary = write_report(out, runs)
     print(f"== done in {time.monotonic() - started:.0f} s: {summary}")
     print((out / "summary.md").read_text())
     if failed:
@@ -181,11 +181,10 @@ def cmd_net(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from bwn.analysis import report
     out = Path(args.dir)
     try:
-        summary = report.write_report(out, report.load_run_dir(out))
-    except report.ReportError as exc:   # a folder that is not a run, or a broken file in it
+        summary = write_report(out, load_run_dir(out))
+    except ReportError as exc:   # a folder that is not a run, or a broken file in it
         print(f"bwn report: {exc}", file=sys.stderr)
         return 1
     print(summary.read_text())

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from bwn import requirements
-from bwn.analysis import claims as cl
-from bwn.analysis import report
+from bwn.reproduce import claims as cl
+from bwn.analysis.report import write_report
+from bwn.analysis.report.load import ReportError, load_run_dir
 from bwn.paths import REPO
 from bwn.reproduce import calibrate as cal
 from bwn.reproduce import fingerprint as fp
@@ -231,8 +232,8 @@ def _write_summaries(out: Path, plan: Sequence[PlannedRun], progress: Any) -> No
     from bwn.reproduce.plan import run_dir
     for seed_dir in sorted({run_dir(out, r.key).parent for r in plan if run_dir(out, r.key).exists()}):
         try:
-            report.write_report(seed_dir, report.load_run_dir(seed_dir))
-        except report.ReportError as exc:
+            write_report(seed_dir, load_run_dir(seed_dir))
+        except ReportError as exc:
             progress(f"report of {seed_dir}: {exc}")
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, Union
 
 from bwn.cliargs import number
-from controller import dataplane_math as dm
+from bwn.protocol import dataplane_math as dm
 from bwn.scenario.schedule import DEFAULT_FRAME_BYTES
 
 # Frames the queue rates are converted with (BMv2 rates queues in packets/s): the
