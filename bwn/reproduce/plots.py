@@ -25,6 +25,7 @@ def _pyplot() -> Any:
     """matplotlib's pyplot on the Agg backend, or None when matplotlib is not
     installed (figures are optional: `pip install -e .[plots]`)."""
     try:
+        # imported here: matplotlib is the plots extra's, and slow to import
         import matplotlib
     except ModuleNotFoundError:
         return None

@@ -20,6 +20,7 @@ from typing import Any
 from bwn.reproduce.grid import GridError, template_path
 from bwn.reproduce.gridmodel import Case, Grid
 from bwn.scenario import seeding
+from bwn.scenario.config import RESERVED_RATE_ALGORITHMS, UNDER_TEST
 
 
 def render(grid: Grid, case: Case, seed: int, scheme: str, quick: bool) -> dict[str, Any]:
@@ -84,7 +85,6 @@ def render(grid: Grid, case: Case, seed: int, scheme: str, quick: bool) -> dict[
     exp["duration_s"] = duration_s
     exp["schemes"] = list(dict.fromkeys(grid.algorithm(s) for s in case.schemes))
     exp["seed"] = int(seed)
-    from bwn.scenario.config import RESERVED_RATE_ALGORITHMS, UNDER_TEST
     algorithm = grid.algorithm(scheme)
     for i, flow in enumerate(flows):
         offset = seeding.start_offset_s(seed, i, grid.start_spread_s)

@@ -27,6 +27,7 @@ _LEGEND = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "fontsize": "smal
 
 
 def plot_throughput(path: Path, runs: Sequence[SchemeRun], bin_s: float) -> None:
+    # imported here: matplotlib is the plots extra's, and slow to import
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(len(runs), 1, figsize=(12, 3.2 * len(runs)), squeeze=False,
                              sharex=True)
@@ -57,6 +58,7 @@ def plot_throughput(path: Path, runs: Sequence[SchemeRun], bin_s: float) -> None
 
 def plot_congestion(path: Path, run: SchemeRun, bin_s: float) -> None:
     """cwnd, then rates (pacing, estimate, fair share), then the bottleneck queue."""
+    # imported here: matplotlib is the plots extra's, and slow to import
     import matplotlib.pyplot as plt
     name, capacity = bottleneck(run)
     telemetry = _telemetry_of(run, name)
@@ -115,6 +117,7 @@ def plot_congestion(path: Path, run: SchemeRun, bin_s: float) -> None:
 
 def plot_goodput(path: Path, runs: Sequence[SchemeRun]) -> None:
     """Goodput per scheme, each flow stacked on the one before."""
+    # imported here: matplotlib is the plots extra's, and slow to import
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(max(4.0, 1.4 * len(runs) + 2), 4))
     for x, run in enumerate(runs):
@@ -142,6 +145,7 @@ def write_plots(out_dir: Path, runs: Sequence[SchemeRun], bin_s: float) -> list[
     """The PNGs; [] when matplotlib is missing. Runs with captures (bwn run --pcap)
     also get their time-sequence figure, ``seq-<scheme>.png`` (needs dpkt)."""
     try:
+        # imported here: matplotlib is the plots extra's, and slow to import
         import matplotlib
     except ModuleNotFoundError:
         return []

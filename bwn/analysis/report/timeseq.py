@@ -34,6 +34,7 @@ def plot_time_sequence(path: Path, run: SchemeRun) -> Optional[Path]:
     read = {link: trace for link, trace in traces(run).items() if trace.flows}
     if not read:
         return None
+    # imported here: matplotlib is the plots extra's, and slow to import
     import matplotlib.pyplot as plt
 
     names = {flow_id: name for name, flow_id in run.flow_ids.items()}
