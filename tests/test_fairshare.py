@@ -1,5 +1,5 @@
 """Max-min fair shares (bwn/analysis/fairshare.py), the flows' links (bwn/scenario/flowpaths.py) and the
-report's estimate error against them (issue 10, item 5)."""
+report's estimate error against them."""
 from __future__ import annotations
 
 import json

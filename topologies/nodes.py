@@ -6,7 +6,7 @@
   MTU-sized frames; no router solicitations in the switches' counters).
 * :class:`LinkemNode` is the "small node between the two ends of a link" that
   adds propagation delay (and loss, reordering...) in user space with
-  `bwn-link`, for kernels without netem (issue 5); :class:`LinkemGroup` serves
+  `bwn-link`, for kernels without netem; :class:`LinkemGroup` serves
   the links of several such nodes from one `bwn-links` process.
 """
 from __future__ import annotations
