@@ -73,7 +73,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from controller.bmv2 import SWITCH_BINARY, Bmv2Switch, fast_switch_binary  # noqa: E402
-from bwn.analysis.fidelity import read_proc_stat  # noqa: E402
+from bwn.emulation.probes import read_proc_stat  # noqa: E402
 from bwn.emulation.netns import NetnsSet  # noqa: E402
 from bwn.requirements import netns_missing  # noqa: E402
 from bwn.analysis.stats import mean_interval  # noqa: E402

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Callable, Optional
 
+from bwn.paths import ebpf_object, pipeline_files
 from controller.bmv2 import CLI_BINARY, SWITCH_BINARY
-from controller.p4rt import pipeline_files
 
 Check = Callable[[], Optional[str]]
 
@@ -67,9 +67,11 @@ def ebpf_missing() -> Optional[str]:
 
 def ebpf_program_missing(build_dir: Optional[Path] = None) -> Optional[str]:
     """The compiled PSA program (``make build-ebpf``)."""
-    from controller.ebpf import default_object
-    obj = default_object() if build_dir is None else Path(build_dir) / "ebpf" / "bwn.o"
-    return None if obj.exists() else f"{obj} missing: run `make build-ebpf` (needs p4c-ebpf)"
+    try:
+        ebpf_object() if build_dir is None else ebpf_object(Path(build_dir))
+    except FileNotFoundError as exc:
+        return f"{exc} (needs p4c-ebpf)"
+    return None
 
 
 def mininet_missing() -> Optional[str]:

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
-from controller import dataplane_math as dm
+from bwn.paths import BUILD
+from bwn.protocol import dataplane_math as dm
 from controller import entries as ent
 from controller.nikss import Key, Pipeline
 from controller.switchctl import BwnController, PortPlan, SwitchPlan
@@ -328,7 +329,8 @@ def pipeline_id(index: int, base: int = 100) -> int:
 
 
 def default_object() -> Path:
-    return Path(__file__).resolve().parents[1] / "build" / "ebpf" / "bwn.o"
+    """build/ebpf/bwn.o, what `make build-ebpf` writes (it may not exist yet)."""
+    return BUILD / "ebpf" / "bwn.o"
 
 
 # ---- one switch: a pipeline on a set of interfaces -----------------------------

@@ -17,7 +17,7 @@ from typing import Iterable
 
 import finsy as fy
 
-from controller import dataplane_math as dm
+from bwn.protocol import dataplane_math as dm
 
 INGRESS = "BwnIngress"
 EGRESS = "BwnEgress"

@@ -13,7 +13,7 @@ import ptf.testutils as tu
 from scapy.layers.inet import IP
 
 from base import HOST_IP, BwnTest, bwn_packet, routed
-from controller import dataplane_math as dm
+from bwn.protocol import dataplane_math as dm
 from controller import entries as ent
 from bwn.protocol.scapy_layer import BWN
 from bwn.protocol.wire import BWN_UDP_PORT, BwnHeader
@@ -136,8 +136,14 @@ class AssuredForwardingTest(BwnTest):
         # the AF drops never touch AF11, and the queue (60) never fills.
         self.assertGreater(len(in_profile), 0.85 * 50 * 4.0)
         self.assertTrue(all(p[IP].tos >> 2 in (ent.DSCP_AF11, ent.DSCP_AF13) for p in mine))
-        # The reserved flow gets more than the best-effort one, which offered more.
-        self.assertGreater(len(mine), len(other))
+        # The reservation protects the flow: it offered 320 of the 800 frames
+        # (40 %) and leaves with at least its reserved half of the 100-pps port.
+        # Without the meter both colours share the FIFO by what they offer
+        # (about 40 %). How the out-of-profile remainder splits is not guaranteed
+        # (it depends on where the meter's recolouring falls in the queue's
+        # cycle), so the bound is on the share, not on beating best effort.
+        share = len(mine) / max(1, len(mine) + len(other))
+        self.assertGreater(share, 0.45, f"the reserved flow left with {share:.0%} of the port")
 
 
 class AfThresholdTest(BwnTest):
@@ -202,6 +208,39 @@ class LossAndAfCountEachDropOnceTest(BwnTest):
         self.assertGreater(dropped[loss], 0.15 * len(frames))
         self.assertEqual(len(out) + dropped[af] + dropped[loss], len(frames),
                          "a drop was counted twice, or a packet lost uncounted")
+
+
+class LossOnAnAfPortIsCountedAsLossTest(BwnTest):
+    """On a congested AF port that also loses packets at random, the packets the
+    loss draw drops are counted as lost, as many as the loss rate says (binomial
+    bounds, 4.5 sigma), whatever the queue: a lost packet never meets the AF rule,
+    which would count it as out of profile instead (and the meter would count it
+    as part of a reservation)."""
+
+    SERVICE_PPS = 100.0
+    LOSS = 0.3
+
+    def runTest(self) -> None:
+        self.add_hosts((1, 3, 4))
+        self.add_hosts((2,), {2: ent.PortOptions(loss=self.LOSS, reservations=True, af_queue_packets=5)})
+        self.set_queue(2, self.SERVICE_PPS, 60)
+        af, loss = (ent.DROP_REASON_CODES[r] for r in ("af_out_of_profile", "random_loss"))
+        try:
+            self.settle()
+            before = {r: self.read_drops(r) for r in (af, loss)}
+            frames = numbered(45250, int(2.5 * self.SERVICE_PPS * 3.0), src=3)
+            self.send_paced(1, frames, 2.5 * self.SERVICE_PPS)
+            out = self.collect(2, 1.5)
+            dropped = {r: self.settled_drops(r) - before[r] for r in (af, loss)}
+        finally:
+            self.reset_queue(2)
+        n = len(out) + dropped[af] + dropped[loss]       # what reached the switch
+        sigma = math.sqrt(n * self.LOSS * (1 - self.LOSS))
+        print(f"\n  {dropped[loss]} of {n} lost (expected {n * self.LOSS:.0f} +- {4.5 * sigma:.0f}), "
+              f"{dropped[af]} AF drops")
+        self.assertGreater(dropped[af], 0, "the AF threshold was never reached")
+        self.assertLessEqual(abs(dropped[loss] - n * self.LOSS), 4.5 * sigma + 0.5,
+                             "lost packets counted under another reason")
 
 
 class AfDroppedFlowIsNotCountedTest(BwnTest):

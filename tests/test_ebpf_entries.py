@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller import dataplane_math as dm
+from bwn.protocol import dataplane_math as dm
 from controller import ebpf as eb
 from controller import entries as ent
 from controller.nikss import EXACT, LPM, TERNARY, le_bytes

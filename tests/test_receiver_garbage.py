@@ -1,4 +1,4 @@
-"""Receivers under garbage (issue 12), in process: random datagrams, wrong flow ids,
+"""Receivers under garbage, in process: random datagrams, wrong flow ids,
 duplicated and replayed segments, a SYN flood of 10 000 flow ids. The stream of a
 real flow stays intact, memory stays bounded (flows time out), and every kind of
 garbage is counted (Receiver.stats_dict). The same over a real socket between
@@ -13,7 +13,8 @@ from typing import List, Tuple
 import pytest
 
 from hosts.cc.newreno import NewReno
-from hosts.transport.receiver import DEFAULT_HALF_OPEN_TIMEOUT_US, HOUSEKEEPING_US, MemorySink, Receiver
+from hosts.transport.reassembly import MemorySink
+from hosts.transport.receiver import DEFAULT_HALF_OPEN_TIMEOUT_US, HOUSEKEEPING_US, Receiver
 from hosts.transport.sender import SenderConfig, SenderState
 from hosts.sim.channel import RECEIVER_ADDR, LinkModel, Simulation
 from hosts.transport.source import PatternSource, pattern_bytes

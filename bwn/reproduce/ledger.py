@@ -31,10 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from bwn.analysis import claims as cl
+from bwn.reproduce import claims as cl
 from bwn.analysis import fidelity
 from bwn.reproduce import fingerprint as fp
 from bwn.reproduce.plan import PlannedRun, RunKey, run_dir, stored_fingerprint
+from bwn.rundir import RunDir
 
 #: The most attempts at one key: after this many INVALID or incomplete ones the
 #: key has no valid run, and the page says so (a re-roll without end could select
@@ -94,7 +95,7 @@ class Attempt:
         return self.status == VALID and not self.not_counted
 
     def record(self) -> cl.RunRecord:
-        """As the claims' judge reads a run (bwn/analysis/claims.py): usable only
+        """As the claims' judge reads a run (bwn/reproduce/claims.py): usable only
         when counted; an INVALID attempt is complete and not valid; an attempt the
         page does not count has no verdict there, and says why."""
         valid = True if self.counted else (False if self.status == INVALID else None)
@@ -195,7 +196,7 @@ def folders_here(out: Path, key: RunKey) -> list[Path]:
     """The run folder of ``key`` and its superseded attempts' folders, here."""
     found = []
     current = run_dir(out, key)
-    if (current / "run.json").exists() or (current / ATTEMPT_FILE).exists():
+    if RunDir(current).has_meta() or (current / ATTEMPT_FILE).exists():
         found.append(current)
     prefix = "-".join(current.relative_to(out).parts) + "-"
     superseded = out / "superseded"
