@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from bwn import paths
 from bwn.emulation import agents, controller_thread
 from bwn.emulation import network as scenario_net
 from bwn.emulation import runner as ex
@@ -484,9 +485,11 @@ class TeardownNet:
             raise RuntimeError("mininet teardown broke off")
 
 
-def network(monkeypatch, tmp_path, fail: set = frozenset(), linkem_args=None, frame_bytes=None, seed=11):
+def network(monkeypatch, tmp_path, fail: set = frozenset(), linkem_args=None, frame_bytes=None, seed=11,
+            target="bmv2"):
     """A ScenarioNetwork of the smoke scenario on the fake net (its delayed links as one
-    emulator node), a fake controller and thread; returns it and the event log."""
+    emulator node), a fake controller and thread (the eBPF one too, for `target`
+    "ebpf"); returns it and the event log."""
     from topologies import nodes
     log: list = []
     cfg = scenario("smoke", lambda d: (d.update(dataplane={"window_us": 8192, "flow_window_us": 65536}),
@@ -513,18 +516,27 @@ def network(monkeypatch, tmp_path, fail: set = frozenset(), linkem_args=None, fr
             log.append(("thread.stop",))
 
     monkeypatch.setattr(scenario_net, "pipeline_files", lambda: (Path("p4info"), Path("blob")))
-    def build(c, log_dir, f, target="bmv2"):
-        assert (c, log_dir, f) == (cfg, tmp_path / "switch-logs", frame_bytes)
+    def build(c, log_dir, f, target_="bmv2"):
+        assert (c, log_dir, f, target_) == (cfg, tmp_path / "switch-logs", frame_bytes, target)
         return built
     monkeypatch.setattr(scenario_net, "build_network", build)
     monkeypatch.setattr(scenario_net, "BwnController", Controller)
+    if target == "ebpf":
+        from controller import ebpf
+
+        class EbpfController(Controller):
+            def __init__(self, *args, **kw):
+                log.append(("ebpf",))
+                super().__init__(*args, **kw)
+        monkeypatch.setattr(ebpf, "EbpfController", EbpfController)
+        monkeypatch.setattr(scenario_net, "ebpf_object", lambda: Path("bwn.o"))
     monkeypatch.setattr(scenario_net, "ControllerThread", Thread)
     monkeypatch.setattr(nodes, "interrupt_command", lambda node: log.append(("interrupt", node.name)))
     monkeypatch.setattr(nodes, "node_namespaces", lambda hosts: {i: h.name for i, h in enumerate(hosts)})
     monkeypatch.setattr(nodes, "end_processes_in", lambda ns: [f"pid 7 in {sorted(ns.values())}"])
     lines: list[str] = []
     return scenario_net.ScenarioNetwork(cfg, tmp_path, lines.append, label="[t] ", frame_bytes=frame_bytes,
-                              linkem_args=linkem_args), log, lines, cfg
+                              linkem_args=linkem_args, target=target), log, lines, cfg
 
 
 def test_configure_hosts_routes_and_static_arp(monkeypatch, tmp_path):
@@ -554,6 +566,25 @@ def test_start_brings_up_net_emulators_and_controller_in_order(monkeypatch, tmp_
     assert ent_window.queue_unit_bytes == 1102
     assert lines == ["[t] starting 1 BMv2 switches and 2 hosts"]
     assert sn.net.get("h1").commands[0] == "ip route replace default dev h1-eth0"
+
+
+def test_an_ebpf_network_runs_the_ebpf_controller_without_a_bmv2_pipeline(monkeypatch, tmp_path):
+    sn, log, lines, cfg = network(monkeypatch, tmp_path, target="ebpf")
+    sn.start()
+    window = scenario_net.ent.WindowConfig(8192, 65536, agents.frame_bytes(1000))
+    assert ("ebpf",) in log
+    assert ("controller", (["plan"], None, None, tmp_path, window),
+            (("queue_lookahead", True), ("telemetry_interval_s", cfg.telemetry.interval_s))) in log
+    assert lines == ["[t] starting 1 eBPF (NIKSS) switches and 2 hosts"]
+
+
+def test_a_network_refuses_an_unknown_target_and_a_missing_ebpf_program(monkeypatch, tmp_path):
+    cfg = scenario("smoke")
+    with pytest.raises(ValueError, match="'tofino' .*bmv2, ebpf"):
+        scenario_net.ScenarioNetwork(cfg, tmp_path, target="tofino")
+    monkeypatch.setattr(scenario_net, "ebpf_object", lambda: paths.ebpf_object(tmp_path))
+    with pytest.raises(FileNotFoundError, match="make build-ebpf"):
+        scenario_net.ScenarioNetwork(cfg, tmp_path, target="ebpf")
 
 
 def test_queue_unit_is_the_fixed_frame_size_when_given(monkeypatch, tmp_path):
@@ -617,6 +648,7 @@ def fake_run(monkeypatch, tmp_path, *, summaries=("main",), interrupt=False, pca
         def __init__(self, cfg_, out_dir, progress, label="", target="bmv2"):
             log.append(("network", label))
             seen["network"] = (cfg_, out_dir, progress)
+            seen["target"] = target
             self.log_dir = out_dir / "switch-logs"
             if write_logs:
                 self.log_dir.mkdir(parents=True)
@@ -710,8 +742,8 @@ def fake_run(monkeypatch, tmp_path, *, summaries=("main",), interrupt=False, pca
     monkeypatch.setattr(ex, "start_link_schedules", lambda nodes, group=None: seen.setdefault("schedules_of", nodes) and ["bl"])
     lines: list[str] = []
     out = tmp_path / "grid" / "ebn"   # its parent does not exist yet either
-    def call(duration_s=6.0):
-        return ex._run_scheme_locked(cfg, "ebn", out, duration_s, lines.append, pcap=pcap)
+    def call(duration_s=6.0, target="bmv2"):
+        return ex._run_scheme_locked(cfg, "ebn", out, duration_s, lines.append, pcap=pcap, target=target)
     call.seen = seen
     return call, log, lines, out, cfg
 
@@ -722,6 +754,7 @@ def test_a_run_writes_run_json_and_drops_the_switch_logs(monkeypatch, tmp_path):
     saved = json.loads(RunDir(out).run_json.read_text())
     assert RunMeta.from_json(saved) == meta
     assert saved["ok"] is True and saved["scheme"] == "ebn" and saved["duration_s"] == 6.0
+    assert saved["target"] == "bmv2"
     assert saved["delay_emulator"] == "bwn-link" and saved["netem_available"] is False
     assert saved["flow_starts_s"] == {"main": 12.0}                # the controller's clock at release
     assert saved["sender_exit_codes"] == {"main": 0} and saved["flows_without_summary"] == []
@@ -799,9 +832,9 @@ def test_a_run_hands_each_part_what_it_needs_and_records_it(monkeypatch, tmp_pat
     def seeded(data):
         data["experiment"].update(seed=42, queue_lookahead=True)
     call, log, lines, out, cfg = fake_run(monkeypatch, tmp_path, pcap=True, edit=seeded, receiver_alive=True)
-    meta = call(duration_s=6.0)
+    meta = call(duration_s=6.0, target="ebpf")
     seen = call.seen
-    assert seen["network"] == (cfg, out, lines.append)
+    assert seen["network"] == (cfg, out, lines.append) and seen["target"] == "ebpf"
     built = seen["built"]
     assert seen["agents"] == (cfg, built.net, "ebn", out, 6.0)
     assert seen["monitor"] == (out, built, cfg.telemetry.interval_s)
@@ -810,7 +843,7 @@ def test_a_run_hands_each_part_what_it_needs_and_records_it(monkeypatch, tmp_pat
     assert seen["schedules_of"] is built.linkem_nodes
     assert RunMeta.load(RunDir(out).run_json) == meta
     saved = json.loads(RunDir(out).run_json.read_text())
-    assert saved["seed"] == 42 and saved["queue_lookahead"] is True
+    assert saved["seed"] == 42 and saved["queue_lookahead"] is True and saved["target"] == "ebpf"
     assert saved["flow_ids"] == {"main": seeding.flow_id(42, 0)} != {"main": seeding.flow_id(None, 0)}
     assert saved["linkem_rt_priority"] == cfg.linkem_rt_priority == 10
     assert saved["link_schedules_started"] == ["bl"]

@@ -75,7 +75,9 @@ def repo(tmp_path):
     repo = tmp_path / "repo"
     for rel, text in {"bwn/emulation/runner.py": "x = 1\n", "bwn/analysis/report.py": "y = 1\n",
                       "hosts/cc/ebn.py": "z = 1\n", "p4src/v1model/bwn.p4": "// p4\n",
-                      "p4src/tna/bwn.p4": "// tna\n", "docs/results/ebn.md": "page\n",
+                      "p4src/tna/bwn.p4": "// tna\n", "p4src/psa/bwn.p4": "// psa\n",
+                      "controller/ebpf.py": "e = 1\n", "controller/nikss.py": "k = 1\n",
+                      "docs/results/ebn.md": "page\n",
                       "topologies/reproduce/ebn.toml": "[paper]\n", "topologies/nodes.py": "n = 1\n"}.items():
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text(text)
@@ -89,8 +91,9 @@ def test_the_code_fingerprint_covers_what_a_run_executes_and_nothing_else(repo):
     first = fp.code_state(repo)
     assert first.clean and sorted(fp.blobs("HEAD", repo)) == [
         "bwn/emulation/runner.py", "hosts/cc/ebn.py", "p4src/v1model/bwn.p4", "topologies/nodes.py"]
-    # Results, docs, grids, the analysis and other targets' programs change nothing.
-    for rel in ("docs/results/ebn.md", "topologies/reproduce/ebn.toml", "bwn/analysis/report.py", "p4src/tna/bwn.p4"):
+    # Results, docs, grids, the analysis and other targets' programs and adapters change nothing.
+    for rel in ("docs/results/ebn.md", "topologies/reproduce/ebn.toml", "bwn/analysis/report.py", "p4src/tna/bwn.p4",
+                "p4src/psa/bwn.p4", "controller/ebpf.py", "controller/nikss.py"):
         (repo / rel).write_text("changed\n")
     assert fp.code_state(repo).clean
     _git(repo, "commit", "-q", "-am", "two")
