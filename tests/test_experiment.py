@@ -253,6 +253,8 @@ def test_first_switch_and_on_path():
 
 def test_parse_scheme():
     assert agents.parse_scheme("obp") == ("obp", [])
+    assert agents.parse_scheme("ebn:variant=relative:k=2") == ("ebn", ["variant=relative", "k=2"])
+    # the grids' run keys and older run folders joined parameters with ";"
     assert agents.parse_scheme("ebn:variant=relative;k=2;") == ("ebn", ["variant=relative", "k=2"])
     with pytest.raises(ValueError) as err:
         agents.parse_scheme("ebn:variant")
