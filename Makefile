@@ -1,5 +1,6 @@
 # bwn: bandwidth notification on programmable switches.
-#   make deps   Debian/Ubuntu packages, the P4 toolchain (scripts/p4-toolchain.sh), the Python venv
+#   make deps   Debian/Ubuntu packages, the P4 toolchain (scripts/p4-toolchain.sh), the Python venv,
+#               and a summary per component (scripts/deps.sh)
 #   make toolchain  only the P4 toolchain (prebuilt, packages or source; see its help)
 #   make build  compile the P4 program with p4c into build/
 #   make build-tofino  compile p4src/tna/bwn.p4 with p4c's Tofino back end into build/tofino{,2}/
@@ -25,22 +26,10 @@ APT_PACKAGES := python3 python3-venv python3-pip python3-scapy python3-thrift ip
 
 .PHONY: deps toolchain toolchain-tofino toolchain-pack build build-tofino build-bench bench-switch run test ptf mutants schema clean
 
+# scripts/deps.sh: each step's result and `bwn doctor`'s table at the end; exit 1 when
+# the P4 toolchain could not be installed, unless BWN_WITHOUT_P4=1.
 deps:
-	@if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
-	  export DEBIAN_FRONTEND=noninteractive; \
-	  (apt-get update -q && apt-get install -y -q --no-install-recommends $(APT_PACKAGES)) \
-	    || echo "deps: WARNING: apt-get failed; continuing with what is installed (tests skip what is missing)"; \
-	else echo "deps: not root or no apt-get: install these yourself: $(APT_PACKAGES)"; fi
-	@# The P4 toolchain: a prebuilt tree (P4_TOOLCHAIN=...tar.zst), the p4lang
-	@# packages, or a build from source (P4_SRC=DIR offline); see scripts/p4-toolchain.sh.
-	@if [ "$$(id -u)" = 0 ]; then \
-	  scripts/p4-toolchain.sh install || { \
-	    if [ "$${BWN_REQUIRE_P4:-0}" = 1 ]; then echo "deps: BWN_REQUIRE_P4=1 and the P4 toolchain could not be installed"; exit 1; fi; \
-	    echo "deps: WARNING: no P4 toolchain; tests that need p4c, BMv2 or PTF will be skipped (see the lines above)"; }; \
-	else echo "deps: not root: the P4 toolchain is not installed (run 'sudo make toolchain')"; fi
-	@if [ ! -x $(PY) ]; then /usr/bin/python3 -m venv --system-site-packages $(VENV); fi
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,p4rt,plots]'
+	@APT_PACKAGES="$(APT_PACKAGES)" VENV=$(VENV) scripts/deps.sh
 
 # The P4 toolchain alone (p4c, BMv2 with PI and Thrift, PI; and a BMv2 built for
 # speed in /opt/bmv2-perf). P4_TOOLCHAIN=FILE.tar.zst, P4_SRC=DIR, P4_FORCE=1: see
