@@ -133,6 +133,7 @@ def test_a_machine_that_cannot_run_it_is_exit_3(capsys, monkeypatch, no_experime
 
 
 def test_pcap_needs_tcpdump(capsys, monkeypatch, no_experiment, tmp_path):
+    pytest.importorskip("mininet.log")          # the run gets as far as Mininet's import
     monkeypatch.setattr(requirements, "experiment_missing", lambda: None)
     monkeypatch.setattr(requirements, "tcpdump_missing", lambda: "tcpdump is not installed (test)")
     rc, _, err = run(capsys, "run", "smoke", "--pcap", "--out", str(tmp_path))
