@@ -242,10 +242,12 @@ def version() -> str:
 def build_parser() -> argparse.ArgumentParser:
     """`bwn` and its subcommands (docs/cli.md shows their --help)."""
     parser = argparse.ArgumentParser(prog="bwn", description=__doc__,
+                                     epilog="Each command's --help ends with its exit status. "
+                                            "Documentation: docs/README.md.",
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"bwn {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("list", help="name the scenarios and schemes")
+    p = sub.add_parser("list", help="name the scenarios and schemes", epilog="exit status: 0")
     p.set_defaults(func=cmd_list)
     p = sub.add_parser("run", help="run a scenario once per scheme and write the report",
                        epilog=RUN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -292,7 +294,9 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     doctor.add_arguments(p)
     p.set_defaults(func=doctor.main)
-    p = sub.add_parser("report", help="regenerate the summary and plots of a finished run")
+    p = sub.add_parser("report", help="regenerate the summary and plots of a finished run",
+                       epilog="exit status: 0 written, 1 the folder is not a run (or a file in it is broken), "
+                              "2 bad arguments")
     p.add_argument("dir", help="a `bwn run` output folder (its <scheme>/ folders are read)")
     p.set_defaults(func=cmd_report)
     return parser
