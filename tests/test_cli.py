@@ -272,3 +272,12 @@ def test_a_command_takes_back_sigint_a_shell_left_ignored():
             "print(rc, signal.getsignal(signal.SIGINT) is signal.default_int_handler)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip().splitlines()[-1] == "0 True", out.stderr
+
+
+def test_every_command_documents_its_exit_status():
+    from bwn.cli import doc as clidoc
+    parser = cli.build_parser()
+    assert "exit status" in parser.format_help()
+    for name, sub in clidoc._subcommands(parser):
+        text = sub.format_help()
+        assert "exit status" in text.lower(), f"bwn {name} --help says nothing of its exit status"
