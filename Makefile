@@ -24,7 +24,7 @@ SLURM_PACKAGES := slurm-wlm munge git
 APT_PACKAGES := python3 python3-venv python3-pip python3-scapy python3-thrift iproute2 iputils-ping \
 	ethtool tcpdump tshark iperf3 mininet make $(SLURM_PACKAGES)
 
-.PHONY: deps toolchain toolchain-tofino toolchain-pack build build-tofino build-bench bench-switch run test ptf mutants schema clean
+.PHONY: test-py310 deps toolchain toolchain-tofino toolchain-pack build build-tofino build-bench bench-switch run test ptf mutants schema clean
 
 # scripts/deps.sh: each step's result and `bwn doctor`'s table at the end; exit 1 when
 # the P4 toolchain could not be installed, unless BWN_WITHOUT_P4=1.
@@ -118,3 +118,13 @@ schema:
 clean:
 	rm -rf $(BUILD) .pytest_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+
+# The unit tier under Python 3.10 (Ubuntu 22.04's): a venv from PY310 (default: the
+# first python3.10 found), bwn and its test extras from PyPI, then the tests that
+# need neither root nor the P4 toolchain's Python modules.
+PY310 ?= $(shell command -v python3.10 2>/dev/null || ls $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.10*/bin/python3.10 2>/dev/null | head -n 1)
+test-py310:
+	@[ -n "$(PY310)" ] || { echo "test-py310: no python3.10 (PY310=/path/to/python3.10)"; exit 1; }
+	$(PY310) -m venv $(BUILD)/venv310 && $(BUILD)/venv310/bin/pip install -q -e '.[test,plots]'
+	$(BUILD)/venv310/bin/python -m pytest -q -p no:cacheprovider -m "not scenario" \
+	  --ignore=tests/test_ptf_suite.py --ignore=tests/test_slurm.py --ignore=tests/test_reproduce_slurm.py
