@@ -103,3 +103,22 @@ def test_the_docs_index_links_resolve():
         for target in re.findall(r"\]\(([^)#]+)\)", page.read_text()):
             if "://" not in target:
                 assert (page.parent / target).exists(), f"{page.name}: broken link {target}"
+
+
+def test_the_example_run_is_what_the_report_makes_of_its_files(tmp_path):
+    """docs/examples/smoke is a real run: the report, run again on a copy, writes
+    the same summary.csv, and its README explains every column summary.md shows."""
+    import shutil
+
+    from bwn.analysis.report import write_report
+    from bwn.analysis.report.load import load_run_dir
+    example = REPO / "docs" / "examples" / "smoke"
+    copy = tmp_path / "smoke"
+    shutil.copytree(example, copy)
+    write_report(copy, load_run_dir(copy))
+    assert (copy / "summary.csv").read_text() == (example / "summary.csv").read_text()
+    header = next(line for line in (example / "summary.md").read_text().splitlines() if line.startswith("| scheme"))
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    explained = (example / "README.md").read_text()
+    for column in columns:
+        assert f"| {column.split(' (')[0]}" in explained, f"docs/examples/smoke/README.md: column {column!r}"
