@@ -8,7 +8,7 @@
 #   make test   all tests (unit, namespace end-to-end, PTF on BMv2, Mininet smoke)
 #   make ptf    only the PTF suite, with its live output
 #   make mutants  mutation testing of the Python core (hours; resumable; MODULES="wire report" for some)
-#   make schema regenerate docs/scenario.schema.json from bwn/scenario/model.py
+#   make schema regenerate docs/scenario.schema.json from bwn/scenario/model.py (bwn/scenario/schema.py)
 #   make clean
 SHELL := /bin/bash
 VENV ?= .venv
@@ -124,7 +124,7 @@ mutants:
 # The scenario format's JSON Schema, for editors (docs/config.md, "Editors");
 # tests/test_scenario_schema.py fails when the committed file is out of date.
 schema:
-	$(PY) -m bwn.scenario.model --out docs/scenario.schema.json
+	$(PY) -m bwn.scenario.schema --out docs/scenario.schema.json
 
 clean:
 	rm -rf $(BUILD) .pytest_cache

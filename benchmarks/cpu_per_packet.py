@@ -30,18 +30,24 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Optional
 
+from bwn.rundir import RunDir, RunMeta, RunMetaError
 
-def load(run_dir: Path) -> dict[str, Any]:
-    meta_path = run_dir / "run.json"
-    if not meta_path.exists():
+
+def load(run_dir: Path) -> RunMeta:
+    run = RunDir(run_dir)
+    if not run.has_meta():
         raise SystemExit(f"{run_dir}: no run.json (give a scheme's run folder, e.g. results/obp/parking/seed1/obp)")
-    return json.loads(meta_path.read_text())
+    try:
+        return run.meta()
+    except RunMetaError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def one_run(run_dir: Path) -> dict[str, dict[str, Optional[float]]]:
     """component -> {"cpu_s", "packets", "wall_s"} of one run; plus "_e2e" packets."""
     meta = load(run_dir)
-    fid = meta.get("fidelity") or {}
+    run = RunDir(run_dir)
+    fid = meta.fidelity or {}
     m = fid.get("measurements") or {}
     wall_s = m.get("wall_s")
     cpu = m.get("process_cpu_s") or {}
@@ -56,31 +62,31 @@ def one_run(run_dir: Path) -> dict[str, dict[str, Optional[float]]]:
             out[f"switch {name}"] = {"cpu_s": cpu_s, "packets": switch_out.get(name), "wall_s": wall_s}
         elif name == "bwn-links":       # one process for every link: all their frames
             frames = 0
-            for stats_path in sorted(run_dir.glob("*-linkem.json")):
+            for stats_path in run.linkem_stats_files().values():
                 stats = json.loads(stats_path.read_text())
                 frames += sum((stats.get(d) or {}).get("forwarded_frames", 0) for d in ("a_to_b", "b_to_a"))
             out["bwn-links (every link)"] = {"cpu_s": cpu_s, "packets": frames, "wall_s": wall_s}
         else:
             frames = None
-            stats_path = run_dir / f"{name}-linkem.json"
+            stats_path = run.linkem_stats(name)
             if stats_path.exists():
                 stats = json.loads(stats_path.read_text())
                 frames = sum((stats.get(d) or {}).get("forwarded_frames", 0) for d in ("a_to_b", "b_to_a"))
             out[f"bwn-link {name}"] = {"cpu_s": cpu_s, "packets": frames, "wall_s": wall_s}
     data_sent = acks_received = 0
     send_cpu: Optional[float] = 0.0
-    for summary in sorted((run_dir / "flows").glob("*.summary.json")):
+    for summary in run.flow_summaries():
         s = json.loads(summary.read_text())
         data_sent += int(s.get("packets_sent") or 0)
         acks_received += int(s.get("acks_received") or 0)
         send_cpu = None if send_cpu is None or s.get("cpu_s") is None else send_cpu + float(s["cpu_s"])
     out["senders (all)"] = {"cpu_s": send_cpu, "packets": data_sent + acks_received, "wall_s": wall_s}
     segments = acks_sent = 0
-    for summary in sorted(run_dir.glob("recv-*.summary.json")):
+    for summary in run.receiver_summaries():
         for flow in json.loads(summary.read_text()):
             segments += int(flow.get("segments") or 0)
             acks_sent += int(flow.get("acks_sent") or 0)
-    recv_cpu = meta.get("receiver_cpu_s")
+    recv_cpu = meta.receiver_cpu_s
     out["receivers (all)"] = {"cpu_s": sum(recv_cpu.values()) if recv_cpu else None,
                               "packets": segments + acks_sent, "wall_s": wall_s}
     out["_e2e"] = {"cpu_s": None, "packets": data_sent + acks_sent, "wall_s": wall_s}

@@ -4,7 +4,7 @@
 (a) ``linkem``: bwn-link's release path per frame, with the lateness histogram
     (``DirectionScheduler.release_due``) and without it (the same loop minus the
     three lines that record lateness), for release batches of 1 and 16 frames.
-(b) ``sampler``: the runner's sampler thread (``bwn.analysis.fidelity.Monitor``) for
+(b) ``sampler``: the runner's sampler thread (``bwn.emulation.monitor.Monitor``) for
     ``--seconds`` at its default 0.1 s interval, reading /proc/stat and the
     tx_packets counter of ``--ports`` interfaces (loopback stands in for switch
     ports): CPU time per tick and as a share of one core.
@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bwn.analysis import fidelity  # noqa: E402
+from bwn.emulation.monitor import Monitor, PortSpec  # noqa: E402
 from bwn.linkem.config import Impairment  # noqa: E402
 from bwn.linkem.scheduler import DirectionScheduler  # noqa: E402
 
@@ -74,8 +74,8 @@ def bench_linkem(frames: int, batch: int, with_lateness: bool, rounds: int = 5) 
 
 
 def bench_sampler(seconds: float, n_ports: int) -> dict:
-    ports = [fidelity.PortSpec("s1", i, "lo", True, 50) for i in range(n_ports)]
-    monitor = fidelity.Monitor(Path("/nonexistent"), [], ports)
+    ports = [PortSpec("s1", i, "lo", True, 50) for i in range(n_ports)]
+    monitor = Monitor(Path("/nonexistent"), [], ports)
     monitor.start()
     time.sleep(seconds)
     monitor.stop()

@@ -14,7 +14,8 @@ import sys
 import tracemalloc
 from typing import List, Optional
 
-from hosts.transport.receiver import Receiver, Sink
+from hosts.transport.reassembly import Sink
+from hosts.transport.receiver import Receiver
 from hosts.transport.wire import F_DATA, F_SYN, HEADERS_LEN, encode_options, pack_data_headers
 
 

@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import sys
 from pathlib import Path
 from typing import Any, Optional
 
 from bwn.analysis.fidelity import integral_steps
+from bwn.rundir import RunDir, RunMeta
 
 
 def _series(rows: list[dict[str, str]], switch: str, port: int, column: str,
@@ -47,11 +47,12 @@ def _series(rows: list[dict[str, str]], switch: str, port: int, column: str,
 
 def served(run_dir: Path, frame_bytes: int, only: Optional[str] = None) -> list[dict[str, Any]]:
     """One row per rate-limited port of the run (see the module's docstring)."""
-    meta = json.loads((run_dir / "run.json").read_text())
-    measurements = (meta.get("fidelity") or {}).get("measurements") or {}
-    with open(run_dir / "capacity.csv", newline="") as fh:
+    run = RunDir(run_dir)
+    meta = RunMeta.load(run.run_json)       # OSError when it has none
+    measurements = (meta.fidelity or {}).get("measurements") or {}
+    with open(run.capacity_csv, newline="") as fh:
         capacity = list(csv.DictReader(fh))
-    starts = (meta.get("flow_starts_s") or {}).values()
+    starts = meta.flow_starts_s.values()
     t0 = min(starts) if starts else 0.0
     t1 = t0 + float(measurements.get("wall_s") or 0.0)
     by_schedule = any(r.get("schedule_pps") for r in capacity)      # the run's due_pkts count the schedule

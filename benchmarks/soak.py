@@ -2,13 +2,13 @@
 """Soak: a BMv2 + bwn-link + agents run for minutes, watching every process.
 
 Brings a scenario's network up with the project's machinery
-(``bwn.emulation.runner.ScenarioNetwork``: BMv2 switches, a bwn-link per delayed link,
+(``bwn.emulation.network.ScenarioNetwork``: BMv2 switches, a bwn-link per delayed link,
 the controller following the links' schedules), starts the scenario's flows
 (``start_agents``) and, while they run, records every ``--interval-s`` the RSS
 and CPU time of each process of the run: every simple_switch_grpc, bwn-link,
 bwn-send and bwn-recv, and this process (the runner: controller, fidelity
 sampler, Mininet). The run's fidelity checks are those of every ``bwn run``
-(``bwn.analysis.fidelity.Monitor``). At the end it accounts for every byte the senders
+(``bwn.emulation.monitor.Monitor``). At the end it accounts for every byte the senders
 handed over (lost bytes must be 0: the transport is reliable) and prints a table.
 
 Outputs in ``--out``: ``soak.csv`` (time series, one row per process and
@@ -37,14 +37,26 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bwn import requirements
-from bwn.analysis import fidelity
+from bwn import requirements  # noqa: E402
 from bwn.analysis import soak  # noqa: E402
 from bwn.cliargs import OneLineErrorParser, number  # noqa: E402
+from bwn.emulation.runlock import experiment_lock  # noqa: E402
+from bwn.linkem.cli import build_parser as linkem_parser  # noqa: E402
+from bwn.linkem.cli import config_from_args  # noqa: E402
+from bwn.rundir import RunDir, dumps  # noqa: E402
+from bwn.scenario import seeding  # noqa: E402
+from bwn.scenario.config import ConfigError, load_config  # noqa: E402
+
+# The emulation (Mininet, and P4Runtime through the controller) is imported where a
+# soak runs, once the arguments are checked and the machine is known to have it:
+# the argument checks are tested where neither is installed.
+if TYPE_CHECKING:  # annotations only
+    from bwn.emulation.monitor import Monitor
+    from bwn.emulation.probes import Recorder
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_SCENARIO = REPO / "topologies" / "scenarios" / "soak.toml"
@@ -108,9 +120,6 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_linkem_args(specs: list[str], cfg: Any) -> dict[str, list[str]]:
     """`LINK:OPTIONS` items -> {link: [options]}, each checked against the scenario
     (a delayed link, so it has an emulator) and bwn-link's own parser."""
-    from bwn.linkem.cli import build_parser as linkem_parser
-    from bwn.linkem.cli import config_from_args
-
     out: dict[str, list[str]] = {}
     delayed = {link.name for link in cfg.links if link.needs_emulator()}
     for spec in specs:
@@ -173,8 +182,7 @@ def _end_senders(procs: list[Any], grace_s: float = 3.0) -> None:
 def run_soak(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: dict[str, list[str]],
              progress: Callable[[str], None]) -> tuple[int, dict[str, Any]]:
     """One soak, holding the experiment lock. Returns (exit status, soak.json)."""
-    from bwn.emulation.runlock import experiment_lock
-    from bwn.emulation.session import Terminated, _terminate
+    from bwn.emulation.session import Terminated, _terminate   # the emulation (see the top)
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _terminate)
@@ -189,16 +197,18 @@ def run_soak(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: dic
 
 def _run_locked(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: dict[str, list[str]],
                 progress: Callable[[str], None]) -> tuple[int, dict[str, Any]]:
-    from bwn.emulation import runner as experiment
+    from bwn.emulation import agents, network as scenario_network   # the emulation (see the top)
+    from bwn.emulation.monitor import Monitor
+    from bwn.emulation.probes import Recorder
     from bwn.emulation.session import Terminated, _deferred_signals, _ignore_signals
 
     duration_s = cfg.duration_s
     scheme = cfg.schemes[0] if cfg.schemes else "newreno"   # only flows marked "under-test" use it
-    network: Optional[experiment.ScenarioNetwork] = None
-    monitor: Optional[fidelity.Monitor] = None
-    recorder = soak.Recorder(out_dir / "soak.csv")
-    senders: list[experiment.Agent] = []
-    receivers: list[experiment.Agent] = []
+    network: Optional[scenario_network.ScenarioNetwork] = None
+    monitor: Optional[Monitor] = None
+    recorder = Recorder(out_dir / "soak.csv")
+    senders: list[agents.Agent] = []
+    receivers: list[agents.Agent] = []
     status, problems = "failed", []
     exited: dict[str, str] = {}
     started = time.monotonic()
@@ -206,18 +216,18 @@ def _run_locked(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: 
     wall_s = 0.0
     try:
         with _deferred_signals():    # a node half made by Mininet would escape the teardown
-            network = experiment.ScenarioNetwork(cfg, out_dir, progress, label="[soak] ",
+            network = scenario_network.ScenarioNetwork(cfg, out_dir, progress, label="[soak] ",
                                                  linkem_args=linkem_args)
         network.start()
         controller, controller_thread = network.controller, network.controller_thread
         assert controller is not None and controller_thread is not None
-        monitor = fidelity.Monitor.for_network(out_dir, network.built, cfg.telemetry.interval_s)
+        monitor = Monitor.for_network(out_dir, network.built, cfg.telemetry.interval_s)
         monitor.time_origin_s = controller.t0
-        senders, receivers = experiment.start_agents(cfg, network.net, scheme, out_dir, duration_s,
+        senders, receivers = agents.start_agents(cfg, network.net, scheme, out_dir, duration_s,
                                                      log_interval_ms=args.flow_log_interval_ms)
         monitor.start()
         controller.schedule_origin_s = controller.now_s()
-        experiment.release_senders(senders)
+        agents.release_senders(senders)
         recorder.watch(_watch_network(network))
         recorder.watch(soak.Watched(f"send-{a.name}", "bwn-send", a.proc.pid, a.proc.poll) for a in senders)
         recorder.watch(soak.Watched(f"recv-{a.name}", "bwn-recv", a.proc.pid, a.proc.poll) for a in receivers)
@@ -272,7 +282,7 @@ def _run_locked(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: 
         # summary), then the receivers (SIGINT: they write theirs).
         _end_senders([agent.proc for agent in senders])
         for agent in receivers:
-            experiment.stop_process(agent.proc)
+            agents.stop_process(agent.proc)
         sampler_bytes = None
         if monitor is not None:
             try:
@@ -292,12 +302,10 @@ def _run_locked(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: 
 
 
 def _finish(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: dict[str, list[str]],
-            recorder: soak.Recorder, monitor: Optional[fidelity.Monitor], exited: dict[str, str],
+            recorder: Recorder, monitor: Optional[Monitor], exited: dict[str, str],
             wall_s: float, status: str, problems: list[str], sampler_bytes: Optional[int],
             started_utc: str, progress: Callable[[str], None]) -> dict[str, Any]:
     """Judge, write soak.json, print the table."""
-    from bwn.scenario import seeding
-
     fid: dict[str, Any]
     if monitor is None:
         fid = {"valid": False, "summary": "INVALID: not measured (the network did not come up)"}
@@ -310,8 +318,8 @@ def _finish(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: dict
                  for name, p in recorder.watched.items()]
     flows = soak.account_flows(
         [(f.name, seeding.flow_id(cfg.seed, i), f.dst) for i, f in enumerate(cfg.flows)],
-        {f.name: _read_json(out_dir / "flows" / f"{f.name}.summary.json") for f in cfg.flows},
-        {h: _read_json(out_dir / f"recv-{h}.summary.json") or [] for h in {f.dst for f in cfg.flows}})
+        {f.name: _read_json(RunDir(out_dir).flow_summary(f.name)) for f in cfg.flows},
+        {h: _read_json(RunDir(out_dir).receiver_summary(h)) or [] for h in {f.dst for f in cfg.flows}})
     if status == "complete":
         problems = problems + [f"flow {f.flow}: {p}" for f in flows for p in f.problems]
     report = soak.Report(processes, flows, wall_s, args.warmup_s, str(fid.get("summary")),
@@ -339,9 +347,9 @@ def _finish(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: dict
                           "anon_bytes": [s.anon_bytes for s in samples], "cpu_s": [s.cpu_s for s in samples]}
                    for name, samples in recorder.series.items()},
     }
-    (out_dir / "soak.json").write_text(json.dumps(result, indent=1))
+    (out_dir / "soak.json").write_text(dumps(result) + "\n")   # series on one line each
     if passed:   # as `bwn run`: the switch logs are kept only when something went wrong
-        shutil.rmtree(out_dir / "switch-logs", ignore_errors=True)
+        shutil.rmtree(RunDir(out_dir).switch_logs, ignore_errors=True)
     progress("")
     progress(report.table())
     if sampler_bytes is not None and sampled_s:
@@ -355,8 +363,6 @@ def _finish(cfg: Any, out_dir: Path, args: argparse.Namespace, linkem_args: dict
 def main(argv: Optional[list[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from bwn.scenario.config import ConfigError, load_config
-
     try:
         cfg = load_config(args.scenario)
     except ConfigError as exc:
@@ -386,13 +392,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     if why:
         print(f"soak: cannot run here: {why}", file=sys.stderr)
         return 3
-    from mininet.log import setLogLevel
+    from mininet.log import setLogLevel   # Mininet (see the top)
 
     setLogLevel("warning")
     logging.getLogger("finsy").setLevel(logging.ERROR)
     out_dir = Path(args.out or f"runs/soak-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}")
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "scenario.toml").write_bytes(Path(args.scenario).read_bytes())
+    RunDir(out_dir).scenario_toml.write_bytes(Path(args.scenario).read_bytes())
 
     def progress(message: str) -> None:
         try:

@@ -39,6 +39,7 @@ import finsy as fy
 from controller.bmv2 import QueueControl
 from controller import dataplane_math as dm
 from controller import entries as ent
+from bwn.rundir import RunDir
 from bwn.scenario.schedule import ConstantSchedule, bmv2_queue_rate_pps
 
 LOG = logging.getLogger(__name__)
@@ -200,10 +201,11 @@ class BwnController:
             for p in plans
         ]
         out_dir.mkdir(parents=True, exist_ok=True)
-        self._cap_file = open(out_dir / "capacity.csv", "w", newline="")
+        run = RunDir(out_dir)
+        self._cap_file = open(run.capacity_csv, "w", newline="")
         self._cap_csv = csv.writer(self._cap_file)
         self._cap_csv.writerow(["t_s", "link", "switch", "port", "rate_bps", "queue_pps", "schedule_pps"])
-        self._tel_file = open(out_dir / "telemetry.csv", "w", newline="")
+        self._tel_file = open(run.telemetry_csv, "w", newline="")
         self._tel_csv = csv.writer(self._tel_file)
         self._tel_csv.writerow(["t_s", "switch", "port", "capacity_kbps", "rate_kbps", "avail_kbps",
                                 "queue_pkts", "flows", "ebn_code", "window_start_us"])

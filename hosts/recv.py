@@ -28,6 +28,7 @@ from hosts.transport.loop import (
     receiver_emitter,
     run_receiver,
 )
+from hosts.transport.reassembly import FileSink, ReceiverFlow, Sink
 from hosts.transport.receiver import (
     DEFAULT_DELACK_US,
     DEFAULT_HALF_OPEN_TIMEOUT_US,
@@ -36,10 +37,7 @@ from hosts.transport.receiver import (
     DEFAULT_MAX_HALF_OPEN,
     DEFAULT_MAX_OOO_BYTES,
     DEFAULT_WINDOW_BYTES,
-    FileSink,
     Receiver,
-    ReceiverFlow,
-    Sink,
 )
 
 PROG = "bwn-recv"

@@ -75,7 +75,8 @@ EQUIVALENT_FILE = REPO / "scripts" / "mutants_equivalent.toml"
 MODULES: dict[str, list[str]] = {
     "wire": ["bwn/protocol/wire.py"],
     "report": ["bwn/analysis/report.py"],
-    "experiment": ["bwn/emulation/runner.py"],
+    "experiment": ["bwn/emulation/runner.py", "bwn/emulation/network.py", "bwn/emulation/agents.py",
+                   "bwn/emulation/controller_thread.py"],
     "linkem": ["bwn/linkem/*"],
     "scenario": ["bwn/scenario/*"],
     "controller": ["controller/*"],

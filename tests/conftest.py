@@ -1,10 +1,18 @@
 """Test-session rules shared by every test module."""
 from __future__ import annotations
 
+import csv
+import json
 import os
 import signal
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 import pytest
+
+from bwn.rundir import RunDir, RunMeta
+
+CAPACITY_HEADER = ("t_s", "link", "rate_bps")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -43,3 +51,51 @@ def _mutation_test_cpu_limit():
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
         signal.signal(signal.SIGPROF, previous)
+
+
+MakeRunDir = Callable[..., RunDir]
+
+
+@pytest.fixture
+def make_run_dir(tmp_path: Path) -> MakeRunDir:
+    """Build a scheme's run folder through bwn.rundir, as the runner leaves it:
+
+        run = make_run_dir("ebn", meta=RunMeta(ok=True, ...), summaries={"f1": {...}},
+                           logs={"f1": [row, ...]}, capacity=[(t_s, link, rate_bps), ...],
+                           telemetry=(header, rows), receivers={"h2": [...]})
+
+    ``where`` is relative to the test's tmp_path (or absolute); ``meta`` None writes
+    no run.json. Flow logs are JSON lines (``flows/<flow>.jsonl``)."""
+
+    def make(where: Union[str, Path] = "run", *, meta: Optional[RunMeta] = None,
+             summaries: Optional[Mapping[str, Any]] = None,
+             logs: Optional[Mapping[str, Iterable[Mapping[str, Any]]]] = None,
+             capacity: Optional[Sequence[Sequence[Any]]] = None,
+             telemetry: Optional[tuple[Sequence[str], Sequence[Sequence[Any]]]] = None,
+             receivers: Optional[Mapping[str, Any]] = None) -> RunDir:
+        run = RunDir(tmp_path / where)
+        run.path.mkdir(parents=True, exist_ok=True)
+        if meta is not None:
+            run.write_meta(meta)
+        if summaries or logs:
+            run.flows_dir.mkdir(exist_ok=True)
+        for flow, summary in (summaries or {}).items():
+            run.flow_summary(flow).write_text(json.dumps(summary))
+        for flow, rows in (logs or {}).items():
+            run.flow_log(flow).write_text("".join(json.dumps(dict(r)) + "\n" for r in rows))
+        if capacity is not None:
+            _write_csv(run.capacity_csv, CAPACITY_HEADER, capacity)
+        if telemetry is not None:
+            _write_csv(run.telemetry_csv, *telemetry)
+        for host, flows in (receivers or {}).items():
+            run.receiver_summary(host).write_text(json.dumps(flows))
+        return run
+
+    return make
+
+
+def _write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    with path.open("w", newline="") as fh:
+        writer = csv.writer(fh, lineterminator="\n")
+        writer.writerow(header)
+        writer.writerows(rows)

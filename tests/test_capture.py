@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from bwn.emulation import capture
+from bwn.rundir import RunDir, RunMeta
 from bwn.scenario.config import load_config
 from hosts.transport.wire import F_ACK, F_DATA, F_RETX, TransportHeader
 from bwn.analysis.pcaptrace import read_trace
@@ -237,12 +238,12 @@ def test_report_draws_the_time_sequence_figure_from_the_capture(tmp_path):
     epoch_s = 1_700_000_000.0
     for i, p in enumerate(packets):
         p.time = epoch_s + 2.0 + i * 0.01           # experiment time 2.0 s on
-    (scheme_dir / "capture").mkdir()
-    wrpcap(str(scheme_dir / "capture" / "bottleneck.pcap"), packets)
-    (scheme_dir / "run.json").write_text(json.dumps({
-        "flow_ids": {"main": 3}, "clock_offset_s": epoch_s,
-        "captures": {"bottleneck": {"node": "s1", "interface": "s1-eth1",
-                                    "file": "capture/bottleneck.pcap"}}}))
+    run = RunDir(scheme_dir)
+    run.capture_dir.mkdir()
+    wrpcap(str(run.capture_file("bottleneck")), packets)
+    run.write_meta(RunMeta(flow_ids={"main": 3}, clock_offset_s=epoch_s,
+                           captures={"bottleneck": {"node": "s1", "interface": "s1-eth1",
+                                                    "file": "capture/bottleneck.pcap"}}))
     runs = report.load_run_dir(tmp_path)
     [trace] = traces(runs[0]).values()
     assert trace.flows[3].data_t_s[0] == pytest.approx(2.0)

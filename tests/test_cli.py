@@ -14,6 +14,7 @@ import pytest
 
 from bwn import requirements
 from bwn.cli import main as cli
+from bwn.rundir import RunDir
 from hosts.cc.registry import ALGORITHMS
 
 # Every file of topologies/scenarios/, in name order (e.g. "ebn-sine, gtcp-reservations, ...").
@@ -140,8 +141,9 @@ def test_report_of_a_folder_that_is_not_a_run_is_exit_1(capsys, tmp_path):
 
 
 def test_report_prints_the_summary(capsys, tmp_path):
-    (tmp_path / "obp").mkdir()
-    (tmp_path / "obp" / "capacity.csv").write_text("t_s,link,rate_bps\n0,b,1000000\n")
+    obp = RunDir(tmp_path / "obp")
+    obp.path.mkdir()
+    obp.capacity_csv.write_text("t_s,link,rate_bps\n0,b,1000000\n")
     rc, out, err = run(capsys, "report", str(tmp_path))
     assert rc == 0 and out.startswith(f"{(tmp_path / 'summary.md').read_text()}")
 
@@ -174,7 +176,7 @@ def test_every_command_and_subcommand_has_its_section():
     text = clidoc.render()
     for title in ("bwn", "bwn run", "bwn reproduce", "bwn net", "bwn report", "bwn list",
                   "bwn-send", "bwn-recv", "bwn-link", "python -m bwn.analysis.report",
-                  "python -m bwn.scenario.model"):
+                  "python -m bwn.analysis.rejudge", "python -m bwn.scenario.schema"):
         assert f"`{title}`\n\n```text\nusage: {title}" in text, title
     # The fixed width: no line of help is wider, whatever the terminal says.
     with clidoc._width(clidoc.WIDTH_COLUMNS):

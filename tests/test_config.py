@@ -11,6 +11,7 @@ import pytest
 
 from bwn.scenario import config as cfg
 from bwn.scenario.config import schedule_from_json
+from bwn.scenario.model import DataplaneConfig
 from bwn.scenario.schedule import ConstantSchedule, ScheduleError, SineSchedule, StepSchedule, TraceSchedule
 
 REPO = Path(__file__).resolve().parents[1]
@@ -70,7 +71,7 @@ def test_example_config_loads():
 
 def test_minimal_defaults():
     c = cfg.validate(minimal())
-    assert c.dataplane == cfg.DataplaneConfig()
+    assert c.dataplane == DataplaneConfig()
     assert c.switches[0].device_id == 0
     link = c.links[1]
     assert link.name == "s1-h2" and link.loss == 0 and link.queue_packets == 64

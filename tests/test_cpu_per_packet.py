@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from bwn.rundir import RunDir, RunMeta
+
 REPO = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("cpu_per_packet", REPO / "benchmarks" / "cpu_per_packet.py")
 cpp = importlib.util.module_from_spec(spec)
@@ -14,16 +16,17 @@ spec.loader.exec_module(cpp)
 
 
 def make_run(d: Path, switch_cpu_s: float = 2.0) -> Path:
-    (d / "flows").mkdir(parents=True)
-    (d / "run.json").write_text(json.dumps({
-        "receiver_cpu_s": {"h2": 0.5},
-        "fidelity": {"measurements": {"wall_s": 10.0, "process_cpu_s": {"s1": switch_cpu_s, "em0": 1.0, "runner": 0.4}},
-                     "checks": {"switch_rx_drops": {"items": [{"switch": "s1", "out_pkts": 20_000}]}}}}))
-    (d / "em0-linkem.json").write_text(json.dumps({"a_to_b": {"forwarded_frames": 10_000},
+    run = RunDir(d)
+    run.flows_dir.mkdir(parents=True)
+    run.write_meta(RunMeta(
+        receiver_cpu_s={"h2": 0.5},
+        fidelity={"measurements": {"wall_s": 10.0, "process_cpu_s": {"s1": switch_cpu_s, "em0": 1.0, "runner": 0.4}},
+                  "checks": {"switch_rx_drops": {"items": [{"switch": "s1", "out_pkts": 20_000}]}}}))
+    run.linkem_stats("em0").write_text(json.dumps({"a_to_b": {"forwarded_frames": 10_000},
                                                    "b_to_a": {"forwarded_frames": 10_000}}))
-    (d / "flows" / "f1.summary.json").write_text(json.dumps({"packets_sent": 10_000, "acks_received": 10_000,
-                                                             "cpu_s": 0.8}))
-    (d / "recv-h2.summary.json").write_text(json.dumps([{"segments": 10_000, "acks_sent": 10_000}]))
+    run.flow_summary("f1").write_text(json.dumps({"packets_sent": 10_000, "acks_received": 10_000,
+                                                  "cpu_s": 0.8}))
+    run.receiver_summary("h2").write_text(json.dumps([{"segments": 10_000, "acks_sent": 10_000}]))
     return d
 
 

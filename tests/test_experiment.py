@@ -24,10 +24,15 @@ from typing import Any
 
 import pytest
 
+from bwn.emulation import agents, controller_thread
+from bwn.emulation import network as scenario_net
 from bwn.emulation import runner as ex
-from bwn.scenario.config import ConfigError, ExperimentConfig, load_config, validate
+from bwn.scenario import seeding
+from bwn.scenario.config import ConfigError, load_config, validate
+from bwn.scenario.resolved import ExperimentConfig
 from controller.entries import Reservation
 from bwn.protocol.wire import BWN_UDP_PORT
+from bwn.rundir import RunDir, RunMeta
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = REPO / "topologies" / "scenarios"
@@ -94,12 +99,12 @@ class FakeNet:
         return self.nodes[name]
 
 
-def plans(cfg: ExperimentConfig, frame_bytes: int | None = None) -> tuple[dict[str, ex.SwitchPlan], FakeNet]:
+def plans(cfg: ExperimentConfig, frame_bytes: int | None = None) -> tuple[dict[str, scenario_net.SwitchPlan], FakeNet]:
     net = FakeNet(cfg)
-    return {p.name: p for p in ex._switch_plans(cfg, net, net.ends, frame_bytes)}, net
+    return {p.name: p for p in scenario_net._switch_plans(cfg, net, net.ends, frame_bytes)}, net
 
 
-def port(plan: ex.SwitchPlan, link: str) -> ex.PortPlan:
+def port(plan: scenario_net.SwitchPlan, link: str) -> scenario_net.PortPlan:
     (found,) = [p for p in plan.ports if p.link == link]
     return found
 
@@ -119,14 +124,14 @@ def link_name(cfg: ExperimentConfig, a: str, b: str) -> str:
 
 
 def test_frame_sizes_are_the_agents_frames():
-    assert ex._frame_bytes(1000) == DATA_FRAME
-    assert ex._frame_bytes(0) == ACK_FRAME
+    assert agents.frame_bytes(1000) == DATA_FRAME
+    assert agents.frame_bytes(0) == ACK_FRAME
 
 
 def test_parking_lot_routes_every_host_from_every_switch():
     cfg = scenario("obp-parking-lot")
     by_name, net = plans(cfg)
-    assert [p.name for p in ex._switch_plans(cfg, net, net.ends)] == ["s1", "s2", "s3", "s4"]
+    assert [p.name for p in scenario_net._switch_plans(cfg, net, net.ends)] == ["s1", "s2", "s3", "s4"]
     ips = {h.name: f"{h.ip.ip}/32" for h in cfg.hosts}
     for plan in by_name.values():
         sw = net.get(plan.name)
@@ -135,9 +140,9 @@ def test_parking_lot_routes_every_host_from_every_switch():
     s2 = {r[0]: r for r in by_name["s2"].routes}
     b1, b2, x2 = (net.ends[link_name(cfg, *ends)] for ends in (("s1", "s2"), ("s2", "s3"), ("x2", "s2")))
     # Towards h9: out of s2's b2 port to the next switch, whose destination MAC it ignores.
-    assert s2[ips["h9"]] == (ips["h9"], net.get("s2").port_of(b2[0].name), ex.GATEWAY_MAC, b2[0].MAC())
+    assert s2[ips["h9"]] == (ips["h9"], net.get("s2").port_of(b2[0].name), scenario_net.GATEWAY_MAC, b2[0].MAC())
     # Back towards h0: out of s2's b1 port (the b end of b1).
-    assert s2[ips["h0"]] == (ips["h0"], net.get("s2").port_of(b1[1].name), ex.GATEWAY_MAC, b1[1].MAC())
+    assert s2[ips["h0"]] == (ips["h0"], net.get("s2").port_of(b1[1].name), scenario_net.GATEWAY_MAC, b1[1].MAC())
     # To its own host: that host's MAC.
     assert s2[ips["x2"]] == (ips["x2"], net.get("s2").port_of(x2[1].name), net.get("x2").MAC(), x2[1].MAC())
 
@@ -238,19 +243,19 @@ def test_af_threshold_is_at_least_one_packet_and_dst_port_kept():
 
 def test_first_switch_and_on_path():
     cfg = scenario("obp-parking-lot")
-    assert ex._first_switch(cfg, "h0", "h9") == "s1"
-    assert ex._first_switch(cfg, "h9", "h0") == "s4"
-    assert ex._first_switch(cfg, "h0", "nowhere") is None
+    assert scenario_net._first_switch(cfg, "h0", "h9") == "s1"
+    assert scenario_net._first_switch(cfg, "h9", "h0") == "s4"
+    assert scenario_net._first_switch(cfg, "h0", "nowhere") is None
     b2 = cfg.link("b2")
-    assert ex._on_path(cfg, "h0", "h9", b2, "s2") and not ex._on_path(cfg, "h0", "h9", b2, "s3")
-    assert ex._on_path(cfg, "h9", "h0", b2, "s3") and not ex._on_path(cfg, "x1", "x2", b2, "s2")
+    assert scenario_net._on_path(cfg, "h0", "h9", b2, "s2") and not scenario_net._on_path(cfg, "h0", "h9", b2, "s3")
+    assert scenario_net._on_path(cfg, "h9", "h0", b2, "s3") and not scenario_net._on_path(cfg, "x1", "x2", b2, "s2")
 
 
 def test_parse_scheme():
-    assert ex.parse_scheme("obp") == ("obp", [])
-    assert ex.parse_scheme("ebn:variant=relative;k=2;") == ("ebn", ["variant=relative", "k=2"])
+    assert agents.parse_scheme("obp") == ("obp", [])
+    assert agents.parse_scheme("ebn:variant=relative;k=2;") == ("ebn", ["variant=relative", "k=2"])
     with pytest.raises(ValueError) as err:
-        ex.parse_scheme("ebn:variant")
+        agents.parse_scheme("ebn:variant")
     assert str(err.value) == "scheme 'ebn:variant': parameter 'variant' is not key=value"
 
 
@@ -266,18 +271,17 @@ def test_agent_command_lines(tmp_path):
         ]
     cfg = scenario("gtcp-reservations", flows)
     net = FakeNet(cfg)
-    senders, receivers = ex.start_agents(cfg, net, "ebn:variant=relative", tmp_path, duration_s=10.0)
+    senders, receivers = agents.start_agents(cfg, net, "ebn:variant=relative", tmp_path, duration_s=10.0)
     for agent in senders + receivers:
         agent.proc.wait(5)
     assert [a.name for a in receivers] == ["h2"] and [a.name for a in senders] == ["g4", "late", "short"]
     (recv,) = net.get("h2").popened
-    assert recv == [str(ex.VENV_BIN / "bwn-recv"), "--listen", f"10.0.2.1:{BWN_UDP_PORT}",
+    assert recv == [str(agents.VENV_BIN / "bwn-recv"), "--listen", f"10.0.2.1:{BWN_UDP_PORT}",
                     "--summary-json", str(tmp_path / "recv-h2.summary.json"),
                     "--ready-file", str(tmp_path / "ready" / "recv-h2"), "--window-bytes", "65536"]
     g4, late, short = net.get("h1").popened
     flows_dir = tmp_path / "flows"
-    from bwn.scenario import seeding
-    assert g4 == [str(ex.VENV_BIN / "bwn-send"), "--algo", "gtcp", "--dst", f"10.0.2.1:{BWN_UDP_PORT}",
+    assert g4 == [str(agents.VENV_BIN / "bwn-send"), "--algo", "gtcp", "--dst", f"10.0.2.1:{BWN_UDP_PORT}",
                   "--mss", "1000", "--flow-id", str(seeding.flow_id(cfg.seed, 0)),
                   "--log", str(flows_dir / "g4.jsonl"), "--summary-json", str(flows_dir / "g4.summary.json"),
                   "--ready-file", str(tmp_path / "ready" / "send-g4"), "--wait-go", "--start-delay-s", "0.000",
@@ -300,7 +304,7 @@ def test_agent_command_lines_without_sack_and_with_a_log_interval(tmp_path):
         data["flows"] = [{"name": "f", "src": "h1", "dst": "h2"}]
     cfg = scenario("gtcp-reservations", no_sack)
     net = FakeNet(cfg)
-    senders, receivers = ex.start_agents(cfg, net, "newreno", tmp_path, duration_s=5.0, log_interval_ms=250)
+    senders, receivers = agents.start_agents(cfg, net, "newreno", tmp_path, duration_s=5.0, log_interval_ms=250)
     for agent in senders + receivers:
         agent.proc.wait(5)
     (cmd,) = net.get("h1").popened
@@ -314,7 +318,7 @@ def test_end_sender_interrupts_then_kills():
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline() == "up\n"
-        ex.end_sender(proc, grace_s=0.2)
+        agents.end_sender(proc, grace_s=0.2)
         assert proc.returncode == -signal.SIGKILL
     finally:
         if proc.poll() is None:
@@ -325,16 +329,16 @@ def test_end_sender_interrupts_then_kills():
             "print('up', flush=True); time.sleep(60)")
     polite = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert polite.stdout.readline() == "up\n"
-    ex.end_sender(polite, grace_s=30.0)
+    agents.end_sender(polite, grace_s=30.0)
     assert polite.returncode == 3     # ended by the first SIGINT, not killed
-    ex.end_sender(polite)             # already ended: nothing to do
+    agents.end_sender(polite)             # already ended: nothing to do
 
 
 def test_stop_process_escalates_to_kill():
     code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline() == "up\n"
-    ex.stop_process(proc, signal.SIGTERM, timeout_s=0.3)
+    agents.stop_process(proc, signal.SIGTERM, timeout_s=0.3)
     assert proc.returncode == -signal.SIGKILL
 
 
@@ -362,7 +366,7 @@ class _FakeController:
 
 def test_controller_thread_runs_calls_and_stops():
     ctl = _FakeController()
-    thread = ex.ControllerThread(ctl)
+    thread = controller_thread.ControllerThread(ctl)
     thread.start(timeout_s=10)
     try:
         assert thread.call(ctl.answer(21)) == 42
@@ -376,7 +380,7 @@ def test_controller_thread_runs_calls_and_stops():
 
 
 def test_controller_thread_reports_a_failed_start():
-    thread = ex.ControllerThread(_FakeController(fail=ValueError("no pipeline")))
+    thread = controller_thread.ControllerThread(_FakeController(fail=ValueError("no pipeline")))
     with pytest.raises(RuntimeError, match="^controller failed: no pipeline$"):
         thread.start(timeout_s=10)
     with pytest.raises(RuntimeError, match=r"not running \(it failed: no pipeline\)"):
@@ -386,7 +390,7 @@ def test_controller_thread_reports_a_failed_start():
 
 def test_controller_thread_times_out_when_never_ready():
     ctl = _FakeController(ready=False)
-    thread = ex.ControllerThread(ctl)
+    thread = controller_thread.ControllerThread(ctl)
     with pytest.raises(TimeoutError, match="could not configure every switch in time"):
         thread.start(timeout_s=0.3)
     thread.stop()
@@ -490,7 +494,7 @@ def network(monkeypatch, tmp_path, fail: set = frozenset(), linkem_args=None, fr
     net = TeardownNet(cfg, log, set(fail))
     em = TeardownNode("em1", 99, log, set(fail))
     em.link_config = cfg.link("bottleneck")
-    built = ex.BuiltNetwork(net=net, plans=["plan"], linkem_nodes=[em])
+    built = scenario_net.BuiltNetwork(net=net, plans=["plan"], linkem_nodes=[em])
 
     class Controller:
         def __init__(self, *args, **kw):
@@ -508,37 +512,36 @@ def network(monkeypatch, tmp_path, fail: set = frozenset(), linkem_args=None, fr
         def stop(self):
             log.append(("thread.stop",))
 
-    monkeypatch.setattr(ex, "pipeline_files", lambda: (Path("p4info"), Path("blob")))
+    monkeypatch.setattr(scenario_net, "pipeline_files", lambda: (Path("p4info"), Path("blob")))
     def build(c, log_dir, f):
         assert (c, log_dir, f) == (cfg, tmp_path / "switch-logs", frame_bytes)
         return built
-    monkeypatch.setattr(ex, "build_network", build)
-    monkeypatch.setattr(ex, "BwnController", Controller)
-    monkeypatch.setattr(ex, "ControllerThread", Thread)
+    monkeypatch.setattr(scenario_net, "build_network", build)
+    monkeypatch.setattr(scenario_net, "BwnController", Controller)
+    monkeypatch.setattr(scenario_net, "ControllerThread", Thread)
     monkeypatch.setattr(nodes, "interrupt_command", lambda node: log.append(("interrupt", node.name)))
     monkeypatch.setattr(nodes, "node_namespaces", lambda hosts: {i: h.name for i, h in enumerate(hosts)})
     monkeypatch.setattr(nodes, "end_processes_in", lambda ns: [f"pid 7 in {sorted(ns.values())}"])
     lines: list[str] = []
-    return ex.ScenarioNetwork(cfg, tmp_path, lines.append, label="[t] ", frame_bytes=frame_bytes,
+    return scenario_net.ScenarioNetwork(cfg, tmp_path, lines.append, label="[t] ", frame_bytes=frame_bytes,
                               linkem_args=linkem_args), log, lines, cfg
 
 
 def test_configure_hosts_routes_and_static_arp(monkeypatch, tmp_path):
     sn, _, _, cfg = network(monkeypatch, tmp_path)
-    ex.configure_hosts(cfg, sn.net)
+    scenario_net.configure_hosts(cfg, sn.net)
     assert sn.net.get("h1").commands == [
         "ip route replace default dev h1-eth0",
-        f"ip neigh replace 10.0.2.1 lladdr {ex.GATEWAY_MAC} dev h1-eth0 nud permanent"]
-    assert sn.net.get("h2").commands[1] == f"ip neigh replace 10.0.1.1 lladdr {ex.GATEWAY_MAC} dev h2-eth0 nud permanent"
+        f"ip neigh replace 10.0.2.1 lladdr {scenario_net.GATEWAY_MAC} dev h1-eth0 nud permanent"]
+    assert sn.net.get("h2").commands[1] == f"ip neigh replace 10.0.1.1 lladdr {scenario_net.GATEWAY_MAC} dev h2-eth0 nud permanent"
     assert sn.net.get("s1").commands == []
 
 
 def test_start_brings_up_net_emulators_and_controller_in_order(monkeypatch, tmp_path):
     sn, log, lines, cfg = network(monkeypatch, tmp_path, linkem_args={"bottleneck": ["--jitter-ms", "1"]})
     sn.start()
-    from bwn.scenario import seeding
     seed_args = ("--seed", str(seeding.linkem_seed(11, "em1")))
-    window = ent_window = ex.ent.WindowConfig(8192, 65536, ex._frame_bytes(1000))
+    window = ent_window = scenario_net.ent.WindowConfig(8192, 65536, agents.frame_bytes(1000))
     assert log == [
         ("net.start",),
         ("start_linkem", "em1", ("--delay-ms", "10", "--rt-priority", "10", *seed_args, "--jitter-ms", "1"), "em1-linkem.log",
@@ -602,9 +605,7 @@ def test_a_failed_start_is_torn_down(monkeypatch, tmp_path):
 def fake_run(monkeypatch, tmp_path, *, summaries=("main",), interrupt=False, pcap=False,
              monitor_stop_fails=False, sender_code="", controller_error=None, now_s=12.0, edit=None,
              write_logs=True, linkem=True, receiver_alive=False):
-    import bwn.linkem
     from bwn.emulation import capture
-    from bwn.analysis import fidelity
     log: list = []
     seen: dict[str, Any] = {}         # what each collaborator was given
     cfg = scenario("smoke", edit)
@@ -620,7 +621,7 @@ def fake_run(monkeypatch, tmp_path, *, summaries=("main",), interrupt=False, pca
             if write_logs:
                 self.log_dir.mkdir(parents=True)
             em0 = SimpleNamespace(name="em0", link_config=cfg_.links[0], linkem_proc=None)
-            self.built = ex.BuiltNetwork(net=Net(), plans=[], linkem_nodes=[em0] if linkem else [],
+            self.built = scenario_net.BuiltNetwork(net=Net(), plans=[], linkem_nodes=[em0] if linkem else [],
                                          ends={"e": 1})
             seen["built"] = self.built
             self.net = self.built.net
@@ -680,7 +681,7 @@ def fake_run(monkeypatch, tmp_path, *, summaries=("main",), interrupt=False, pca
             raise KeyboardInterrupt
         for name in summaries:
             (out_dir / "flows").mkdir(parents=True, exist_ok=True)
-            (out_dir / "flows" / f"{name}.summary.json").write_text("{}")
+            RunDir(out_dir).flow_summary(name).write_text("{}")
         procs = [subprocess.Popen([sys.executable, "-c", sender_code + "; print('up', flush=True); time.sleep(120)"]
                                   if sender_code else ["true"], stdout=subprocess.PIPE, text=True),
                  subprocess.Popen(["sleep", "60"] if receiver_alive else ["true"])]
@@ -690,21 +691,22 @@ def fake_run(monkeypatch, tmp_path, *, summaries=("main",), interrupt=False, pca
             procs[0].wait()
         if not receiver_alive:
             procs[1].wait()
-        return [ex.Agent("main", procs[0], out_dir / "s.log")], [ex.Agent("h2", procs[1], out_dir / "r.log")]
+        return [agents.Agent("main", procs[0], out_dir / "s.log")], [agents.Agent("h2", procs[1], out_dir / "r.log")]
 
     class Captures:
         points = [type("P", (), {"link": "bottleneck"})()]
 
     monkeypatch.setattr(ex, "ScenarioNetwork", Network)
     monkeypatch.setattr(ex, "start_agents", start_agents)
-    monkeypatch.setattr(fidelity, "Monitor", Monitor)
-    monkeypatch.setattr(bwn.linkem, "netem_available", lambda: False)
+    monkeypatch.setattr(ex, "Monitor", Monitor)
+    monkeypatch.setattr(ex, "netem_available", lambda: False)
     monkeypatch.setattr(capture, "start_for_run", lambda c, ends, out, d: log.append(("capture", ends))
                         or seen.setdefault("capture", (c, ends, out, d)) and Captures())
     monkeypatch.setattr(capture, "finish_for_run", lambda caps, out: log.append(("capture.finish",))
                         or seen.setdefault("capture.finish", (caps, out))
-                        and {"captures": {"bottleneck": {"file": "x.pcap"}}})
-    monkeypatch.setattr(fidelity, "process_cpu_s", lambda pid: seen.setdefault("cpu_of", []).append(pid) or 0.12345)
+                        and {"captures": {"bottleneck": {"file": "x.pcap"}}, "capture_snap_bytes": 198,
+                             "capture_stats": {"bottleneck": {"captured": 5}}})
+    monkeypatch.setattr(ex, "process_cpu_s", lambda pid: seen.setdefault("cpu_of", []).append(pid) or 0.12345)
     monkeypatch.setattr(ex, "start_link_schedules", lambda nodes, group=None: seen.setdefault("schedules_of", nodes) and ["bl"])
     lines: list[str] = []
     out = tmp_path / "grid" / "ebn"   # its parent does not exist yet either
@@ -717,14 +719,15 @@ def fake_run(monkeypatch, tmp_path, *, summaries=("main",), interrupt=False, pca
 def test_a_run_writes_run_json_and_drops_the_switch_logs(monkeypatch, tmp_path):
     call, log, lines, out, cfg = fake_run(monkeypatch, tmp_path, pcap=True)
     meta = call()
-    saved = json.loads((out / "run.json").read_text())
-    assert saved == meta
+    saved = json.loads(RunDir(out).run_json.read_text())
+    assert RunMeta.from_json(saved) == meta
     assert saved["ok"] is True and saved["scheme"] == "ebn" and saved["duration_s"] == 6.0
     assert saved["delay_emulator"] == "bwn-link" and saved["netem_available"] is False
     assert saved["flow_starts_s"] == {"main": 12.0}                # the controller's clock at release
     assert saved["sender_exit_codes"] == {"main": 0} and saved["flows_without_summary"] == []
     assert saved["fidelity"] == {"valid": True} and saved["captures"] == {"bottleneck": {"file": "x.pcap"}}
-    assert saved["flow_ids"] == {"main": ex.seeding.flow_id(cfg.seed, 0)}
+    assert saved["capture_snap_bytes"] == 198 and saved["capture_stats"] == {"bottleneck": {"captured": 5}}
+    assert saved["flow_ids"] == {"main": seeding.flow_id(cfg.seed, 0)}
     assert saved["mss_bytes"] == 1000 and saved["frame_bytes"] == DATA_FRAME
     assert abs(saved["clock_offset_s"] - (time.time() - 12.0)) < 5
     assert not (out / "switch-logs").exists()
@@ -740,8 +743,8 @@ def test_a_run_writes_run_json_and_drops_the_switch_logs(monkeypatch, tmp_path):
 def test_a_flow_without_summary_fails_the_run_and_keeps_the_logs(monkeypatch, tmp_path):
     call, log, lines, out, _ = fake_run(monkeypatch, tmp_path, summaries=(), monitor_stop_fails=True)
     meta = call()
-    assert meta["flows_without_summary"] == ["main"]
-    saved = json.loads((out / "run.json").read_text())
+    assert meta.flows_without_summary == ["main"]
+    saved = json.loads(RunDir(out).run_json.read_text())
     assert saved["ok"] is False and (out / "switch-logs").is_dir()
     assert f"[ebn] something failed: switch logs kept in {out / 'switch-logs'}" == lines[-1]
     assert "[ebn] fidelity sampler: OSError('sampler gone')" in lines
@@ -753,10 +756,10 @@ def test_an_interrupted_run_is_torn_down_and_says_so(monkeypatch, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         call()
     assert log[-1] == ("stop",) and ("stop_linkems",) in log
-    saved = json.loads((out / "run.json").read_text())
+    saved = json.loads(RunDir(out).run_json.read_text())
     assert saved["ok"] is False
     # Interrupted while the agents started: nothing was measured, so no verdict is made up.
-    assert "monitor.start" not in [e[0] for e in log] and "fidelity" not in saved
+    assert "monitor.start" not in [e[0] for e in log] and saved["fidelity"] is None
     assert lines[-1] == f"[ebn] interrupted: switch logs kept in {out / 'switch-logs'}"
 
 
@@ -768,7 +771,7 @@ def test_a_sender_still_running_at_the_deadline_is_ended(monkeypatch, tmp_path):
     started = time.monotonic()
     meta = call(duration_s=0.5)
     assert time.monotonic() - started >= 3.5
-    assert meta["sender_exit_codes"] == {"main": 3} and meta["ok"] is True
+    assert meta.sender_exit_codes == {"main": 3} and meta.ok is True
 
 
 def test_a_controller_failure_fails_the_run(monkeypatch, tmp_path):
@@ -777,7 +780,7 @@ def test_a_controller_failure_fails_the_run(monkeypatch, tmp_path):
                                         controller_error=ValueError("switch s1 gone"))
     with pytest.raises(RuntimeError, match="^controller failed: switch s1 gone$"):
         call()
-    assert json.loads((out / "run.json").read_text())["ok"] is False
+    assert json.loads(RunDir(out).run_json.read_text())["ok"] is False
     assert lines[-1] == f"[ebn] something failed: switch logs kept in {out / 'switch-logs'}"
     assert log[-1] == ("stop",)
 
@@ -786,7 +789,7 @@ def test_flow_starts_are_on_the_controllers_clock(monkeypatch, tmp_path):
     def later(data):
         data["flows"][0]["start_s"] = 1.5
     call, _, _, _, _ = fake_run(monkeypatch, tmp_path, now_s=12.0004, edit=later)
-    assert call()["flow_starts_s"] == {"main": 13.5}     # released at 12.0004, + 1.5, to the ms
+    assert call().flow_starts_s == {"main": 13.5}     # released at 12.0004, + 1.5, to the ms
 
 
 def test_a_run_hands_each_part_what_it_needs_and_records_it(monkeypatch, tmp_path):
@@ -805,11 +808,10 @@ def test_a_run_hands_each_part_what_it_needs_and_records_it(monkeypatch, tmp_pat
     assert seen["capture"] == (cfg, built.ends, out, 6.0)
     assert seen["capture.finish"][1] == out and seen["capture.finish"][0].points[0].link == "bottleneck"
     assert seen["schedules_of"] is built.linkem_nodes
-    text = (out / "run.json").read_text()
-    assert text == json.dumps(meta, indent=2)
-    saved = json.loads(text)
+    assert RunMeta.load(RunDir(out).run_json) == meta
+    saved = json.loads(RunDir(out).run_json.read_text())
     assert saved["seed"] == 42 and saved["queue_lookahead"] is True
-    assert saved["flow_ids"] == {"main": ex.seeding.flow_id(42, 0)} != {"main": ex.seeding.flow_id(None, 0)}
+    assert saved["flow_ids"] == {"main": seeding.flow_id(42, 0)} != {"main": seeding.flow_id(None, 0)}
     assert saved["linkem_rt_priority"] == cfg.linkem_rt_priority == 10
     assert saved["link_schedules_started"] == ["bl"]
     # the receiver still running at the end: its CPU, in seconds to the ms
@@ -821,15 +823,15 @@ def test_a_run_without_emulators_or_captures_says_so(monkeypatch, tmp_path):
     call, log, _, out, _ = fake_run(monkeypatch, tmp_path, linkem=False)
     out.mkdir(parents=True)           # a folder that exists already is used as it is
     saved = call()
-    assert saved["delay_emulator"] == "none" and saved["linkem_rt_priority"] is None
-    assert "capture.finish" not in [e[0] for e in log] and "captures" not in saved
+    assert saved.delay_emulator == "none" and saved.linkem_rt_priority is None
+    assert "capture.finish" not in [e[0] for e in log] and saved.captures == {}
+    assert saved.capture_snap_bytes is None and saved.capture_stats == {}
     # the receiver had ended: no CPU figure is made up for it
-    assert "receiver_cpu_s" not in saved and "cpu_of" not in call.seen
+    assert saved.receiver_cpu_s == {} and "cpu_of" not in call.seen
 
 
 def test_run_scheme_holds_the_experiment_lock_and_passes_everything_on(monkeypatch, tmp_path):
     import contextlib
-    from bwn.emulation import runlock
     got: dict[str, Any] = {}
 
     @contextlib.contextmanager
@@ -840,7 +842,7 @@ def test_run_scheme_holds_the_experiment_lock_and_passes_everything_on(monkeypat
     def locked(*args):
         got["run"] = args
         return {"ok": True}
-    monkeypatch.setattr(runlock, "experiment_lock", lock)
+    monkeypatch.setattr(ex, "experiment_lock", lock)
     monkeypatch.setattr(ex, "_run_scheme_locked", locked)
     cfg = scenario("smoke")
     lines: list[str] = []
@@ -858,13 +860,13 @@ def test_delete_root_interfaces_deletes_only_those_still_there(monkeypatch):
         exists = cmd[:3] == ["ip", "link", "show"] and cmd[3] == "s1-eth1"
         return subprocess.CompletedProcess(cmd, 0 if exists else 1)
 
-    monkeypatch.setattr(ex.subprocess, "run", run)
+    monkeypatch.setattr(scenario_net.subprocess, "run", run)
 
     class Sw:
         def intfList(self):
             return [FakeIntf("lo", None), FakeIntf("s1-eth1", None), FakeIntf("s1-eth2", None)]
 
-    ex._delete_root_interfaces(type("Net", (), {"switches": [Sw()]})())
+    scenario_net._delete_root_interfaces(type("Net", (), {"switches": [Sw()]})())
     assert calls == [["ip", "link", "show", "s1-eth1"], ["ip", "link", "del", "s1-eth1"],
                      ["ip", "link", "show", "s1-eth2"]]
 
@@ -914,12 +916,12 @@ def test_build_network_wires_nodes_ports_and_emulators(monkeypatch, tmp_path):
         data["switches"][0].update(grpc_port=50999, device_id=7)
         data["links"][1]["a_port"] = 5
     cfg = scenario("smoke", edit)
-    built = ex.build_network(cfg, tmp_path / "logs")
+    built = scenario_net.build_network(cfg, tmp_path / "logs")
     assert calls[0] == ("mininet", (("autoSetMacs", False), ("build", False), ("controller", None),
                                     ("link", mininet.link.Link), ("topo", None), ("waitConnected", False)))
     assert calls[1] == ("Bmv2MininetSwitch", "s1", (("device_id", 7), ("dpid", "0000000000000001"),
                                                     ("grpc_port", 50999), ("log_dir", str(tmp_path / "logs")),
-                                                    ("thrift_port", ex.THRIFT_PORT_BASE)))
+                                                    ("thrift_port", scenario_net.THRIFT_PORT_BASE)))
     assert calls[2:4] == [("BwnHost", "h1", (("ip", "10.0.1.1/24"),)), ("BwnHost", "h2", (("ip", "10.0.2.1/24"),))]
     # Both links have a delay: each gets its emulator node, a = h1 side first.
     assert calls[4:] == [("LinkemNode", "em0", (("ip", None),)), ("link", "h1", "em0", None, None),
@@ -975,14 +977,14 @@ def test_build_network_without_delay_links_directly(monkeypatch, tmp_path):
         d["links"].append({"a": "s2", "b": "s1", "a_port": 9, "b_port": 10,
                            "schedule": {"kind": "constant", "rate_mbit": 10}})
     cfg = scenario("smoke", edit)
-    built = ex.build_network(cfg, tmp_path)
+    built = scenario_net.build_network(cfg, tmp_path)
     assert [em.name for em in built.linkem_nodes] == ["em2"]         # 0.5 ms is a delay too
-    assert links[:2] == [("switch", "s1", ex.GRPC_PORT_BASE, ex.THRIFT_PORT_BASE, "0000000000000001"),
-                         ("switch", "s2", ex.GRPC_PORT_BASE + 1, ex.THRIFT_PORT_BASE + 1, "0000000000000002")]
+    assert links[:2] == [("switch", "s1", scenario_net.GRPC_PORT_BASE, scenario_net.THRIFT_PORT_BASE, "0000000000000001"),
+                         ("switch", "s2", scenario_net.GRPC_PORT_BASE + 1, scenario_net.THRIFT_PORT_BASE + 1, "0000000000000002")]
     assert links[2:] == [("h1", "s1", None, None), ("s1", "h2", None, None),
                          ("s1", "em2", 7, None), ("em2", "s2", None, 8), ("s2", "s1", 9, 10)]
     assert [p.name for p in built.plans] == ["s1", "s2"] and len(built.plans[1].ports) == 2
-    fixed = ex.build_network(cfg, tmp_path, frame_bytes=1500)
+    fixed = scenario_net.build_network(cfg, tmp_path, frame_bytes=1500)
     assert {pp.frame_bytes for plan in fixed.plans for pp in plan.ports} == {1500}
 
 
@@ -994,7 +996,7 @@ def test_build_network_puts_a_link_shaped_link_through_bwn_link_without_delay(mo
             lk.pop("delay_ms", None)
         _serve_by_link(d)
     cfg = scenario("smoke", edit)
-    built = ex.build_network(cfg, tmp_path)
+    built = scenario_net.build_network(cfg, tmp_path)
     assert [em.name for em in built.linkem_nodes] == ["em1"]        # no delay, but its rate
     assert built.linkem_nodes[0].link_config is cfg.link("bottleneck")
     assert links[1:] == [("h1", "s1", None, None), ("s1", "em1", None, None), ("em1", "h2", None, None)]
@@ -1004,7 +1006,6 @@ def test_agents_log_to_their_files_and_flows_get_their_own_start(tmp_path):
     """Each agent's stdout and stderr go to its log file; a flow starting at 0.5 s is
     delayed too; flow ids come from the scenario's seed; the output folder is made
     (with its parents) and may exist already."""
-    from bwn.scenario import seeding
 
     def flows(data: dict[str, Any]) -> None:
         data["experiment"]["seed"] = 7
@@ -1013,7 +1014,7 @@ def test_agents_log_to_their_files_and_flows_get_their_own_start(tmp_path):
     out = tmp_path / "new" / "run"
     for _ in range(2):
         net = FakeNet(cfg)
-        senders, receivers = ex.start_agents(cfg, net, "newreno", out, duration_s=5.0)
+        senders, receivers = agents.start_agents(cfg, net, "newreno", out, duration_s=5.0)
         for agent in senders + receivers:
             agent.proc.wait(5)
     assert [(a.name, a.log) for a in senders] == [("soon", out / "send-soon.log")]
@@ -1044,9 +1045,9 @@ def test_the_run_reports_progress_every_10_s_and_ends_at_its_deadline(monkeypatc
     meta = call(duration_s=25.0)
     assert [line for line in lines if line.endswith("/25 s")] == ["[ebn] 10/25 s", "[ebn] 20/25 s"]
     assert set(slept) == {0.25} and sum(slept) == pytest.approx(28.0)
-    assert meta["sender_exit_codes"] == {"main": 3}
+    assert meta.sender_exit_codes == {"main": 3}
     # The log folder of a run that never wrote one: nothing to remove, no error.
-    assert meta["ok"] is True and not (out / "switch-logs").exists()
+    assert meta.ok is True and not (out / "switch-logs").exists()
 
 
 def _agent_net(cfg: ExperimentConfig, scripts: dict[str, str]) -> tuple[FakeNet, list[subprocess.Popen]]:
@@ -1069,8 +1070,8 @@ def test_an_agent_that_dies_before_it_is_ready_fails_the_start_and_ends_the_othe
         data["flows"] = [{"name": "f", "src": "h1", "dst": "h2"}]
     cfg = scenario("gtcp-reservations", one_flow)
     net, procs = _agent_net(cfg, {"h2": 'echo $$ > "$1"; exec sleep 60', "h1": "exit 3"})
-    with pytest.raises(ex.AgentStartError) as err:
-        ex.start_agents(cfg, net, "newreno", tmp_path, duration_s=5.0)
+    with pytest.raises(agents.AgentStartError) as err:
+        agents.start_agents(cfg, net, "newreno", tmp_path, duration_s=5.0)
     assert str(err.value) == (f"agent f exited with status 3 before it was ready; its output is in "
                               f"{tmp_path / 'send-f.log'}")
     assert all(p.poll() is not None for p in procs), "the receiver was left running"
@@ -1086,8 +1087,8 @@ def test_an_agent_that_got_ready_and_then_ended_counts_as_ready(tmp_path):
         def poll(self) -> int:
             ready.write_text("1\n")           # what the agent did after the first look
             return 0
-    agent = ex.Agent("f", ReadyThenEnded(), tmp_path / "f.log")  # type: ignore[arg-type]
-    ex._wait_ready([(agent, ready)], timeout_s=5.0)
+    agent = agents.Agent("f", ReadyThenEnded(), tmp_path / "f.log")  # type: ignore[arg-type]
+    agents._wait_ready([(agent, ready)], timeout_s=5.0)
 
 
 def test_an_agent_never_ready_fails_the_start_after_the_timeout(monkeypatch, tmp_path):
@@ -1102,10 +1103,10 @@ def test_an_agent_never_ready_fails_the_start_after_the_timeout(monkeypatch, tmp
 def _start_never_ready(monkeypatch, tmp_path, flows, scripts) -> tuple[str, list]:
     """start_agents on hosts running `scripts` with a short ready timeout: its error."""
     cfg = scenario("gtcp-reservations", flows)
-    monkeypatch.setattr(ex, "AGENT_READY_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(agents, "AGENT_READY_TIMEOUT_S", 0.5)
     net, procs = _agent_net(cfg, scripts)
-    with pytest.raises(ex.AgentStartError) as err:
-        ex.start_agents(cfg, net, "newreno", tmp_path, duration_s=5.0)
+    with pytest.raises(agents.AgentStartError) as err:
+        agents.start_agents(cfg, net, "newreno", tmp_path, duration_s=5.0)
     return str(err.value), procs
 
 
@@ -1118,18 +1119,18 @@ def test_release_starts_the_held_senders(tmp_path):
     got = tmp_path / "got"
     held = f'echo $$ > "$1"; read line; echo "$line" >> {got}'
     net, _ = _agent_net(cfg, {"h2": 'echo $$ > "$1"; exec sleep 60', "h1": held})
-    senders, receivers = ex.start_agents(cfg, net, "newreno", tmp_path, duration_s=5.0)
+    senders, receivers = agents.start_agents(cfg, net, "newreno", tmp_path, duration_s=5.0)
     try:
         time.sleep(0.3)
         assert not got.exists(), "a sender started before its release"
         senders[0].proc.kill()                 # died while held: its pipe has no reader
         senders[0].proc.wait(5)
-        ex.release_senders(senders)
+        agents.release_senders(senders)
         senders[1].proc.wait(5)
         assert got.read_text().splitlines() == ["go"]
     finally:
         for agent in senders + receivers:
-            ex.stop_process(agent.proc, signal.SIGKILL)
+            agents.stop_process(agent.proc, signal.SIGKILL)
 
 
 # -- shaper = "link": bwn-link serves the link's rate ---------------------------------------
@@ -1144,9 +1145,9 @@ def test_linkem_options_serve_the_rate_where_the_switch_would_have():
     """bwn-link gets the rate and queue in each direction a switch end applying the
     schedule sends into (its first interface faces end a); a switch-shaped link gets
     its delay only."""
-    assert ex.linkem_options(scenario("smoke").link("bottleneck")) == ["--delay-ms", "10"]
+    assert scenario_net.linkem_options(scenario("smoke").link("bottleneck")) == ["--delay-ms", "10"]
     shaped = scenario("smoke", _serve_by_link).link("bottleneck")          # s1 -> h2
-    assert ex.linkem_options(shaped) == ["--delay-ms", "10", "--a-to-b-rate-mbit", "5",
+    assert scenario_net.linkem_options(shaped) == ["--delay-ms", "10", "--a-to-b-rate-mbit", "5",
                                          "--a-to-b-queue-packets", "50"]
 
     def two_switches(data: dict[str, Any]) -> None:
@@ -1154,11 +1155,11 @@ def test_linkem_options_serve_the_rate_where_the_switch_would_have():
         data["links"].append({"name": "trunk", "a": "s2", "b": "s1", "queue_packets": 250,
                               "shaper": "link", "schedule": {"kind": "constant", "rate_mbit": 11.02}})
     both = scenario("smoke", two_switches).link("trunk")
-    assert ex.linkem_options(both) == ["--delay-ms", "0",
+    assert scenario_net.linkem_options(both) == ["--delay-ms", "0",
                                        "--a-to-b-rate-mbit", "11.02", "--a-to-b-queue-packets", "250",
                                        "--b-to-a-rate-mbit", "11.02", "--b-to-a-queue-packets", "250"]
     one = scenario("smoke", lambda d: (two_switches(d), d["links"][-1].update(apply_at="s1"))).link("trunk")
-    assert ex.linkem_options(one) == ["--delay-ms", "0", "--b-to-a-rate-mbit", "11.02",
+    assert scenario_net.linkem_options(one) == ["--delay-ms", "0", "--b-to-a-rate-mbit", "11.02",
                                       "--b-to-a-queue-packets", "250"]
 
 
@@ -1168,11 +1169,11 @@ def test_linkem_runs_at_the_scenarios_real_time_priority():
     bounds 0..99 as bwn-link does."""
     cfg = scenario("smoke")
     assert cfg.linkem_rt_priority == 10
-    assert ex.linkem_options(cfg.link("bottleneck"), cfg.linkem_rt_priority) == [
+    assert scenario_net.linkem_options(cfg.link("bottleneck"), cfg.linkem_rt_priority) == [
         "--delay-ms", "10", "--rt-priority", "10"]
     off = scenario("smoke", lambda d: d["experiment"].update(linkem_rt_priority=0))
     assert off.linkem_rt_priority == 0
-    assert ex.linkem_options(off.link("bottleneck"), off.linkem_rt_priority) == ["--delay-ms", "10"]
+    assert scenario_net.linkem_options(off.link("bottleneck"), off.linkem_rt_priority) == ["--delay-ms", "10"]
     assert scenario("smoke", lambda d: d["experiment"].update(linkem_rt_priority=99)).linkem_rt_priority == 99
     for bad in (-1, 100, 1.5, "10"):
         with pytest.raises(ConfigError, match="linkem_rt_priority"):
@@ -1185,7 +1186,7 @@ def test_linkem_options_give_a_time_varying_rate_as_its_schedule():
     sine = {"kind": "sine", "b_mbit": 0.1102, "alpha": 3.0, "w_rad_s": 1.0, "phi_rad": 0.0}
     shaped = scenario("smoke", lambda d: (_serve_by_link(d), d["links"][1].update(schedule=sine))
                       ).link("bottleneck")
-    options = ex.linkem_options(shaped)
+    options = scenario_net.linkem_options(shaped)
     assert options[:2] == ["--delay-ms", "10"] and options[2] == "--a-to-b-rate-schedule"
     assert options[4:] == ["--a-to-b-queue-packets", "50"]
     assert json.loads(options[3]) == sine
@@ -1215,7 +1216,7 @@ def test_link_schedules_start_with_sigusr1_on_the_links_that_vary():
     nodes = [SimpleNamespace(link_config=link, linkem_proc=_Proc(alive))
              for link, alive in ((varying, True), (constant, True), (by_switch, True), (varying, False))]
     nodes.append(SimpleNamespace(link_config=varying, linkem_proc=None))
-    assert ex.start_link_schedules(nodes) == ["bottleneck"]
+    assert scenario_net.start_link_schedules(nodes) == ["bottleneck"]
     assert [n.linkem_proc.signals if n.linkem_proc else None for n in nodes] == \
         [[signal.SIGUSR1], [], [], [], None]
 
@@ -1235,15 +1236,13 @@ def test_the_runner_starts_bwn_link_with_the_links_rate(monkeypatch, tmp_path):
     sn.built.linkem_nodes[0].link_config = shaped
     sn.start()
     (start,) = [e for e in log if e[0] == "start_linkem"]
-    from bwn.scenario import seeding
     assert start[2] == ("--delay-ms", "10", "--rt-priority", "10", "--a-to-b-rate-mbit", "5", "--a-to-b-queue-packets", "50",
                         "--seed", str(seeding.linkem_seed(11, "em1")))
 
 
 def test_a_run_of_obp_on_a_link_shaped_link_is_refused_before_anything_starts(monkeypatch, tmp_path):
     from bwn.scenario.config import ConfigError
-    import bwn.emulation.runlock
-    monkeypatch.setattr(bwn.emulation.runlock, "experiment_lock", lambda *a: pytest.fail("the run started"))
+    monkeypatch.setattr(ex, "experiment_lock", lambda *a: pytest.fail("the run started"))
     cfg = scenario("smoke", _serve_by_link)
     with pytest.raises(ConfigError) as err:
         ex.run_scheme(cfg, "obp", tmp_path / "run", 5.0)
@@ -1263,7 +1262,7 @@ def test_routes_to_a_directly_attached_host_carry_its_mac_whichever_end_it_is():
     assert routes["10.0.2.1/32"][2] == net.get("h2").MAC()
     assert port(by_name["s1"], "bottleneck").queue_packets == 50      # the scenario's, not a default
     # a flow from the host at end b of its first link enters at end a
-    assert ex._first_switch(scenario("smoke"), "h2", "h1") == "s1"
+    assert scenario_net._first_switch(scenario("smoke"), "h2", "h1") == "s1"
 
 
 def test_a_stale_ready_file_does_not_count_as_an_agent_up(monkeypatch, tmp_path):
@@ -1286,7 +1285,7 @@ def test_background_flows_keep_their_own_algorithm_and_parameters(tmp_path):
                          {"name": "t", "src": "h1", "dst": "h2"}]
     cfg = scenario("gtcp-reservations", flows)
     net = FakeNet(cfg)
-    senders, receivers = ex.start_agents(cfg, net, "ebn:variant=relative", tmp_path, duration_s=5.0)
+    senders, receivers = agents.start_agents(cfg, net, "ebn:variant=relative", tmp_path, duration_s=5.0)
     for agent in senders + receivers:
         agent.proc.wait(5)
     bg, t = net.get("h1").popened
@@ -1298,7 +1297,7 @@ def test_a_time_varying_rate_is_one_compact_argument():
     sine = {"kind": "sine", "b_mbit": 0.1102, "alpha": 3.0, "w_rad_s": 1.0, "phi_rad": 0.0}
     shaped = scenario("smoke", lambda d: (_serve_by_link(d), d["links"][1].update(schedule=sine))
                       ).link("bottleneck")
-    assert " " not in ex.linkem_options(shaped)[3]    # one word for a shell or a log line
+    assert " " not in scenario_net.linkem_options(shaped)[3]    # one word for a shell or a log line
 
 
 def test_every_varying_link_gets_its_start_whatever_comes_before_it():
@@ -1309,7 +1308,7 @@ def test_every_varying_link_gets_its_start_whatever_comes_before_it():
     nodes = [SimpleNamespace(link_config=constant, linkem_proc=_Proc()),
              SimpleNamespace(link_config=varying),                       # never started: no process
              SimpleNamespace(link_config=varying, linkem_proc=_Proc())]
-    assert ex.start_link_schedules(nodes) == ["bottleneck"]
+    assert scenario_net.start_link_schedules(nodes) == ["bottleneck"]
     assert nodes[2].linkem_proc.signals == [signal.SIGUSR1] and nodes[0].linkem_proc.signals == []
 
 
@@ -1323,9 +1322,9 @@ def test_release_goes_past_a_sender_without_a_pipe():
 
         def close(self):
             self.closed = True
-    first = ex.Agent("a", SimpleNamespace(stdin=None), Path("a.log"))
-    second = ex.Agent("b", SimpleNamespace(stdin=Stdin()), Path("b.log"))
-    ex.release_senders([first, second])
+    first = agents.Agent("a", SimpleNamespace(stdin=None), Path("a.log"))
+    second = agents.Agent("b", SimpleNamespace(stdin=Stdin()), Path("b.log"))
+    agents.release_senders([first, second])
     assert second.proc.stdin.data == b"go\n" and second.proc.stdin.closed
 
 
@@ -1351,7 +1350,7 @@ class _StubbornProc:
 def test_end_sender_interrupts_twice_then_kills():
     proc = _StubbornProc()
     with pytest.raises(subprocess.TimeoutExpired):      # the stub survives even SIGKILL
-        ex.end_sender(proc, grace_s=0.5)
+        agents.end_sender(proc, grace_s=0.5)
     assert proc.events[:5] == [("signal", signal.SIGINT), ("wait", 0.5), ("signal", signal.SIGINT),
                                ("wait", 0.5), ("signal", signal.SIGKILL)]
 
@@ -1359,7 +1358,7 @@ def test_end_sender_interrupts_twice_then_kills():
 def test_stop_process_waits_its_timeout_after_the_kill_too():
     proc = _StubbornProc()
     with pytest.raises(subprocess.TimeoutExpired):
-        ex.stop_process(proc, signal.SIGTERM, timeout_s=0.3)
+        agents.stop_process(proc, signal.SIGTERM, timeout_s=0.3)
     assert proc.events == [("signal", signal.SIGTERM), ("wait", 0.3), ("kill", None), ("wait", 0.3)]
 
 
@@ -1369,9 +1368,9 @@ def test_deleting_root_interfaces_keeps_ips_messages_off_the_terminal(monkeypatc
     def run(cmd, **kw):
         options.append(kw)
         return subprocess.CompletedProcess(cmd, 0)
-    monkeypatch.setattr(ex.subprocess, "run", run)
+    monkeypatch.setattr(scenario_net.subprocess, "run", run)
     sw = SimpleNamespace(intfList=lambda: [FakeIntf("s1-eth1", None)])
-    ex._delete_root_interfaces(SimpleNamespace(switches=[sw]))
+    scenario_net._delete_root_interfaces(SimpleNamespace(switches=[sw]))
     assert options == [{"capture_output": True}, {"capture_output": True}]
 
 
@@ -1383,11 +1382,11 @@ def test_controller_runs_in_a_daemon_thread_named_controller():
             import threading
             seen["thread"] = threading.current_thread()
             await super().run(ready)
-    thread = ex.ControllerThread(Ctl())
+    thread = controller_thread.ControllerThread(Ctl())
     thread.start(timeout_s=10)
     thread.stop()
     assert seen["thread"].name == "controller" and seen["thread"].daemon   # never holds the exit up
-    never = ex.ControllerThread(_FakeController(ready=False))
+    never = controller_thread.ControllerThread(_FakeController(ready=False))
     with pytest.raises(TimeoutError, match="^the controller could not configure every switch in time$"):
         never.start(timeout_s=0.2)
     never.stop()
@@ -1411,9 +1410,9 @@ def test_without_a_seed_bwn_link_draws_its_own(monkeypatch, tmp_path):
 
 def test_a_failed_teardown_step_is_logged_by_name_and_the_switch_ports_deleted(monkeypatch, tmp_path, caplog):
     sn, log, _, _ = network(monkeypatch, tmp_path, fail={("stop_linkem", "em1")})
-    monkeypatch.setattr(ex, "_delete_root_interfaces", lambda net: log.append(("delete_root", net)))
+    monkeypatch.setattr(scenario_net, "_delete_root_interfaces", lambda net: log.append(("delete_root", net)))
     sn.start()
-    with caplog.at_level("WARNING", logger=ex.LOG.name), pytest.raises(RuntimeError):
+    with caplog.at_level("WARNING", logger=scenario_net.LOG.name), pytest.raises(RuntimeError):
         sn.stop()
     assert ("delete_root", sn.net) in log
     assert "teardown: stop_linkems failed: stop_linkem em1 failed" in caplog.messages
@@ -1422,7 +1421,7 @@ def test_a_failed_teardown_step_is_logged_by_name_and_the_switch_ports_deleted(m
 def test_progress_lines_carry_no_label_unless_given(monkeypatch, tmp_path):
     sn, _, _, _ = network(monkeypatch, tmp_path)
     lines: list[str] = []
-    bare = ex.ScenarioNetwork(sn.cfg, tmp_path, lines.append)
+    bare = scenario_net.ScenarioNetwork(sn.cfg, tmp_path, lines.append)
     bare.start()
     assert lines == ["starting 1 BMv2 switches and 2 hosts"]
 
@@ -1451,7 +1450,6 @@ def test_shared_emulators_start_as_one_group_with_each_links_options_and_the_pri
 
     monkeypatch.setattr(nodes, "LinkemGroup", Group)
     sn.start()
-    from bwn.scenario import seeding
     seed = str(seeding.linkem_seed(11, "em1"))
     assert [e for e in log if e[0].startswith("group") or e[0] in ("start_linkem", "wait_linkem_ready")] == [
         ("group", ["em1"]),
@@ -1474,20 +1472,20 @@ def test_shared_emulators_get_one_sigusr1_for_every_link_that_varies():
     group = SimpleNamespace(proc=_Proc(True))
     nodes = [SimpleNamespace(name=f"em{i}", link_config=link, linkem_proc=None)
              for i, link in enumerate((varying, constant, varying))]
-    assert ex.start_link_schedules(nodes, group) == ["bottleneck", "bottleneck"]
+    assert scenario_net.start_link_schedules(nodes, group) == ["bottleneck", "bottleneck"]
     assert group.proc.signals == [signal.SIGUSR1]
     ended = SimpleNamespace(proc=_Proc(False))
-    assert ex.start_link_schedules(nodes, ended) == [] and ended.proc.signals == []
-    assert ex.start_link_schedules(nodes, SimpleNamespace(proc=None)) == []
+    assert scenario_net.start_link_schedules(nodes, ended) == [] and ended.proc.signals == []
+    assert scenario_net.start_link_schedules(nodes, SimpleNamespace(proc=None)) == []
 
 
 def test_the_fidelity_monitor_counts_the_shared_emulators_cpu_once(tmp_path):
     from types import SimpleNamespace
-    from bwn.analysis import fidelity
+    from bwn.emulation.monitor import Monitor
     em = [SimpleNamespace(name=f"em{i}", linkem_proc=None) for i in range(3)]
     built = SimpleNamespace(net=SimpleNamespace(get=lambda name: None), plans=[], linkem_nodes=em,
                             linkem_group=SimpleNamespace(proc=SimpleNamespace(pid=4321)))
-    monitor = fidelity.Monitor.for_network(tmp_path, built, 0.25)
+    monitor = Monitor.for_network(tmp_path, built, 0.25)
     assert monitor.linkem_pids == {"bwn-links": 4321}
     assert monitor.linkem_stats == [tmp_path / f"em{i}-linkem.json" for i in range(3)]
 

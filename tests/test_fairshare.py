@@ -12,6 +12,7 @@ from bwn.scenario import flowpaths
 from bwn.analysis import report
 from bwn.scenario.config import load_config
 from bwn.analysis.fairshare import max_min_shares
+from bwn.rundir import RunDir, RunMeta
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = REPO / "topologies" / "scenarios"
@@ -113,18 +114,18 @@ def write_flow(flows_dir: Path, name: str, rate_bps: float, estimate_bps: float,
 
 def make_run(tmp_path: Path, scheme: str, capacity: dict[str, float],
              flows: dict[str, tuple[float, float, list[tuple[str, str, str]]]]) -> Path:
-    run_dir = tmp_path / scheme
-    (run_dir / "flows").mkdir(parents=True)
+    run = RunDir(tmp_path / scheme)
+    run.flows_dir.mkdir(parents=True)
     for name, (rate_bps, estimate_bps, _) in flows.items():
-        write_flow(run_dir / "flows", name, rate_bps, estimate_bps)
-    (run_dir / "capacity.csv").write_text(
+        write_flow(run.flows_dir, name, rate_bps, estimate_bps)
+    run.capacity_csv.write_text(
         "t_s,link,rate_bps\n" + "".join(f"0,{link},{c}\n" for link, c in capacity.items()))
-    (run_dir / "run.json").write_text(json.dumps({
-        "flow_starts_s": {name: 0.0 for name in flows},
-        "flow_links": {name: [{"link": l, "from": a, "to": b} for l, a, b in hops]
-                       for name, (_, _, hops) in flows.items()},
-        "mss_bytes": 1000, "frame_bytes": 1102}))
-    return run_dir
+    run.write_meta(RunMeta(
+        flow_starts_s={name: 0.0 for name in flows},
+        flow_links={name: [{"link": l, "from": a, "to": b} for l, a, b in hops]
+                    for name, (_, _, hops) in flows.items()},
+        mss_bytes=1000, frame_bytes=1102))
+    return run.path
 
 
 def rows(run_dir: Path) -> dict[str, dict]:
@@ -173,8 +174,9 @@ def test_estimate_error_against_own_rate_when_link_is_underused(tmp_path):
 def test_without_flow_links_every_flow_shares_the_bottleneck(tmp_path):
     run_dir = make_run(tmp_path, "westwood", {"b": 10e6},
                        {"a": (1e6, 2.5e6 * K, []), "b": (1e6, 2.5e6 * K, [])})
-    meta = json.loads((run_dir / "run.json").read_text())
-    del meta["flow_links"]
-    (run_dir / "run.json").write_text(json.dumps(meta))
+    run = RunDir(run_dir)
+    meta = run.meta()
+    meta.flow_links = None                           # not recorded
+    run.write_meta(meta)
     # C / N = 5 Mb/s of frames each.
     assert float(rows(run_dir)["a"]["estimate_error_share"]) == pytest.approx(0.5)

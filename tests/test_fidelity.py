@@ -8,6 +8,8 @@ import pytest
 
 from bwn.analysis import fidelity
 from bwn.analysis.fidelity import Thresholds
+from bwn.emulation.monitor import Monitor, PortSpec
+from bwn.rundir import RunDir, RunMeta
 from bwn.linkem.scheduler import LATE_BINS, LATE_SHIFT, DirectionScheduler, lateness_summary
 from bwn.linkem.config import Impairment
 
@@ -241,7 +243,7 @@ def test_monitor_records_and_judges_the_offload_counters_bwn_link_writes(tmp_pat
 
     path = tmp_path / "em0-linkem.json"
     path.write_text(json.dumps(stats(dropped_oversize=2)))
-    monitor = fidelity.Monitor(tmp_path, [], [], linkem_stats=[path])
+    monitor = Monitor(tmp_path, [], [], linkem_stats=[path])
     monitor.start()
     monitor.stop()
     result = monitor.result().to_json()
@@ -306,8 +308,10 @@ def test_integral_of_steps():
 
 
 def test_run_validity_of_old_and_new_run_json():
-    assert fidelity.run_validity({}) == (None, "not checked")
-    assert fidelity.run_validity({"fidelity": {"valid": False, "summary": "INVALID: cpu"}}) == (False, "INVALID: cpu")
+    assert RunMeta().validity == (None, "not checked")
+    assert RunMeta(fidelity={"valid": False, "summary": "INVALID: cpu"}).validity == (False, "INVALID: cpu")
+    verdict = fidelity.FidelityResult([fidelity.Check("cpu", False, detail="2.4 s")]).to_json()
+    assert RunMeta(fidelity=verdict).validity == (False, "INVALID: cpu: BROKEN: 2.4 s")
 
 
 def test_departure_rate_waits_for_packets_queued_before_a_rate_change():
@@ -425,7 +429,7 @@ def test_for_network_checks_departures_only_where_the_switch_serves_the_rate(tmp
         PortPlan(2, "by-switch", ConstantSchedule(5e6), queue_packets=50),
         PortPlan(3, "by-link", ConstantSchedule(5e6), queue_packets=50, shaped_by_switch=False)])
     built = type("Built", (), {"net": Net(), "plans": [plan], "linkem_nodes": []})()
-    monitor = fidelity.Monitor.for_network(tmp_path, built, telemetry_interval_s=0.25)
+    monitor = Monitor.for_network(tmp_path, built, telemetry_interval_s=0.25)
     assert [(p.port, p.intf, p.link, p.rate_limited) for p in monitor.ports] == [
         (1, "s1-eth1", "access", False), (2, "s1-eth2", "by-switch", True), (3, "s1-eth3", "by-link", False)]
 
@@ -438,8 +442,8 @@ def test_port_utilization_counts_against_the_schedule_not_the_rate_written_to_th
     key = "s1:2"
 
     def utilization(rows: list[str]) -> float:
-        (tmp_path / "capacity.csv").write_text("\n".join(rows) + "\n")
-        monitor = fidelity.Monitor(tmp_path, [], [fidelity.PortSpec("s1", 2, "s1-eth2", True, 50, "C-D")])
+        RunDir(tmp_path).capacity_csv.write_text("\n".join(rows) + "\n")
+        monitor = Monitor(tmp_path, [], [PortSpec("s1", 2, "s1-eth2", True, 50, "C-D")])
         monitor.start()
         monitor.stop()
         origin = monitor.time_origin_s

@@ -15,6 +15,7 @@ import pytest
 from needs import missing, stale_build
 
 from bwn.requirements import bmv2_missing
+from bwn.rundir import RunDir
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -60,7 +61,7 @@ def _run_smoke(out: Path, duration_s: int = 6, hogs: int = 0) -> dict:
             proc.wait(60)
     print(output[-4000:])
     assert proc.returncode == 0
-    return json.loads((out / "newreno" / "run.json").read_text())
+    return RunDir(out / "newreno").meta().to_json()
 
 
 def test_cpu_hogs_make_the_run_invalid(tmp_path):
@@ -109,7 +110,7 @@ def test_switch_ring_drops_are_counted(tmp_path):
     is flooded, its receive ring overflows, and the drops are counted (then reset)."""
     import signal
 
-    from bwn.analysis.fidelity import packet_socket_stats
+    from bwn.emulation.probes import packet_socket_stats
 
     ns = f"bwnfid{os.getpid() % 100000}"
     subprocess.run(["ip", "netns", "add", ns], check=True)
@@ -156,5 +157,5 @@ def test_switch_ring_drops_are_counted(tmp_path):
 
 
 def _has_packet_sockets(pid: int) -> bool:
-    from bwn.analysis.fidelity import packet_socket_stats
+    from bwn.emulation.probes import packet_socket_stats
     return packet_socket_stats(pid) is not None

@@ -479,7 +479,7 @@ def rig() -> Iterator[Callable[..., types.SimpleNamespace]]:
     """Makes one DirectionWorker between a _ScriptedRx and a _Wire (its thread not yet
     started); stops and closes them all at the end."""
     from bwn.linkem import DirectionScheduler
-    from bwn.linkem.engine import DirectionWorker
+    from bwn.linkem.worker import DirectionWorker
     from bwn.linkem.offload import IngressOffload
     made: list[types.SimpleNamespace] = []
 
@@ -601,10 +601,10 @@ def test_a_frame_falling_due_during_a_slow_burst_of_reads_is_not_held_back(rig):
 def test_a_frame_falling_due_while_the_worker_works_out_its_sleep_is_still_sent(rig, monkeypatch):
     """The clock steps 0.6 us per reading: the frame (1 us of delay) is not due when the
     worker looks, and overdue by the time it computes how long to sleep."""
-    from bwn.linkem import engine
+    from bwn.linkem import worker
     ticks = itertools.count()
     base = time.monotonic_ns()
-    monkeypatch.setattr(engine, "time", types.SimpleNamespace(monotonic_ns=lambda: base + 600 * next(ticks)))
+    monkeypatch.setattr(worker, "time", types.SimpleNamespace(monotonic_ns=lambda: base + 600 * next(ticks)))
     r = rig(Impairment(delay_us=1))
     r.thread.start()
     r.rx.frame(_frame(0))

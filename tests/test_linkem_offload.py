@@ -23,7 +23,7 @@ from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
 from scapy.packet import Raw
 
 from bwn.linkem import DirectionScheduler, Impairment
-from bwn.linkem.engine import DirectionWorker
+from bwn.linkem.worker import DirectionWorker
 from bwn.linkem.offload import (
     DATA_VALID,
     GSO_ECN,

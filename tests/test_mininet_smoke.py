@@ -13,6 +13,7 @@ import pytest
 from needs import missing, stale_build
 
 from bwn.requirements import bmv2_missing
+from bwn.rundir import RunDir
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -91,7 +92,7 @@ STEP_T_S = 4.0                 # smoke.toml: the bottleneck steps from 5 to 2 Mb
 def _capacity_stepped(run: Path) -> None:
     """The controller applied the bottleneck's step on time (capacity.csv), and the
     switch then stamped the new capacity (telemetry.csv, kb/s of frames)."""
-    applied = [(float(r["t_s"]), float(r["rate_bps"])) for r in csv.DictReader(open(run / "capacity.csv"))
+    applied = [(float(r["t_s"]), float(r["rate_bps"])) for r in csv.DictReader(open(RunDir(run).capacity_csv))
                if r["link"] == "bottleneck"]
     # The first rate is written while the switch's state is installed, before the
     # controller's clock starts (t = 0 is when every switch is ready): its time is
@@ -99,7 +100,7 @@ def _capacity_stepped(run: Path) -> None:
     assert applied[0][1] == 5e6 and applied[0][0] < STEP_T_S, applied
     steps = [(t, rate) for t, rate in applied if rate == 2e6]
     assert steps and STEP_T_S <= steps[0][0] <= STEP_T_S + 1.0, applied
-    telemetry = [(float(r["t_s"]), float(r["capacity_kbps"])) for r in csv.DictReader(open(run / "telemetry.csv"))
+    telemetry = [(float(r["t_s"]), float(r["capacity_kbps"])) for r in csv.DictReader(open(RunDir(run).telemetry_csv))
                  if r["capacity_kbps"] not in ("", "0")]
     assert any(t < STEP_T_S and abs(kbps - 5000) <= 250 for t, kbps in telemetry), telemetry[:20]
     assert any(t > STEP_T_S + 0.5 and abs(kbps - 2000) <= 100 for t, kbps in telemetry), telemetry[-20:]
@@ -173,10 +174,11 @@ def test_a_link_served_by_bwn_link_follows_its_steps_from_the_flows_start(tmp_pa
     before = _links()
     out = tmp_path / "run"
     bwn_run(str(scenario), "--schemes", "newreno", "--out", str(out))
-    run = json.loads((out / "newreno" / "run.json").read_text())
-    assert run["link_schedules_started"] == ["bottleneck"]
-    assert run["fidelity"]["checks"]["linkem_schedule"]["held"] is True
-    stats = json.loads((out / "newreno" / "em1-linkem.json").read_text())
+    run = RunDir(out / "newreno")
+    meta = run.meta()
+    assert meta.link_schedules_started == ["bottleneck"]
+    assert meta.fidelity["checks"]["linkem_schedule"]["held"] is True
+    stats = json.loads(run.linkem_stats("em1").read_text())
     assert stats["a_to_b"]["config"]["rate_schedule"] == {
         "kind": "steps", "steps": [{"t_s": 0.0, "rate_mbit": 5.0}, {"t_s": 4.0, "rate_mbit": 2.0}]}
     assert stats["schedule_started_s"] is not None
@@ -201,9 +203,10 @@ def test_a_link_served_by_bwn_link_carries_its_rate(tmp_path):
     before = _links()
     out = tmp_path / "run"
     bwn_run(str(scenario), "--schemes", "newreno", "--duration", "5", "--out", str(out))
-    (row,) = [r for r in csv.DictReader(open(out / "newreno" / "capacity.csv")) if r["link"] == "bottleneck"]
+    run = RunDir(out / "newreno")
+    (row,) = [r for r in csv.DictReader(open(run.capacity_csv)) if r["link"] == "bottleneck"]
     assert (row["rate_bps"], row["queue_pps"]) == ("5000000", "")
-    stats = json.loads((out / "newreno" / "em1-linkem.json").read_text())
+    stats = json.loads(run.linkem_stats("em1").read_text())
     assert stats["iface_a"] == "em1-eth0"                                      # faces s1, end a
     assert (stats["a_to_b"]["config"]["rate_bps"], stats["a_to_b"]["config"]["queue_packets"]) == (5_000_000, 50)
     assert stats["b_to_a"]["config"]["rate_bps"] is None                       # h2 -> s1: a host's side
@@ -228,21 +231,21 @@ def test_one_bwn_links_process_serves_every_delayed_link(tmp_path):
     before = _links()
     out = tmp_path / "run"
     bwn_run(str(scenario), "--schemes", "newreno", "--duration", "6", "--out", str(out))
-    run_dir = out / "newreno"
-    run = json.loads((run_dir / "run.json").read_text())
-    assert run["delay_emulator"] == "bwn-links"
-    assert run["link_schedules_started"] == ["bottleneck"]
-    assert run["fidelity"]["checks"]["linkem_schedule"]["held"] is True
-    cpu = run["fidelity"]["measurements"]["process_cpu_s"]
+    run = RunDir(out / "newreno")
+    meta = run.meta()
+    assert meta.delay_emulator == "bwn-links"
+    assert meta.link_schedules_started == ["bottleneck"]
+    assert meta.fidelity["checks"]["linkem_schedule"]["held"] is True
+    cpu = meta.fidelity["measurements"]["process_cpu_s"]
     assert "bwn-links" in cpu and not any(name.startswith("em") for name in cpu)
-    em0 = json.loads((run_dir / "em0-linkem.json").read_text())
-    em1 = json.loads((run_dir / "em1-linkem.json").read_text())
+    em0 = json.loads(run.linkem_stats("em0").read_text())
+    em1 = json.loads(run.linkem_stats("em1").read_text())
     assert em0["group"]["links"] == 2 and em0["group"] == em1["group"] and em0["realtime"] is True
     assert em0["a_to_b"]["config"]["delay_us"] == em1["a_to_b"]["config"]["delay_us"] == 10_000
     assert em0["a_to_b"]["forwarded_frames"] > 100 and em1["a_to_b"]["forwarded_frames"] > 100
     assert em1["a_to_b"]["config"]["rate_schedule"]["kind"] == "steps" and em1["schedule_started_s"] is not None
     assert em0["a_to_b"]["config"]["rate_schedule"] is None
-    assert "bwn-link: ready: 2 links in one process" in (run_dir / "linkem.log").read_text()
+    assert "bwn-link: ready: 2 links in one process" in run.linkem_group_log.read_text()
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert str(run_dir / "linkem-links.json") not in ps, "bwn-links outlived its run"
+    assert str(run.linkem_group_stats) not in ps, "bwn-links outlived its run"
     assert _links() - before == set()

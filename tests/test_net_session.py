@@ -19,6 +19,7 @@ from needs import missing, stale_build
 
 from bwn.requirements import bmv2_missing
 from bwn.emulation.runlock import experiment_lock
+from bwn.rundir import RunDir
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / "topologies" / "scenarios" / "smoke.toml"
@@ -184,7 +185,7 @@ def test_stdin_session_ping_status_rate_loss_and_teardown(tmp_path):
     assert "bottleneck: random loss 100 % now on what s1 port 2 sends onto it" in output
     # The schedule went on while the CLI was open, paused while pinned, resumed after.
     assert "bottleneck: back on its schedule: 4 Mb/s now at s1 port 2" in output
-    with open(out / "capacity.csv") as fh:
+    with open(RunDir(out).capacity_csv) as fh:
         applied_bps = [float(r["rate_bps"]) for r in csv.DictReader(fh) if r["link"] == "bottleneck"]
     assert applied_bps == [5e6, 2e6, 3e6, 4e6]
     # Bad input: clear errors, the session goes on.

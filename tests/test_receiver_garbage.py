@@ -13,7 +13,8 @@ from typing import List, Tuple
 import pytest
 
 from hosts.cc.newreno import NewReno
-from hosts.transport.receiver import DEFAULT_HALF_OPEN_TIMEOUT_US, HOUSEKEEPING_US, MemorySink, Receiver
+from hosts.transport.reassembly import MemorySink
+from hosts.transport.receiver import DEFAULT_HALF_OPEN_TIMEOUT_US, HOUSEKEEPING_US, Receiver
 from hosts.transport.sender import SenderConfig, SenderState
 from hosts.sim.channel import RECEIVER_ADDR, LinkModel, Simulation
 from hosts.transport.source import PatternSource, pattern_bytes

@@ -9,6 +9,7 @@ from typing import Any, Optional
 import pytest
 
 from bwn.analysis import report
+from bwn.rundir import RunDir, RunMeta
 from hosts.flowlog import SENDER_FIELDS, TimeSeriesLog
 
 TIMES_S = [i * 0.5 for i in range(20)]         # log rows at 0, 0.5, ..., 9.5 s
@@ -46,41 +47,40 @@ def write_csv(path: Path, header: list[str], rows: list[list]) -> None:
 @pytest.fixture()
 def run_dir(tmp_path: Path) -> Path:
     # ebn: two flows at 5 Mb/s on a constant 10 Mb/s bottleneck (and a 100 Mb/s access link).
-    ebn = tmp_path / "ebn" / "flows"
-    ebn.mkdir(parents=True)
+    ebn = RunDir(tmp_path / "ebn")
+    ebn.flows_dir.mkdir(parents=True)
     for name, flow_id in (("f1", 1), ("f2", 2)):
-        write_sender_log(ebn / f"{name}.jsonl", flow_id, "ebn", 5e6,
+        write_sender_log(ebn.flow_log(name), flow_id, "ebn", 5e6,
                          {"echo_ebn_code": 98, "echo_hop_count": 2})
-        write_summary(ebn / f"{name}.summary.json", flow_id, "ebn", 5e6, retransmits=flow_id)
-    write_csv(tmp_path / "ebn" / "capacity.csv", ["t_s", "link", "rate_bps"],
+        write_summary(ebn.flow_summary(name), flow_id, "ebn", 5e6, retransmits=flow_id)
+    write_csv(ebn.capacity_csv, ["t_s", "link", "rate_bps"],
               [[0, "access", 100e6], [0, "bottleneck", 10e6]])
-    write_csv(tmp_path / "ebn" / "telemetry.csv", list(report.TELEMETRY_COLUMNS),
+    write_csv(ebn.telemetry_csv, list(report.TELEMETRY_COLUMNS),
               [[t / 10, "s1", 3, 10000, 9800, 200, t % 7, 2] for t in range(100)])
-    (tmp_path / "ebn" / "run.json").write_text(json.dumps({"bottleneck_port": "s1:3"}))
+    ebn.write_meta(RunMeta(bottleneck_port="s1:3"))
 
     # westwood: 2.5 and 7.5 Mb/s (1:3) while the capacity steps from 10 to 20 Mb/s at 5 s.
-    ww = tmp_path / "westwood" / "flows"
-    ww.mkdir(parents=True)
+    ww = RunDir(tmp_path / "westwood")
+    ww.flows_dir.mkdir(parents=True)
     for name, flow_id, rate in (("f1", 11, 2.5e6), ("f2", 12, 7.5e6)):
-        write_sender_log(ww / f"{name}.csv", flow_id, "westwood", rate, {"estimate_bps": 6e6})
-        write_summary(ww / f"{name}.summary.json", flow_id, "westwood", rate, retransmits=0)
-    write_csv(tmp_path / "westwood" / "capacity.csv", ["t_s", "link", "rate_bps"],
+        write_sender_log(ww.flow_log(name, ".csv"), flow_id, "westwood", rate, {"estimate_bps": 6e6})
+        write_summary(ww.flow_summary(name), flow_id, "westwood", rate, retransmits=0)
+    write_csv(ww.capacity_csv, ["t_s", "link", "rate_bps"],
               [[0, "bottleneck", 10e6], [5, "bottleneck", 20e6]])
 
     # obp: one flow starting at 2 s (run.json), logged with the report's own column names and
     # no summary, 8 Mb/s for 5 s; capacity 20 Mb/s until 2 s, then 10 Mb/s.
-    obp = tmp_path / "obp" / "flows"
-    obp.mkdir(parents=True)
-    with (obp / "solo.jsonl").open("w") as fh:
+    obp = RunDir(tmp_path / "obp")
+    obp.flows_dir.mkdir(parents=True)
+    with obp.flow_log("solo").open("w") as fh:
         for i in range(51):
             t_s = i / 10
             fh.write(json.dumps({"t_s": t_s, "cwnd": 20, "delivered_bytes": 1e6 * t_s,
                                  "pacing_rate_bps": 8e6, "fb_hop_count": 1,
                                  "fb_tight_kbps": 2000 if t_s >= 0.5 else None}) + "\n")
-    write_csv(tmp_path / "obp" / "capacity.csv", ["t_s", "link", "rate_bps"],
+    write_csv(obp.capacity_csv, ["t_s", "link", "rate_bps"],
               [[0, "bottleneck", 20e6], [2, "bottleneck", 10e6]])
-    (tmp_path / "obp" / "run.json").write_text(
-        json.dumps({"bottleneck_link": "bottleneck", "flow_starts_s": {"solo": 2.0}}))
+    obp.write_meta(RunMeta(bottleneck_link="bottleneck", flow_starts_s={"solo": 2.0}))
     return tmp_path
 
 
@@ -180,22 +180,27 @@ def test_column_mapping_is_the_senders():
     assert set(report.LOG_COLUMNS.values()) <= set(SENDER_FIELDS)
 
 
-def test_start_from_config_toml(run_dir):
+def test_a_flows_start_is_run_json_s_else_its_summarys_else_zero(run_dir):
+    """run.json's flow_starts_s, else the summary's start_s, else 0 (a config.toml, which
+    no writer makes, is not read)."""
     (run_dir / "config.toml").write_text('[[flows]]\nname = "f2"\nsrc = "h1"\ndst = "h2"\n'
                                          'start_s = 3.0\n')
+    ebn = RunDir(run_dir / "ebn")
+    summary = json.loads(ebn.flow_summary("f1").read_text())
+    ebn.flow_summary("f1").write_text(json.dumps({**summary, "start_s": 1.5}))
     runs = {r.scheme: r for r in report.load_run_dir(run_dir)}
-    starts = {f.name: f.start_s for f in runs["ebn"].flows}
-    assert starts == {"f1": 0.0, "f2": 3.0}
-    # run.json wins over config.toml.
+    assert {f.name: f.start_s for f in runs["ebn"].flows} == {"f1": 1.5, "f2": 0.0}
+    ebn.write_meta(RunMeta(bottleneck_port="s1:3", flow_starts_s={"f1": 4.0}))
+    runs = {r.scheme: r for r in report.load_run_dir(run_dir)}
+    assert {f.name: f.start_s for f in runs["ebn"].flows} == {"f1": 4.0, "f2": 0.0}
     assert runs["obp"].flows[0].start_s == 2.0
 
 
 def test_invalid_run_is_marked_in_every_table_and_plot(run_dir: Path, monkeypatch):
     """A run whose fidelity check failed (run.json) says INVALID in summary.csv,
     summary.md and the plots; a run without the check says nothing."""
-    meta = {"bottleneck_port": "s1:3",
-            "fidelity": {"valid": False, "summary": "INVALID: cpu: BROKEN: 2.4 s without idle CPU"}}
-    (run_dir / "ebn" / "run.json").write_text(json.dumps(meta))
+    RunDir(run_dir / "ebn").write_meta(RunMeta(bottleneck_port="s1:3", fidelity={
+        "valid": False, "summary": "INVALID: cpu: BROKEN: 2.4 s without idle CPU"}))
     titles: list[str] = []
     import matplotlib.axes
     original = matplotlib.axes.Axes.set_title
@@ -216,23 +221,23 @@ def test_invalid_run_is_marked_in_every_table_and_plot(run_dir: Path, monkeypatc
 def _obp_with_cross_traffic(root: Path) -> Path:
     """OBP's long flow crosses b1 (10 Mb/s) and b2 (20 Mb/s); a NewReno cross flow,
     application-limited to 3 Mb/s of payload, shares b1 from 2 s to 6 s only."""
-    scheme = root / "obp"
-    (scheme / "flows").mkdir(parents=True)
-    with (scheme / "flows" / "long.jsonl").open("w") as fh:
+    run = RunDir(root / "obp")
+    run.flows_dir.mkdir(parents=True)
+    with run.flow_log("long").open("w") as fh:
         for i in range(21):
             t_s = i / 2
             fh.write(json.dumps({"t_s": t_s, "algo": "obp", "cwnd": 20, "delivered_bytes": 4e6 / 8 * t_s,
                                  "fb_hop_count": 2, "fb_tight_kbps": 1000}) + "\n")
-    with (scheme / "flows" / "cross.jsonl").open("w") as fh:
+    with run.flow_log("cross").open("w") as fh:
         for i in range(9):
             fh.write(json.dumps({"t_s": i / 2, "algo": "newreno", "delivered_bytes": 3e6 / 8 * i / 2}) + "\n")
-    write_csv(scheme / "capacity.csv", ["t_s", "link", "rate_bps"], [[0, "b1", 10e6], [0, "b2", 20e6]])
-    (scheme / "run.json").write_text(json.dumps({
-        "flow_starts_s": {"long": 0.0, "cross": 2.0},
-        "flow_links": {"long": [{"link": "b1", "from": "s1", "to": "s2"}, {"link": "b2", "from": "s2", "to": "s3"}],
-                       "cross": [{"link": "b1", "from": "s1", "to": "s2"}]},
-        "flow_demand_bps": {"cross": 3e6}}))
-    return scheme
+    write_csv(run.capacity_csv, ["t_s", "link", "rate_bps"], [[0, "b1", 10e6], [0, "b2", 20e6]])
+    run.write_meta(RunMeta(
+        flow_starts_s={"long": 0.0, "cross": 2.0},
+        flow_links={"long": [{"link": "b1", "from": "s1", "to": "s2"}, {"link": "b2", "from": "s2", "to": "s3"}],
+                    "cross": [{"link": "b1", "from": "s1", "to": "s2"}]},
+        flow_demand_bps={"cross": 3e6}))
+    return run.path
 
 
 def test_obp_truth_counts_cross_traffic(tmp_path):
@@ -473,8 +478,8 @@ def test_throughput_plot_shows_each_flow_the_capacity_and_the_switch_rate(run_di
 
 
 def test_goodput_plot_stacks_flows_with_their_names_totals_and_invalid_hatch(run_dir, figures):
-    meta = {"bottleneck_port": "s1:3", "fidelity": {"valid": False, "summary": "INVALID: cpu"}}
-    (run_dir / "ebn" / "run.json").write_text(json.dumps(meta))
+    RunDir(run_dir / "ebn").write_meta(RunMeta(bottleneck_port="s1:3", fidelity={
+        "valid": False, "summary": "INVALID: cpu"}))
     runs = report.load_run_dir(run_dir)
     report.write_plots(run_dir, runs, 1.0)
     (ax,) = figures["goodput.png"].axes
@@ -534,9 +539,9 @@ def test_run_json_facts_reach_the_run_and_bad_ones_are_named(tmp_path: Path):
     """run.json's segment and frame sizes, captures (relative to the run), flow ids,
     clock offset, demands and paths are what the report then computes with; a
     malformed one is one error naming the file, never a traceback."""
-    meta = {"mss_bytes": 1400, "frame_bytes": 1502, "captures": {"b1": {"file": "b1.pcap"}},
-            "flow_ids": {"f1": "7"}, "clock_offset_s": "1.5e9", "flow_demand_bps": {"f1": "2e6"},
-            "flow_links": {"f1": [{"link": "b1", "from": "s1", "to": "s2"}]}}
+    meta = RunMeta(mss_bytes=1400, frame_bytes=1502, captures={"b1": {"file": "b1.pcap"}},
+                   flow_ids={"f1": 7}, clock_offset_s=1.5e9, flow_demand_bps={"f1": 2e6},
+                   flow_links={"f1": [{"link": "b1", "from": "s1", "to": "s2"}]})
     run = report.SchemeRun(scheme="x", flows=[])
     report._apply_meta(run, meta, tmp_path / "x" / "run.json")
     assert (run.mss_bytes, run.frame_bytes, run.flow_ids, run.clock_offset_s) == (1400, 1502, {"f1": 7}, 1.5e9)
@@ -544,11 +549,10 @@ def test_run_json_facts_reach_the_run_and_bad_ones_are_named(tmp_path: Path):
     assert run.flow_demand_bps == {"f1": 2e6} and run.flow_links == {"f1": [("b1", "s1", "s2")]}
     assert run.payload_per_frame == pytest.approx(1400 / 1502)
     defaults = report.SchemeRun(scheme="y", flows=[])
-    report._apply_meta(defaults, {}, tmp_path / "run.json")
+    report._apply_meta(defaults, RunMeta(), tmp_path / "run.json")
     assert (defaults.mss_bytes, defaults.frame_bytes, defaults.clock_offset_s, defaults.flow_links) == (
         report.DEFAULT_MSS_BYTES, report.DEFAULT_FRAME_BYTES, None, None)
-    for bad in ({"mss_bytes": "many"}, {"flow_links": {"f1": [{"link": "b1"}]}}, {"captures": {"b1": 3}},
-                {"flow_ids": {"f1": "x"}}, {"clock_offset_s": "soon"}, {"flow_demand_bps": [1]}):
+    for bad in (RunMeta(flow_links={"f1": [{"link": "b1"}]}), RunMeta(captures={"b1": {"path": "b1.pcap"}})):
         with pytest.raises(report.ReportError) as err:
             report._apply_meta(report.SchemeRun(scheme="z", flows=[]), bad, tmp_path / "run.json")
         assert str(err.value).startswith(f"{tmp_path / 'run.json'}: unexpected flow_links, "
@@ -557,10 +561,18 @@ def test_run_json_facts_reach_the_run_and_bad_ones_are_named(tmp_path: Path):
     for mss, frame in ((0, 1102), (1200, 1102)):
         with pytest.raises(report.ReportError) as err:
             report._apply_meta(report.SchemeRun(scheme="z", flows=[]),
-                               {"mss_bytes": mss, "frame_bytes": frame}, tmp_path / "run.json")
+                               RunMeta(mss_bytes=mss, frame_bytes=frame), tmp_path / "run.json")
         assert str(err.value) == f"{tmp_path / 'run.json'}: mss_bytes {mss} must be in (0, frame_bytes {frame}]"
-    report._apply_meta(report.SchemeRun(scheme="z", flows=[]), {"mss_bytes": 1102, "frame_bytes": 1102},
+    report._apply_meta(report.SchemeRun(scheme="z", flows=[]), RunMeta(mss_bytes=1102, frame_bytes=1102),
                        tmp_path / "run.json")                                  # the bound is inclusive
+    # A run.json of the wrong types is the report's error, naming the file and the key.
+    for text, message in (('{"mss_bytes": "many"}', "mss_bytes: expected an integer, got string 'many'"),
+                          ('{"flow_ids": {"f1": "x"}}', "flow_ids.f1: expected an integer, got string 'x'"),
+                          ("[]", "expected a JSON object, got an array")):
+        (tmp_path / "run.json").write_text(text)
+        with pytest.raises(report.ReportError) as err:
+            report.load_scheme_run(tmp_path)
+        assert str(err.value) == f"{tmp_path / 'run.json'}: {message}"
 
 
 def test_summary_rows_of_a_two_flow_run_field_by_field(run_dir: Path):
@@ -931,17 +943,17 @@ def test_a_flow_file_pairs_its_log_and_summary_by_id_or_as_the_only_ones(tmp_pat
     # one flow in each: paired whatever their ids
     log("one", [{"t_s": 0.0, "flow_id": 5, "algo": "newreno"}])
     (tmp_path / "one.summary.json").write_text(json.dumps({"flow_id": 7, "algo": "westwood", "goodput_bps": 1}))
-    (flow,) = report._load_flow(tmp_path, "one", {}, {})
+    (flow,) = report._load_flow(tmp_path, "one", {})
     assert flow.name == "one" and flow.algo == "westwood" and flow.summary["goodput_bps"] == 1.0  # the summary's algo
     # two flows in the log, one summary for a third id without a log: three flows
     log("two", [{"t_s": 0.0, "flow_id": 1}, {"t_s": 0.0, "flow_id": 2}])
     (tmp_path / "two.summary.json").write_text(json.dumps([{"flow_id": 3, "algo": "ebn"}]))
-    flows = report._load_flow(tmp_path, "two", {}, {})
+    flows = report._load_flow(tmp_path, "two", {})
     assert [f.name for f in flows] == ["two#1", "two#2", "two#3"]
     assert flows[2].samples == [] and flows[2].algo == "ebn" and flows[0].summary == {}
     # a summary without an id beside a two-flow log
     (tmp_path / "two.summary.json").write_text(json.dumps([{"algo": "ebn"}]))
-    assert [f.name for f in report._load_flow(tmp_path, "two", {}, {})] == ["two#1", "two#2", "two"]
+    assert [f.name for f in report._load_flow(tmp_path, "two", {})] == ["two#1", "two#2", "two"]
 
 
 def test_a_rate_curve_keeps_the_last_of_equal_times_and_integrates_exactly():
@@ -953,15 +965,6 @@ def test_a_rate_curve_keeps_the_last_of_equal_times_and_integrates_exactly():
     assert curve.integral_bits(0.0, 1.0) == 3.0
     assert curve.integral_bits(1.0, 3.0) == 3.0 + 1e6
     assert curve.mean_rate_bps(2.5, 2.5) == 1e6 and curve.mean_rate_bps(1.0, 3.0) == (3.0 + 1e6) / 2
-
-
-def test_flow_starts_from_a_runs_config_name_unnamed_flows_by_position(tmp_path: Path):
-    assert report._config_starts(tmp_path) == {}
-    (tmp_path / "config.toml").write_text("[experiment]\nname = 'x'\n")
-    assert report._config_starts(tmp_path) == {}
-    (tmp_path / "config.toml").write_text(
-        "[[flows]]\nname = 'a'\nstart_s = 2.5\n\n[[flows]]\nsrc = 'h1'\n")
-    assert report._config_starts(tmp_path) == {"a": 2.5, "flow1": 0.0}
 
 
 def test_a_bad_capacity_row_is_named_by_line(tmp_path: Path):

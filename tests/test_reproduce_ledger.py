@@ -17,6 +17,7 @@ from bwn.reproduce import execute
 from bwn.reproduce import fingerprint as fp
 from bwn.reproduce import grid as gr
 from bwn.reproduce import ledger as lg
+from bwn.rundir import RunDir, RunMeta
 
 CODE = fp.CodeState("f00dfeedf00dfeed", "abc1234", ())
 
@@ -32,9 +33,9 @@ class FakeRuns:
     def __call__(self, cfg, scheme, out_dir, duration_s, progress=print):
         self.calls.append((scheme, cfg.seed))
         valid = scheme not in self.invalid
-        meta = {"ok": True, "seed": cfg.seed, "duration_s": duration_s,
-                "fidelity": {"valid": valid, "summary": "valid" if valid else "INVALID: cpu: BROKEN: 3 s busy"}}
-        (out_dir / "run.json").write_text(json.dumps(meta))
+        meta = RunMeta(ok=True, seed=cfg.seed, duration_s=duration_s,
+                       fidelity={"valid": valid, "summary": "valid" if valid else "INVALID: cpu: BROKEN: 3 s busy"})
+        RunDir(out_dir).write_meta(meta)
         return meta
 
 

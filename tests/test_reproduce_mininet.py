@@ -9,7 +9,6 @@ machine; the test asserts that the verdict is recorded and used, not what it is.
 from __future__ import annotations
 
 import csv
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,8 @@ import pytest
 
 from test_mininet_smoke import _links, _missing
 from needs import missing
+
+from bwn.rundir import RunDir
 
 REPO = Path(__file__).resolve().parents[1]
 CASE = "f3f-1000"
@@ -43,8 +44,7 @@ def test_reproduce_quick_case_end_to_end(tmp_path):
     attempts = [r for r in csv.DictReader(open(out / "ebn-runs.csv")) if r["case"] == CASE]
     assert {r["scheme"] for r in attempts} == {"ebn", "newreno"} and {r["seed"] for r in attempts} == {"1"}
     for r in attempts:
-        run_json = json.loads((out / r["path"] / "run.json").read_text())
-        held = run_json["fidelity"]["valid"]
+        held = RunDir(out / r["path"]).meta().fidelity["valid"]
         # the ledger's verdict is the run's own, and an INVALID one names what broke
         assert r["status"] == ("valid" if held else "INVALID"), r
         assert r["reason"] == "valid" if held else r["reason"].startswith("INVALID: "), r

@@ -19,6 +19,7 @@ from bwn.reproduce import grid as gr
 from bwn.reproduce import ledger as lg
 from bwn.reproduce import page, plots
 from bwn.reproduce import plan as pl
+from bwn.rundir import RunDir, RunMeta
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -154,9 +155,10 @@ def test_a_page_written_without_the_run_folders_keeps_its_throughput_figure(tmp_
     from hosts.flowlog import SENDER_FIELDS, TimeSeriesLog
     for r in records:
         r.carried = False
-        (r.path / "flows").mkdir(parents=True)
-        (r.path / "run.json").write_text("{}")
-        log = TimeSeriesLog(str(r.path / "flows" / "f1.jsonl"), SENDER_FIELDS, interval_us=0)
+        run = RunDir(r.path)
+        run.flows_dir.mkdir(parents=True)
+        run.write_meta(RunMeta())
+        log = TimeSeriesLog(str(run.flow_log("f1")), SENDER_FIELDS, interval_us=0)
         for t_s in range(10):
             log.offer(1, t_s * 1_000_000, {"time_s": float(t_s), "flow_id": 1, "algo": r.scheme,
                                            "delivered_bytes": 125_000 * t_s})
@@ -355,12 +357,13 @@ def test_reordered_metric_sums_the_receivers_counts_of_the_runs_flows(tmp_path):
     from bwn.analysis import report
     run = report.SchemeRun("gtcp", [])
     run.flow_ids = {"g4": 11, "g2": 12}
-    (tmp_path / "recv-h2.summary.json").write_text(json.dumps([
+    receiver = RunDir(tmp_path).receiver_summary("h2")
+    receiver.write_text(json.dumps([
         {"flow_id": 11, "reordered_segments": 3}, {"flow_id": 12, "reordered_segments": 0},
         {"flow_id": 99, "reordered_segments": 50}]))          # another run's flow: not counted
     assert cl.metric_value("reordered:all", run, [], {}, tmp_path) == 3.0
     assert cl.metric_value("reordered:g2", run, [], {}, tmp_path) == 0.0
-    (tmp_path / "recv-h2.summary.json").write_text(json.dumps([{"flow_id": 11}]))   # an older receiver
+    receiver.write_text(json.dumps([{"flow_id": 11}]))                     # an older receiver
     assert cl.metric_value("reordered:all", run, [], {}, tmp_path) is None
 
 

@@ -1,7 +1,7 @@
 """`bwn reproduce sarbe --quick --executor slurm` on a real single-node Slurm
 (tests/slurm_cluster.py), against a local run of the same grid and seeds.
 
-The grid: SARBE's quick case `reverse-bytes` alone (`--cases reverse-bytes`: 2 runs
+The grid: SARBE's quick case `f2-reverse-bytes` alone (`--cases f2-reverse-bytes`: 2 runs
 of 30 s, SARBE and Westwood under reverse traffic). It is the smallest grid with a
 judged claim whose verdict does not hang on a single run's noise (SARBE's estimate
 error is ~99 % below Westwood's; the quick cases' other claims sit within a few per
@@ -43,7 +43,7 @@ from test_mininet_smoke import _links, _missing
 from bwn.reproduce import fingerprint as fp
 
 REPO = Path(__file__).resolve().parents[1]
-PAPER, CASE = "sarbe", "reverse-bytes"
+PAPER, CASE = "sarbe", "f2-reverse-bytes"
 KILLED = f"{PAPER}/{CASE}/seed1/sarbe"
 GOODPUT_TOLERANCE = 0.10
 
@@ -127,7 +127,7 @@ def test_a_slurm_sweep_makes_the_same_runs_and_verdicts_as_a_local_run(slurm_clu
         assert "--executor slurm" in json.loads((run / "attempt.json").read_text())["command"]
 
     page = (on_slurm / f"{PAPER}.md").read_text()
-    assert f"| command | bwn reproduce sarbe --quick --cases reverse-bytes --out {on_slurm} --executor slurm |" in page
+    assert f"| command | bwn reproduce sarbe --quick --cases f2-reverse-bytes --out {on_slurm} --executor slurm |" in page
 
     res_local = _reproduce(local)
     local_rows = _ledger(local)

@@ -1,4 +1,5 @@
-"""The declared scenario format (bwn/scenario/model.py) and its JSON Schema in docs/."""
+"""The declared scenario format (bwn/scenario/model.py) and its JSON Schema in docs/
+(bwn/scenario/schema.py)."""
 from __future__ import annotations
 
 import copy
@@ -11,6 +12,7 @@ import pytest
 
 from bwn.scenario import config as cfg
 from bwn.scenario import model as sc
+from bwn.scenario import schema as scenario_schema
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA_FILE = REPO / "docs" / "scenario.schema.json"
@@ -31,7 +33,7 @@ def toml(path: Path) -> dict:
 
 
 def test_committed_schema_is_up_to_date():
-    assert SCHEMA_FILE.read_text() == sc.json_schema_text(), \
+    assert SCHEMA_FILE.read_text() == scenario_schema.json_schema_text(), \
         "docs/scenario.schema.json is stale: run `make schema` and commit it"
 
 
@@ -131,10 +133,9 @@ def test_capture_links_must_name_links():
 
 def test_schema_command_prints_or_writes_the_committed_schema(tmp_path, capsys):
     """`make schema`'s command: to stdout, or to --out; both the committed file's text."""
-    from bwn.scenario import model as scenario
     committed = (REPO / "docs" / "scenario.schema.json").read_text()
-    assert scenario.main([]) == 0
+    assert scenario_schema.main([]) == 0
     assert capsys.readouterr().out == committed
     out = tmp_path / "schema.json"
-    assert scenario.main(["--out", str(out)]) == 0
+    assert scenario_schema.main(["--out", str(out)]) == 0
     assert out.read_text() == committed and capsys.readouterr().out == ""

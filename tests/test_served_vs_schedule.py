@@ -3,10 +3,11 @@ written to it and against the schedule, from a run's files."""
 from __future__ import annotations
 
 import importlib.util
-import json
 from pathlib import Path
 
 import pytest
+
+from bwn.rundir import RunDir, RunMeta
 
 REPO = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("served_vs_schedule", REPO / "benchmarks" / "served_vs_schedule.py")
@@ -24,13 +25,14 @@ def make_run(d: Path, written_pps: list[float]) -> Path:
             f"0.000,bottleneck,C,3,80000,{written_pps[0]}",
             f"12.000,bottleneck,C,3,160000,{written_pps[1]}",
             "0.000,access,A,1,1000000,125"]
-    (d / "capacity.csv").write_text("\n".join(rows) + "\n")
+    run = RunDir(d)
+    run.capacity_csv.write_text("\n".join(rows) + "\n")
     written_due = 10 * written_pps[0] + 10 * written_pps[1]
-    (d / "run.json").write_text(json.dumps({
-        "flow_starts_s": {"f1": 2.0, "f2": 2.5},
-        "fidelity": {"measurements": {"wall_s": 20.0, "ports": {
+    run.write_meta(RunMeta(
+        flow_starts_s={"f1": 2.0, "f2": 2.5},
+        fidelity={"measurements": {"wall_s": 20.0, "ports": {
             "C:3": {"tx_pkts": 285, "due_pkts": written_due, "utilization": round(285 / written_due, 4)},
-            "A:1": {"tx_pkts": 2400, "due_pkts": 2500.0, "utilization": 0.96}}}}}))
+            "A:1": {"tx_pkts": 2400, "due_pkts": 2500.0, "utilization": 0.96}}}}))
     return d
 
 
@@ -50,13 +52,13 @@ def test_a_written_rate_above_the_schedule_is_not_the_links_shortfall(tmp_path):
 def test_a_run_whose_due_counts_the_schedule_gives_the_written_ratio_the_other_way(tmp_path):
     # since capacity.csv has schedule_pps, run.json's due_pkts is the schedule's (300)
     run = make_run(tmp_path / "r", [10.5, 21])
-    rows = (run / "capacity.csv").read_text().splitlines()
+    rows = RunDir(run).capacity_csv.read_text().splitlines()
     rows = [rows[0] + ",schedule_pps"] + [r + ("," + ("10" if ",C,3,80000," in r else "20" if ",C,3," in r
                                                       else "125")) for r in rows[1:]]
-    (run / "capacity.csv").write_text("\n".join(rows) + "\n")
-    meta = json.loads((run / "run.json").read_text())
-    meta["fidelity"]["measurements"]["ports"]["C:3"].update(due_pkts=300.0, utilization=0.95)
-    (run / "run.json").write_text(json.dumps(meta))
+    RunDir(run).capacity_csv.write_text("\n".join(rows) + "\n")
+    meta = RunDir(run).meta()
+    meta.fidelity["measurements"]["ports"]["C:3"].update(due_pkts=300.0, utilization=0.95)
+    RunDir(run).write_meta(meta)
     (row,) = svs.served(run, FRAME, "C:3")
     assert row["per_schedule"] == pytest.approx(0.95, abs=1e-4)
     assert row["per_written_rate"] == pytest.approx(285 / 315, abs=1e-4)

@@ -14,6 +14,7 @@ import pytest
 
 from bwn.analysis import soak
 from bwn.analysis.soak import FlowBytes, Sample, Watched
+from bwn.emulation import probes
 
 REPO = Path(__file__).resolve().parents[1]
 MIB = 1024 * 1024
@@ -184,13 +185,13 @@ def test_flow_json_carries_the_derived_figures():
 
 def test_read_process_sees_memory_this_process_touches():
     import mmap
-    before = soak.read_process(os.getpid())
+    before = probes.read_process(os.getpid())
     # A fresh anonymous mapping, every page written: resident and anonymous for
     # sure (a Python bytes object may reuse heap pages that are resident already).
     block = mmap.mmap(-1, 64 * MIB, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     for off in range(0, 64 * MIB, mmap.PAGESIZE):
         block[off] = 1
-    after = soak.read_process(os.getpid())
+    after = probes.read_process(os.getpid())
     assert block[64 * MIB - mmap.PAGESIZE] == 1
     rss0, anon0, cpu0 = before
     rss1, anon1, cpu1 = after
@@ -205,7 +206,7 @@ def test_read_process_sees_memory_this_process_touches():
 def test_recorder_writes_every_live_process_and_notices_ends(tmp_path):
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        rec = soak.Recorder(tmp_path / "soak.csv")
+        rec = probes.Recorder(tmp_path / "soak.csv")
         rec.watch([Watched("runner", "runner", os.getpid()),
                    Watched("child", "bwn-send", child.pid, child.poll)])
         with pytest.raises(ValueError):

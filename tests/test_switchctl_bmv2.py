@@ -13,6 +13,7 @@ import pytest
 from needs import missing, not_root, stale_build
 
 from bwn.requirements import bmv2_missing
+from bwn.rundir import RunDir
 from controller.bmv2 import Bmv2Switch
 
 REPO = Path(__file__).resolve().parents[1]
@@ -94,11 +95,11 @@ def test_push_schedule_telemetry_and_reconnect(switch, tmp_path):
         await asyncio.gather(run, return_exceptions=True)
 
     asyncio.run(scenario())
-    rows = list(csv.DictReader(open(tmp_path / "out" / "capacity.csv")))
+    rows = list(csv.DictReader(open(RunDir(tmp_path / "out").capacity_csv)))
     assert [float(r["rate_bps"]) for r in rows][:2] == [5e6, 2e6]
     # No traffic crossed this switch, so it sent no telemetry digest (the PTF
     # tests and the Mininet smoke test check telemetry with traffic).
-    with open(tmp_path / "out" / "telemetry.csv") as fh:
+    with open(RunDir(tmp_path / "out").telemetry_csv) as fh:
         assert next(csv.reader(fh))[:3] == ["t_s", "switch", "port"]
 
 
@@ -168,5 +169,5 @@ def test_rate_and_loss_set_by_hand_hold_against_the_schedule_and_a_restart(switc
         await asyncio.gather(run, return_exceptions=True)
 
     asyncio.run(scenario())
-    rows = [float(r["rate_bps"]) for r in csv.DictReader(open(tmp_path / "out" / "capacity.csv"))]
+    rows = [float(r["rate_bps"]) for r in csv.DictReader(open(RunDir(tmp_path / "out").capacity_csv))]
     assert rows[:2] == [5e6, 3e6] and 2e6 not in rows[:-1] and rows[-1] == 2e6

@@ -17,6 +17,7 @@ import pytest
 
 from controller import entries as ent
 from controller import switchctl as sc
+from bwn.rundir import RunDir
 from bwn.scenario.schedule import ConstantSchedule, StepSchedule, bmv2_queue_rate_pps
 
 WINDOW = ent.WindowConfig(16_384, 65_536, 1102)
@@ -107,7 +108,7 @@ async def schedule_tick(ctl: sc.BwnController, clock: "Clock", dt_s: float) -> N
 
 def capacity_rows(ctl: sc.BwnController) -> list[dict[str, str]]:
     ctl._cap_file.flush()
-    return list(csv.DictReader(open(ctl.out_dir / "capacity.csv")))
+    return list(csv.DictReader(open(RunDir(ctl.out_dir).capacity_csv)))
 
 
 def test_reconnect_pushes_the_schedules_current_rate(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 from hosts.cc.base import AckInfo, CcState, Feedback, SentSegment
 from hosts.cc.newreno import NewReno
 from hosts.cc.reno import Reno
-from hosts.transport.receiver import MemorySink, ReceiverFlow
+from hosts.transport.reassembly import MemorySink, ReceiverFlow
 from hosts.transport.rto import RtoEstimator
 from hosts.transport.sender import SenderConfig, SenderState
 from hosts.sim.channel import LinkModel, Simulation, stamp_constant

@@ -10,7 +10,7 @@ from typing import Any, List, Optional, Tuple
 import pytest
 
 from hosts.cc.newreno import NewReno
-from hosts.transport.receiver import MemorySink, ReceiverFlow
+from hosts.transport.reassembly import MemorySink, ReceiverFlow
 from hosts.transport.sack import Scoreboard
 from hosts.transport.sender import SenderConfig, SenderState
 from hosts.sim.channel import LinkModel, Simulation

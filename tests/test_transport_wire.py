@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from hosts.cc.newreno import NewReno
-from hosts.transport.receiver import MemorySink, Receiver
+from hosts.transport.reassembly import MemorySink
+from hosts.transport.receiver import Receiver
 from hosts.transport.sender import Sender, SenderConfig
 from hosts.transport.source import PatternSource
 from hosts.transport.vectors import header_vectors, invalid_vectors
@@ -130,7 +131,7 @@ def test_receiver_summary_and_log_row_name_each_counter() -> None:
     """A flow's summary (bwn-recv --summary-json) and its log row (--log) report each
     counter under its documented name (docs/transport.md), the status, the duration
     from the first packet to the close (or the last packet), and the goodput."""
-    from hosts.transport.receiver import ReceiverFlow
+    from hosts.transport.reassembly import ReceiverFlow
     from hosts.flowlog import RECEIVER_FIELDS
     flow = ReceiverFlow(("10.0.0.1", 4242), 9, MemorySink(), 65536, 1_000_000, sack_ok=True)
     counters = {"segments": 11, "duplicate_segments": 2, "out_of_order_segments": 3,

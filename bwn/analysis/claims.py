@@ -20,7 +20,6 @@ from typing import Any, Mapping, Optional, Sequence
 
 from bwn.analysis import metrics, report
 from bwn.analysis import stats
-from bwn.analysis.fidelity import run_validity
 from bwn.analysis.metrics import (  # noqa: F401  (the metric functions, by their old home)
     COUNT_METRICS,
     FRACTION_METRICS,
@@ -29,6 +28,8 @@ from bwn.analysis.metrics import (  # noqa: F401  (the metric functions, by thei
     support_of,
 )
 from bwn.reproduce.grid import Case, Claim, Grid
+from bwn.analysis.rejudge import FidelityRecordError, rejudge
+from bwn.rundir import RunDir, RunMeta, RunMetaError
 
 
 @dataclass
@@ -58,15 +59,30 @@ class RunRecord:
         return self.complete and self.valid is True
 
 
+def _verdict(meta: RunMeta) -> tuple[Optional[bool], str]:
+    """(valid, summary) by today's fidelity checks when run.json recorded what they
+    read (bwn/analysis/rejudge.py), else the verdict it stored."""
+    if meta.fidelity is not None and "recorded" in meta.fidelity:
+        try:
+            result = rejudge(meta)
+        except FidelityRecordError:
+            return meta.validity
+        return result.valid, result.summary()
+    return meta.validity
+
+
 def load_record(case: str, seed: int, scheme: str, path: Path, metric_names: list[str],
                 params: Optional[Mapping[str, Any]] = None) -> RunRecord:
     """A run from its folder: validity and the metrics (``params``: the case's, for
     metrics whose target or level is a case parameter)."""
-    meta = report._read_meta(path / "run.json") if (path / "run.json").exists() else {}
-    valid, summary = run_validity(meta)
-    record = RunRecord(case, seed, scheme, path, bool(meta.get("ok")), valid, summary)
-    if meta.get("duration_s") is not None:
-        record.duration_s = float(meta["duration_s"])
+    try:
+        meta = RunDir(path).meta()
+    except RunMetaError as exc:
+        raise report.ReportError(str(exc)) from None
+    valid, summary = _verdict(meta)
+    record = RunRecord(case, seed, scheme, path, meta.ok, valid, summary)
+    if meta.duration_s is not None:
+        record.duration_s = meta.duration_s
     if not record.complete:
         return record
     try:
@@ -76,7 +92,7 @@ def load_record(case: str, seed: int, scheme: str, path: Path, metric_names: lis
         record.complete = False
         record.fidelity = f"{summary}; report failed: {exc}"
         return record
-    fid = meta.get("fidelity") or {}
+    fid = meta.fidelity or {}
     for name in metric_names:
         try:
             record.metrics[name] = metric_value(name, run, rows, fid, path, params)

@@ -29,30 +29,33 @@ network it stands for. Every `bwn run` samples, while the flows run:
 * **bwn-link schedules**: a bwn-link serving a time-varying rate (steps, sine)
   had its schedule started with the flows (``schedule_started_s``).
 
-The invariants and their thresholds (:class:`Thresholds`, justified in
-``docs/fidelity.md``) are checked after the run; ``run.json["fidelity"]`` holds
-every measurement, each check's verdict and by how much a broken one missed.
-A run with a broken invariant is INVALID: the report marks it in every table and
-plot and ``bwn reproduce`` never averages it.
-
-The sampler is one thread in the runner's process reading two /proc files per
-tick; its own CPU time is measured and reported (``sampler``).
+The sampler is :mod:`bwn.emulation.monitor` (with the probes of
+:mod:`bwn.emulation.probes`). This module is the judging, from the numbers
+alone: the invariants and their thresholds (:class:`Thresholds`, justified in
+``docs/fidelity.md``) are checked after the run on every sample they read, a
+:class:`bwn.analysis.rejudge.Recording`. ``run.json["fidelity"]`` holds the
+verdict, each check's outcome and by how much a broken one missed, the
+measurements, the version of the checks (:data:`CHECKS_VERSION`) and the
+recording itself, so that a run is judged again from run.json alone when a
+check is fixed (:mod:`bwn.analysis.rejudge`). A run with a broken invariant is
+INVALID: the report marks it in every table and plot and ``bwn reproduce``
+never averages it.
 """
 from __future__ import annotations
 
 import bisect
-import csv
-import ctypes
-import json
-import os
-import socket
-import struct
-import threading
-import time
-from collections import defaultdict
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
+
+if TYPE_CHECKING:  # only for annotations: bwn.analysis.rejudge imports this module
+    from bwn.analysis.rejudge import Recording
+
+#: The version of the checks below, recorded in run.json with each verdict. Raise it
+#: with any change that can change a verdict (a check's logic, a threshold, what a
+#: recording holds), and say what changed in CHANGELOG.md. Runs without one were
+#: judged before run.json recorded the version and the measurements: they cannot be
+#: judged again.
+CHECKS_VERSION = 1
 
 # ---------------------------------------------------------------------------------------
 # Thresholds and results
@@ -113,6 +116,7 @@ class FidelityResult:
     checks: list[Check]
     thresholds: Thresholds = DEFAULT_THRESHOLDS
     measurements: dict[str, Any] = field(default_factory=dict)
+    recording: Optional["Recording"] = None      # what the checks were given
 
     @property
     def valid(self) -> bool:
@@ -129,20 +133,17 @@ class FidelityResult:
         return "INVALID: " + "; ".join(c.describe() for c in self.broken)
 
     def to_json(self) -> dict[str, Any]:
-        return {"valid": self.valid, "summary": self.summary(),
-                "broken": [c.name for c in self.broken],
-                "checks": {c.name: asdict(c) for c in self.checks},
-                "thresholds": asdict(self.thresholds),
-                "measurements": self.measurements}
+        """run.json's ``fidelity``."""
+        out = {"valid": self.valid, "summary": self.summary(),
+               "broken": [c.name for c in self.broken],
+               "checks": {c.name: asdict(c) for c in self.checks},
+               "thresholds": asdict(self.thresholds),
+               "measurements": self.measurements,
+               "checks_version": CHECKS_VERSION}
+        if self.recording is not None:
+            out["recorded"] = self.recording.to_json()
+        return out
 
-
-def run_validity(meta: Mapping[str, Any]) -> tuple[Optional[bool], str]:
-    """(valid, summary) of a run.json; (None, 'not checked') for runs made before
-    the fidelity checks existed."""
-    fid = meta.get("fidelity")
-    if not isinstance(fid, Mapping) or "valid" not in fid:
-        return None, "not checked"
-    return bool(fid["valid"]), str(fid.get("summary", "valid" if fid["valid"] else "INVALID"))
 
 
 # ---------------------------------------------------------------------------------------
@@ -484,472 +485,9 @@ def evaluate(cpu: Sequence[tuple[float, float, float]], linkem_stats: Mapping[st
              switches: Mapping[str, Mapping[str, Any]], ports: Mapping[str, Mapping[str, Any]],
              th: Thresholds = DEFAULT_THRESHOLDS, measurements: Optional[dict[str, Any]] = None,
              telemetry_interval_s: float = 0.25) -> FidelityResult:
+    """Every invariant, on samples as a :class:`Recording` holds them (each argument
+    is one of its fields)."""
     checks = [cpu_check(cpu, th), lateness_check(linkem_stats, th), switch_drop_check(switches, th),
               departure_rate_check(ports, th, max_gap_s=max(1.0, 4 * telemetry_interval_s)),
               linkem_offload_check(linkem_stats, th), linkem_schedule_check(linkem_stats)]
     return FidelityResult(checks, th, measurements or {})
-
-
-# ---------------------------------------------------------------------------------------
-# Reading the machine
-
-
-def read_proc_stat() -> tuple[float, float]:
-    """(total, idle) CPU ticks over all CPUs; idle includes iowait, steal counts as busy."""
-    with open("/proc/stat", "rb") as fh:
-        fields = fh.readline().split()[1:]
-    values = [int(v) for v in fields[:8]]
-    return float(sum(values)), float(values[3] + values[4])
-
-
-def read_net_dev(names: Iterable[str]) -> dict[str, tuple[int, int, int, int]]:
-    """Interface -> (rx_packets, rx_dropped, tx_packets, tx_dropped) of this namespace."""
-    wanted = set(names)
-    out = {}
-    with open("/proc/net/dev", "rb") as fh:
-        for line in fh.read().decode().splitlines()[2:]:
-            name, _, rest = line.partition(":")
-            name = name.strip()
-            if name in wanted:
-                f = rest.split()
-                out[name] = (int(f[1]), int(f[3]), int(f[9]), int(f[11]))
-    return out
-
-
-def process_cpu_s(pid: int) -> Optional[float]:
-    """utime + stime of a process and its waited-for children, seconds."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read().decode()
-    except OSError:
-        return None
-    fields = data[data.rfind(")") + 2:].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks
-
-
-def process_run_delay_s(pid: int) -> Optional[float]:
-    """Seconds the threads of a process spent runnable but waiting for a CPU
-    (/proc/PID/task/*/schedstat, second field), or None if unreadable."""
-    total_ns = 0
-    found = False
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return None
-    for tid in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as fh:
-                total_ns += int(fh.read().split()[1])
-                found = True
-        except (OSError, IndexError, ValueError):
-            continue
-    return total_ns / 1e9 if found else None
-
-
-_SYS_PIDFD_GETFD = 438
-_SOL_PACKET = 263
-_PACKET_STATISTICS = 6
-
-
-def packet_socket_stats(pid: int) -> Optional[tuple[int, int]]:
-    """(frames received, frames dropped) summed over the packet sockets of `pid`
-    since the last call: the kernel's PACKET_STATISTICS, which reset on read
-    (BMv2 never reads them). The sockets are borrowed with pidfd_getfd (root).
-    None if they cannot be read (old kernel, not root, process gone)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        pidfd = os.pidfd_open(pid)
-    except (OSError, AttributeError):
-        return None
-    received = dropped = 0
-    found = False
-    try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                if not os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:"):
-                    continue
-            except OSError:
-                continue
-            local = libc.syscall(_SYS_PIDFD_GETFD, pidfd, int(fd), 0)
-            if local < 0:
-                continue
-            sock = None
-            try:
-                sock = socket.socket(fileno=local)
-                if sock.family != socket.AF_PACKET:
-                    continue
-                raw = sock.getsockopt(_SOL_PACKET, _PACKET_STATISTICS, 12)
-                packets, drops = struct.unpack("II", raw[:8])
-                received += packets
-                dropped += drops
-                found = True
-            except OSError:
-                continue
-            finally:
-                if sock is not None:
-                    sock.close()
-                else:
-                    os.close(local)
-    except OSError:
-        return None
-    finally:
-        os.close(pidfd)
-    return (received, dropped) if found else None
-
-
-def read_p4_drops(thrift_port: int) -> Optional[dict[str, int]]:
-    """The P4 program's drop counter by reason (Thrift), or None if unreachable."""
-    from controller.entries import DROP_COUNTER, DROP_REASONS
-
-    reader = CounterReader(thrift_port)
-    try:
-        if not reader.open():
-            return None
-        counts = {name: reader.read(DROP_COUNTER, index) for index, name in DROP_REASONS.items()}
-    finally:
-        reader.close()
-    return None if None in counts.values() else {k: v for k, v in counts.items() if v is not None}
-
-
-class CounterReader:
-    """One switch's P4 packet counters over a Thrift connection kept open (the
-    sampler reads one per rate-limited port every tick). ``read`` returns None
-    once the switch stops answering; the port's series then ends."""
-
-    def __init__(self, thrift_port: int) -> None:
-        self.thrift_port = thrift_port
-        self._transport: Any = None
-        self._client: Any = None
-
-    def open(self) -> bool:
-        try:
-            from bm_runtime.standard import Standard  # type: ignore[import-not-found]
-            from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
-            from thrift.transport import TSocket, TTransport
-        except ImportError:
-            return False
-        transport = TTransport.TBufferedTransport(TSocket.TSocket("127.0.0.1", self.thrift_port))
-        try:
-            transport.open()
-        except Exception:  # Thrift raises its own exception types
-            return False
-        self._transport = transport
-        self._client = Standard.Client(TMultiplexedProtocol.TMultiplexedProtocol(
-            TBinaryProtocol.TBinaryProtocol(transport), "standard"))
-        return True
-
-    def read(self, counter: str, index: int) -> Optional[int]:
-        if self._client is None:
-            return None
-        try:
-            return int(self._client.bm_counter_read(0, counter, index).packets)
-        except Exception:  # no such counter (an older program), or the switch is gone
-            self.close()
-            return None
-
-    def close(self) -> None:
-        if self._transport is not None:
-            self._transport.close()
-        self._transport = self._client = None
-
-
-# ---------------------------------------------------------------------------------------
-# The sampler the runner starts and stops
-
-
-@dataclass
-class SwitchProbe:
-    name: str
-    pid: Optional[int]
-    thrift_port: int
-    intfs: list[str]                                   # its interfaces (root namespace)
-    ports: dict[int, str] = field(default_factory=dict)  # port -> interface
-
-
-@dataclass
-class PortSpec:
-    switch: str
-    port: int
-    intf: str
-    rate_limited: bool
-    queue_packets: int
-    link: str = ""
-
-
-class Monitor:
-    """Samples while a run's flows run; :meth:`result` judges the invariants.
-
-    The runner calls ``start()`` when the switches are configured, ``stop()`` when
-    the flows have ended (before anything is torn down) and ``result()`` when the
-    link emulators have written their statistics."""
-
-    def __init__(self, out_dir: Path, switches: Sequence[SwitchProbe], ports: Sequence[PortSpec],
-                 linkem_stats: Sequence[Path] = (), linkem_pids: Mapping[str, int] | None = None,
-                 interval_s: float = 0.1, thresholds: Thresholds = DEFAULT_THRESHOLDS,
-                 telemetry_interval_s: float = 0.25) -> None:
-        self.out_dir = Path(out_dir)
-        self.switches = list(switches)
-        self.ports = list(ports)
-        self.linkem_stats = list(linkem_stats)
-        self.linkem_pids = dict(linkem_pids or {})
-        self.interval_s = interval_s
-        self.thresholds = thresholds
-        self.telemetry_interval_s = telemetry_interval_s
-        self.time_origin_s = time.monotonic()   # the controller's t0: telemetry's time base
-        self.cpu: list[tuple[float, float, float]] = []
-        self.net: list[tuple[float, dict[str, tuple[int, int, int, int]]]] = []   # start, stop
-        self.tx: dict[str, list[tuple[float, int]]] = defaultdict(list)          # port -> tx_packets
-        self._tx_fds: dict[str, int] = {}
-        self.emptied: dict[str, list[tuple[float, int]]] = defaultdict(list)   # port -> queue_emptied
-        self._counters: dict[str, tuple[CounterReader, str, int]] = {}    # port -> reader, counter, index
-        self.sampler_cpu_s = 0.0
-        self.sampler_ticks = 0
-        self._intfs = [i for s in self.switches for i in s.intfs]
-        self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
-        self._started_s = 0.0
-        self._stopped_s = 0.0
-        self._runner_cpu0 = 0.0
-        self._p4_start: dict[str, Optional[dict[str, int]]] = {}
-        self._p4_end: dict[str, Optional[dict[str, int]]] = {}
-        self._ring: dict[str, Optional[tuple[int, int]]] = {}
-        self._proc_cpu_start: dict[str, Optional[float]] = {}
-        self._proc_cpu: dict[str, Optional[float]] = {}
-        self._wait_start: dict[str, Optional[float]] = {}
-        self._wait: dict[str, Optional[float]] = {}
-
-    @classmethod
-    def for_network(cls, out_dir: Path, built: Any, telemetry_interval_s: float,
-                    thresholds: Thresholds = DEFAULT_THRESHOLDS) -> "Monitor":
-        """A monitor for a :class:`bwn.emulation.runner.BuiltNetwork` (started)."""
-        net = built.net
-        probes, ports = [], []
-        for plan in built.plans:
-            sw = net.get(plan.name)
-            intfs = {port: intf.name for port, intf in sw.intfs.items() if intf.name != "lo"}
-            proc = getattr(sw, "proc", None)
-            probes.append(SwitchProbe(plan.name, proc.pid if proc else None, plan.thrift_port,
-                                      sorted(intfs.values()), intfs))
-            for pp in plan.ports:
-                if pp.port in intfs:
-                    # A port whose link's bwn-link serves the rate (shaper = "link") is
-                    # not rate-limited: that rate is judged by bwn-link's lateness.
-                    ports.append(PortSpec(plan.name, pp.port, intfs[pp.port],
-                                          pp.schedule is not None and pp.shaped_by_switch,
-                                          pp.queue_packets, pp.link))
-        stats = [out_dir / f"{em.name}-linkem.json" for em in built.linkem_nodes]
-        pids = {em.name: em.linkem_proc.pid for em in built.linkem_nodes
-                if getattr(em, "linkem_proc", None) is not None}
-        group = getattr(built, "linkem_group", None)
-        if group is not None and group.proc is not None:
-            pids["bwn-links"] = group.proc.pid      # one process for every link
-        return cls(out_dir, probes, ports, stats, pids, thresholds=thresholds,
-                   telemetry_interval_s=telemetry_interval_s)
-
-    # -- sampling ---------------------------------------------------------------------
-    def start(self) -> None:
-        for s in self.switches:
-            self._p4_start[s.name] = read_p4_drops(s.thrift_port)
-            if s.pid is not None:
-                packet_socket_stats(s.pid)               # reset: count this run only
-                self._proc_cpu_start[s.name] = process_cpu_s(s.pid)
-                self._wait_start[s.name] = process_run_delay_s(s.pid)
-        for name, pid in self.linkem_pids.items():
-            self._proc_cpu_start[name] = process_cpu_s(pid)
-            self._wait_start[name] = process_run_delay_s(pid)
-        # Per tick: /proc/stat and, for each rate-limited port, the P4 program's
-        # queue_emptied counter (one Thrift call) and then its tx_packets counter
-        # through a file descriptor kept open (one pread).
-        from controller.dataplane_math import MAX_PORTS
-        from controller.entries import QUEUE_EMPTIED_COUNTER
-        readers: dict[str, CounterReader] = {}
-        thrift_ports = {s.name: s.thrift_port for s in self.switches}
-        for p in self.ports:
-            if p.rate_limited:
-                key = f"{p.switch}:{p.port}"
-                try:
-                    self._tx_fds[key] = os.open(f"/sys/class/net/{p.intf}/statistics/tx_packets", os.O_RDONLY)
-                except OSError:
-                    continue
-                if p.switch in thrift_ports and p.switch not in readers:
-                    reader = CounterReader(thrift_ports[p.switch])
-                    if reader.open() and reader.read(QUEUE_EMPTIED_COUNTER, p.port % MAX_PORTS) is not None:
-                        readers[p.switch] = reader
-                    else:
-                        reader.close()
-                if p.switch in readers:
-                    self._counters[key] = (readers[p.switch], QUEUE_EMPTIED_COUNTER, p.port % MAX_PORTS)
-        self._started_s = time.monotonic()
-        self._runner_cpu0 = time.process_time()
-        if self._intfs:
-            self.net.append((self._started_s, read_net_dev(self._intfs)))
-        self._sample()
-        self._thread = threading.Thread(target=self._run, name="fidelity", daemon=True)
-        self._thread.start()
-
-    def _sample(self) -> None:
-        t = time.monotonic()
-        total, idle = read_proc_stat()
-        self.cpu.append((t, total, idle))
-        for key, fd in self._tx_fds.items():
-            counter = self._counters.get(key)
-            emptied = counter[0].read(*counter[1:]) if counter else None
-            try:
-                tx = int(os.pread(fd, 32, 0))
-            except (OSError, ValueError):
-                continue
-            self.tx[key].append((t, tx))
-            if emptied is not None:
-                self.emptied[key].append((t, emptied))
-
-    def _run(self) -> None:
-        cpu0 = time.thread_time()
-        try:
-            while not self._stop.wait(self.interval_s):
-                self._sample()
-                self.sampler_ticks += 1
-        finally:
-            self.sampler_cpu_s = time.thread_time() - cpu0
-
-    def stop(self) -> None:
-        """End sampling and read the end counters (switches still running)."""
-        if self._thread is None:
-            return
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self._thread = None
-        self._sample()
-        self._stopped_s = time.monotonic()
-        # the runner process: controller (P4Runtime, telemetry), this sampler, Mininet
-        self._proc_cpu["runner"] = time.process_time() - self._runner_cpu0
-        for fd in self._tx_fds.values():
-            os.close(fd)
-        self._tx_fds = {}
-        for reader, _, _ in self._counters.values():
-            reader.close()
-        self._counters = {}
-        if self._intfs:
-            self.net.append((self._stopped_s, read_net_dev(self._intfs)))
-        for s in self.switches:
-            self._p4_end[s.name] = read_p4_drops(s.thrift_port)
-            self._ring[s.name] = packet_socket_stats(s.pid) if s.pid is not None else None
-            if s.pid is not None:
-                self._proc_cpu[s.name] = _delta(process_cpu_s(s.pid), self._proc_cpu_start.get(s.name))
-                self._wait[s.name] = _delta(process_run_delay_s(s.pid), self._wait_start.get(s.name))
-        for name, pid in self.linkem_pids.items():
-            self._proc_cpu[name] = _delta(process_cpu_s(pid), self._proc_cpu_start.get(name))
-            self._wait[name] = _delta(process_run_delay_s(pid), self._wait_start.get(name))
-
-    # -- judging ----------------------------------------------------------------------
-    def _switch_counts(self) -> dict[str, dict[str, Any]]:
-        out = {}
-        first, last = (self.net[0][1], self.net[-1][1]) if self.net else ({}, {})
-        for s in self.switches:
-            rx = sum(last.get(i, (0,) * 4)[0] - first.get(i, (0,) * 4)[0] for i in s.intfs)
-            tx = sum(last.get(i, (0,) * 4)[2] - first.get(i, (0,) * 4)[2] for i in s.intfs)
-            p4 = None
-            if self._p4_start.get(s.name) is not None and self._p4_end.get(s.name) is not None:
-                p4 = {k: self._p4_end[s.name][k] - self._p4_start[s.name].get(k, 0)
-                      for k in self._p4_end[s.name]}
-            ring = self._ring.get(s.name)
-            p4_total = sum(p4.values()) if p4 else 0
-            out[s.name] = {"in_pkts": rx, "out_pkts": tx, "p4_drops": p4,
-                           "ring_drops": ring[1] if ring else None,
-                           # frames in minus out minus counted drops: egress-queue
-                           # tail drops (the emulated congestion) and frames queued at stop
-                           "queue_drops_est": rx - tx - p4_total - (ring[1] if ring else 0)}
-        return out
-
-    def _port_series(self) -> dict[str, dict[str, Any]]:
-        telemetry = _read_csv(self.out_dir / "telemetry.csv")
-        capacity = _read_csv(self.out_dir / "capacity.csv")
-        origin = self.time_origin_s
-        out = {}
-        for p in self.ports:
-            if not p.rate_limited:
-                continue
-            key = f"{p.switch}:{p.port}"
-            tx = [(t - origin, n) for t, n in self.tx.get(key, [])]
-            emptied = [(t - origin, n) for t, n in self.emptied.get(key, [])]
-            queue = [(float(r["t_s"]), float(r["queue_pkts"])) for r in telemetry
-                     if r.get("switch") == p.switch and _int(r.get("port")) == p.port and r.get("queue_pkts")]
-            mine = [r for r in capacity if r.get("switch") == p.switch and _int(r.get("port")) == p.port]
-            pps = sorted((float(r["t_s"]), float(r["queue_pps"])) for r in mine if r.get("queue_pps"))
-            # The schedule's rate in packets/s: what the link should carry. It differs
-            # from the rate written to the queue (pps) only under the controller's queue
-            # look-ahead; files older than the column have only the written rate.
-            schedule = sorted((float(r["t_s"]), float(r.get("schedule_pps") or r["queue_pps"]))
-                              for r in mine if r.get("queue_pps"))
-            queue.sort()
-            out[key] = {"tx": tx, "queue": queue, "pps": pps, "schedule_pps": schedule,
-                        "queue_capacity_pkts": p.queue_packets,
-                        "link": p.link, "emptied": emptied}
-        return out
-
-    def result(self) -> FidelityResult:
-        linkem = {}
-        for path in self.linkem_stats:
-            try:
-                linkem[path.name.removesuffix("-linkem.json")] = json.loads(path.read_text())
-            except (OSError, json.JSONDecodeError):
-                continue
-        switches = self._switch_counts()
-        ports = self._port_series()
-        wall_s = max(self._stopped_s - self._started_s, 1e-9)
-        queues = {}
-        for key, p in ports.items():
-            q = [v for _, v in p["queue"]]
-            if q:
-                queues[key] = {"mean_pkts": round(sum(q) / len(q), 2), "max_pkts": max(q),
-                               "capacity_pkts": p["queue_capacity_pkts"],
-                               "mean_fraction": round(sum(q) / len(q) / p["queue_capacity_pkts"], 4)}
-        links = {}
-        for key, p in ports.items():
-            tx = p["tx"]
-            if len(tx) < 2 or not p["schedule_pps"]:
-                continue
-            # due by the schedule, not by the rate written to the queue: the look-ahead
-            # writes the schedule shifted by the queue's drain time, whose integral over
-            # a run exceeds the schedule's (by 2-3 % on EBN's case h, docs/fidelity.md)
-            due = integral_steps(p["schedule_pps"], tx[0][0], tx[-1][0])
-            sent = tx[-1][1] - tx[0][1]
-            links[key] = {"link": p["link"], "tx_pkts": sent, "due_pkts": round(due, 1),
-                          "utilization": round(sent / due, 4) if due > 0 else None}
-        measurements = {
-            "wall_s": round(wall_s, 3),
-            "interval_s": self.interval_s,
-            "sampler": {"cpu_s": round(self.sampler_cpu_s, 4), "ticks": self.sampler_ticks,
-                        "cpu_fraction": round(self.sampler_cpu_s / wall_s, 5),
-                        "us_per_tick": round(1e6 * self.sampler_cpu_s / max(self.sampler_ticks, 1), 1)},
-            "process_cpu_s": {k: (round(v, 2) if v is not None else None) for k, v in self._proc_cpu.items()},
-            # time the process's threads were runnable but had no CPU (not judged: evidence)
-            "process_wait_s": {k: (round(v, 2) if v is not None else None) for k, v in self._wait.items()},
-            "queues": queues,
-            # packets each rate-limited port sent / packets its configured rate allowed,
-            # over the sampled window (frames, so ACKs and headers count as on a real link)
-            "ports": links,
-            # frames each bwn-link dropped before its link model (also judged: linkem_offload_drops)
-            "linkem_offload_drops": linkem_offload_drops(linkem),
-        }
-        cpu = [(t - self.time_origin_s, total, idle) for t, total, idle in self.cpu]
-        return evaluate(cpu, linkem, switches, ports, self.thresholds, measurements,
-                        self.telemetry_interval_s)
-
-
-def _delta(end: Optional[float], start: Optional[float]) -> Optional[float]:
-    return None if end is None or start is None else end - start
-
-
-def _int(text: Any) -> Optional[int]:
-    try:
-        return int(float(text))
-    except (TypeError, ValueError):
-        return None
-
-
-def _read_csv(path: Path) -> list[dict[str, str]]:
-    if not path.exists():
-        return []
-    with path.open(newline="") as fh:
-        return list(csv.DictReader(fh))

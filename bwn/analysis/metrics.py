@@ -49,6 +49,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from bwn.analysis import report
 from bwn.analysis import stats
+from bwn.rundir import RunDir
 
 #: Every metric kind this module computes.
 KINDS = ("goodput_bps", "utilization", "retransmissions", "timeouts", "rtt_mean_ms", "jain", "jain_share",
@@ -394,7 +395,7 @@ def receiver_counts(run_dir: Path, counter: str) -> dict[int, int]:
     """flow id -> a receiver counter, from every ``recv-*.summary.json`` in a run
     (receivers older than the counter leave it out)."""
     out: dict[int, int] = {}
-    for summary in sorted(run_dir.glob("recv-*.summary.json")):
+    for summary in RunDir(run_dir).receiver_summaries():
         try:
             flows = json.loads(summary.read_text())
         except (OSError, ValueError):

@@ -44,8 +44,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from bwn.analysis.fairshare import max_min_shares
-from bwn.analysis.fidelity import run_validity
 from bwn.protocol.wire import ebn_decode_kbps
+from bwn.rundir import SUMMARY_SUFFIX, ExperimentDir, RunDir, RunMeta, RunMetaError
 
 # ---------------------------------------------------------------------------------------
 # The ONE place that names the sender's columns (hosts/flowlog.py SENDER_FIELDS) and
@@ -106,7 +106,6 @@ TELEMETRY_COLUMNS = ("t_s", "switch", "port", "capacity_kbps", "rate_kbps", "ava
                      "queue_pkts", "flows")
 CAPACITY_COLUMNS = ("t_s", "link", "rate_bps")
 LOG_SUFFIXES = (".jsonl", ".ndjson", ".csv")
-SUMMARY_SUFFIX = ".summary.json"
 AGGREGATE_FLOW = "all"
 DEFAULT_BIN_S = 0.5
 TIGHT_UNSET_KBPS = 0x7FFFFFFF
@@ -376,45 +375,45 @@ def _flow_name(stem: str, flow_id: str, n_ids: int) -> str:
     return stem if n_ids <= 1 or not flow_id else f"{stem}#{flow_id}"
 
 
-def load_scheme_run(scheme_dir: Path, scheme: Optional[str] = None,
-                    default_starts_s: Optional[Mapping[str, float]] = None) -> SchemeRun:
-    """Read RUN_DIR/<scheme>/ (layout in docs/config.md). A flow's start time is
-    run.json's ``flow_starts_s[name]``, else its summary's ``start_s``, else
-    ``default_starts_s[name]`` (from RUN_DIR/config.toml), else 0."""
-    scheme_dir = Path(scheme_dir)
-    meta = _read_meta(scheme_dir / "run.json")
-    starts = {k: float(v) for k, v in meta.get("flow_starts_s", {}).items()}
-    flows_dir = scheme_dir / "flows"
+def load_scheme_run(scheme_dir: Path, scheme: Optional[str] = None) -> SchemeRun:
+    """Read RUN_DIR/<scheme>/ (layout in docs/config.md, bwn/rundir.py). A flow's
+    start time is run.json's ``flow_starts_s[name]``, else its summary's
+    ``start_s``, else 0."""
+    run_dir = RunDir(scheme_dir)
+    try:
+        meta = run_dir.meta()
+    except RunMetaError as exc:
+        raise ReportError(str(exc)) from None
+    starts = dict(meta.flow_starts_s)
+    flows_dir = run_dir.flows_dir
     flows: list[FlowLog] = []
     if flows_dir.is_dir():
         stems = sorted({_stem(p) for p in flows_dir.iterdir() if _stem(p) is not None})
         for stem in stems:
-            flows.extend(_load_flow(flows_dir, stem, starts, default_starts_s or {}))
-    telemetry = read_telemetry(scheme_dir / "telemetry.csv") \
-        if (scheme_dir / "telemetry.csv").exists() else []
-    capacity = read_capacity(scheme_dir / "capacity.csv") \
-        if (scheme_dir / "capacity.csv").exists() else []
-    run = SchemeRun(scheme or scheme_dir.name, flows, telemetry, capacity,
-                    meta.get("bottleneck_link"), meta.get("bottleneck_port"))
-    _apply_meta(run, meta, scheme_dir / "run.json")
-    run.validity = run_validity(meta)
+            flows.extend(_load_flow(flows_dir, stem, starts))
+    telemetry = read_telemetry(run_dir.telemetry_csv) if run_dir.telemetry_csv.exists() else []
+    capacity = read_capacity(run_dir.capacity_csv) if run_dir.capacity_csv.exists() else []
+    run = SchemeRun(scheme or run_dir.name, flows, telemetry, capacity,
+                    meta.bottleneck_link, meta.bottleneck_port)
+    _apply_meta(run, meta, run_dir.run_json)
+    run.validity = meta.validity
     return run
 
 
-def _apply_meta(run: SchemeRun, meta: Mapping[str, Any], path: Path) -> None:
+def _apply_meta(run: SchemeRun, meta: RunMeta, path: Path) -> None:
     """run.json's topology and capture facts (docs/config.md, "The run directory")."""
     try:
-        if "flow_links" in meta:
+        if meta.flow_links is not None:
             run.flow_links = {name: [(h["link"], h["from"], h["to"]) for h in hops]
-                              for name, hops in meta["flow_links"].items()}
-        run.flow_demand_bps = {k: float(v) for k, v in meta.get("flow_demand_bps", {}).items()}
-        run.mss_bytes = int(meta.get("mss_bytes", DEFAULT_MSS_BYTES))
-        run.frame_bytes = int(meta.get("frame_bytes", DEFAULT_FRAME_BYTES))
+                              for name, hops in meta.flow_links.items()}
+        run.flow_demand_bps = dict(meta.flow_demand_bps)
+        run.mss_bytes = meta.mss_bytes if meta.mss_bytes is not None else DEFAULT_MSS_BYTES
+        run.frame_bytes = meta.frame_bytes if meta.frame_bytes is not None else DEFAULT_FRAME_BYTES
         run.captures = {str(link): str(path.parent / c["file"])
-                        for link, c in meta.get("captures", {}).items()}
-        run.flow_ids = {str(k): int(v) for k, v in meta.get("flow_ids", {}).items()}
-        if meta.get("clock_offset_s") is not None:
-            run.clock_offset_s = float(meta["clock_offset_s"])
+                        for link, c in meta.captures.items()}
+        run.flow_ids = dict(meta.flow_ids)
+        if meta.clock_offset_s is not None:
+            run.clock_offset_s = meta.clock_offset_s
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ReportError(f"{path}: unexpected flow_links, flow_demand_bps, mss_bytes, "
                           f"frame_bytes, captures, flow_ids or clock_offset_s: {exc!r}") from None
@@ -431,20 +430,7 @@ def _stem(path: Path) -> Optional[str]:
     return None
 
 
-def _read_meta(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        return {}
-    try:
-        meta = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ReportError(f"{path}: not JSON: {exc.msg} (line {exc.lineno})") from None
-    if not isinstance(meta, dict):
-        raise ReportError(f"{path}: expected a JSON object")
-    return meta
-
-
-def _load_flow(flows_dir: Path, stem: str, starts: Mapping[str, float],
-               default_starts: Mapping[str, float]) -> list[FlowLog]:
+def _load_flow(flows_dir: Path, stem: str, starts: Mapping[str, float]) -> list[FlowLog]:
     logs: dict[str, list[dict[str, Any]]] = {}
     for suffix in LOG_SUFFIXES:
         if (flows_dir / f"{stem}{suffix}").exists():
@@ -466,28 +452,9 @@ def _load_flow(flows_dir: Path, stem: str, starts: Mapping[str, float],
         if start_s is None:
             start_s = summary.get("start_s")
         if start_s is None:
-            start_s = default_starts.get(name, 0.0)
+            start_s = 0.0
         out.append(FlowLog(name, samples, summary, float(start_s), algo))
     return out
-
-
-def _config_starts(run_dir: Path) -> dict[str, float]:
-    """Flow name -> start_s from RUN_DIR/config.toml, if there is one (read raw:
-    its trace paths may not resolve from the run directory)."""
-    path = run_dir / "config.toml"
-    if not path.exists():
-        return {}
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python < 3.11
-        return {}
-    with path.open("rb") as fh:
-        data = tomllib.load(fh)
-    starts = {}
-    for i, flow in enumerate(data.get("flows", [])):
-        if isinstance(flow, dict):
-            starts[str(flow.get("name", f"flow{i}"))] = float(flow.get("start_s", 0.0))
-    return starts
 
 
 def load_run_dir(run_dir: Path) -> list[SchemeRun]:
@@ -495,11 +462,7 @@ def load_run_dir(run_dir: Path) -> list[SchemeRun]:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise ReportError(f"{run_dir}: not a directory")
-    starts = _config_starts(run_dir)
-    runs = []
-    for sub in sorted(p for p in run_dir.iterdir() if p.is_dir()):
-        if any((sub / name).exists() for name in ("flows", "telemetry.csv", "capacity.csv")):
-            runs.append(load_scheme_run(sub, default_starts_s=starts))
+    runs = [load_scheme_run(run.path) for run in ExperimentDir(run_dir).runs()]
     if not runs:
         raise ReportError(f"{run_dir}: no scheme directory (expected RUN_DIR/<scheme>/flows/...)")
     return runs
@@ -1009,14 +972,15 @@ def _safe(name: str) -> str:
 
 def write_report(run_dir: str | Path, runs: list[SchemeRun], bin_s: float = DEFAULT_BIN_S) -> Path:
     """Write RUN_DIR/summary.md, summary.csv and the PNGs; return summary.md's path."""
-    out_dir = Path(run_dir)
+    out = ExperimentDir(run_dir)
+    out_dir = out.path
     out_dir.mkdir(parents=True, exist_ok=True)
     if not runs:
         raise ReportError("no scheme run to report")
     rows = [row for run in runs for row in summarize(run, bin_s)]
-    write_csv(out_dir / "summary.csv", rows)
+    write_csv(out.summary_csv, rows)
     plots = write_plots(out_dir, runs, bin_s)
-    summary_md = out_dir / "summary.md"
+    summary_md = out.summary_md
     write_markdown(summary_md, runs, rows, plots)
     return summary_md
 

@@ -7,9 +7,9 @@ the end it fits each process's memory growth per hour, accounts for every byte
 the senders handed to the transport, and reports the run's fidelity verdict
 (:mod:`bwn.analysis.fidelity`).
 
-* :func:`read_process`: RSS, anonymous RSS and CPU seconds of one pid (/proc).
-* :class:`Recorder`: samples the watched processes into a CSV as it goes, so an
-  interrupted soak keeps what it measured.
+* :class:`Watched` and :class:`Sample`: a process of the run and one reading of
+  it, taken by :class:`bwn.emulation.probes.Recorder` (which samples the watched
+  processes into a CSV as it goes, so an interrupted soak keeps what it measured).
 * :func:`growth_per_hour`: least-squares slope of RSS over time (scipy's
   ``linregress``) with its standard error, in bytes per hour.
 * :func:`account_flows`: bytes handed over / acknowledged / delivered per flow,
@@ -18,17 +18,11 @@ the senders handed to the transport, and reports the run's fidelity verdict
 """
 from __future__ import annotations
 
-import csv
 import math
-import os
 import sys
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
-from bwn.analysis.fidelity import process_cpu_s
-
-PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 SAMPLE_FIELDS = ("t_s", "process", "kind", "pid", "rss_bytes", "anon_bytes", "cpu_s")
 MIB = 1024 * 1024
 SECONDS_PER_HOUR = 3600.0
@@ -58,67 +52,6 @@ class Sample:
     cpu_s: float
 
 
-def read_process(pid: int) -> Optional[tuple[int, int, float]]:
-    """(RSS bytes, anonymous RSS bytes, CPU seconds) of `pid`, or None if it is gone.
-
-    ``/proc/PID/statm``: resident pages, of which ``shared`` are file-backed or
-    shared memory; resident - shared is the process's own (anonymous) memory,
-    where a leak shows. CPU: utime + stime (:func:`bwn.analysis.fidelity.process_cpu_s`)."""
-    try:
-        with open(f"/proc/{pid}/statm", "rb") as fh:
-            fields = fh.read().split()
-    except OSError:
-        return None
-    cpu_s = process_cpu_s(pid)
-    if cpu_s is None or len(fields) < 3:
-        return None
-    resident, shared = int(fields[1]), int(fields[2])
-    return resident * PAGE_BYTES, max(resident - shared, 0) * PAGE_BYTES, cpu_s
-
-
-class Recorder:
-    """Samples every watched process into memory and appends it to a CSV (long
-    format: one row per process and sample, columns :data:`SAMPLE_FIELDS`)."""
-
-    def __init__(self, csv_path: Path) -> None:
-        self.csv_path = Path(csv_path)
-        self.series: dict[str, list[Sample]] = {}
-        self.watched: dict[str, Watched] = {}
-        self._fh = self.csv_path.open("w", newline="")
-        self._writer = csv.writer(self._fh)
-        self._writer.writerow(SAMPLE_FIELDS)
-        self._fh.flush()
-
-    def watch(self, processes: Iterable[Watched]) -> None:
-        for p in processes:
-            if p.name in self.watched:
-                raise ValueError(f"two watched processes named {p.name!r}")
-            self.watched[p.name] = p
-            self.series[p.name] = []
-
-    def sample(self, t_s: float) -> None:
-        for name, p in self.watched.items():
-            got = read_process(p.pid)
-            if got is None:
-                continue
-            rss, anon, cpu_s = got
-            self.series[name].append(Sample(round(t_s, 3), rss, anon, round(cpu_s, 2)))
-            self._writer.writerow((f"{t_s:.3f}", name, p.kind, p.pid, rss, anon, f"{cpu_s:.2f}"))
-        self._fh.flush()
-
-    def ended(self) -> list[tuple[Watched, int]]:
-        """The watched processes that have ended, with their exit status."""
-        out = []
-        for p in self.watched.values():
-            code = p.poll() if p.poll is not None else None
-            if code is not None:
-                out.append((p, code))
-        return out
-
-    def close(self) -> None:
-        self._fh.close()
-
-
 # ---------------------------------------------------------------------------------------
 # Memory growth
 
@@ -146,7 +79,7 @@ def growth_per_hour(points: Sequence[tuple[float, float]]) -> Optional[Growth]:
     span_s = max(t) - min(t)
     if span_s <= 0:
         return None
-    from scipy.stats import linregress
+    from scipy.stats import linregress   # slow to import: only for a fit (the runner imports this module's types)
 
     fit = linregress(t, y)
     stderr = float(fit.stderr) if math.isfinite(fit.stderr) else 0.0

@@ -14,10 +14,17 @@ import argparse
 import os
 import sys
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 
+from bwn.analysis import rejudge, report
+from bwn.cli import main as cli
+from bwn.linkem import cli as linkem_cli
+from bwn.linkem import group_cli
 from bwn.paths import REPO
+from bwn.scenario import schema
+from hosts import recv, send
+from hosts.cc import registry
+
 DOC_PATH = REPO / "docs" / "cli.md"
 WIDTH_COLUMNS = 100
 
@@ -32,18 +39,12 @@ files they read are in [config.md](config.md).
 
 def _parsers() -> list[tuple[str, Callable[[], argparse.ArgumentParser]]]:
     """(title, parser factory) of each command, in the page's order."""
-    from bwn.cli import main as cli
-    from bwn.analysis import report
-    from bwn.scenario import model as scenario
-    from hosts import recv
-    from hosts import send
-    from bwn.linkem import cli as linkem_cli
-    from bwn.linkem import group_cli
     return [("bwn", cli.build_parser), ("bwn-send", send.build_parser),
             ("bwn-recv", recv.build_parser), ("bwn-link", linkem_cli.build_parser),
             ("bwn-links", group_cli.build_parser),
             ("python -m bwn.analysis.report", report.build_parser),
-            ("python -m bwn.scenario.model", scenario.build_parser)]
+            ("python -m bwn.analysis.rejudge", rejudge.build_parser),
+            ("python -m bwn.scenario.schema", schema.build_parser)]
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.ArgumentParser]]:
@@ -81,7 +82,6 @@ def render() -> str:
             for name, sub in _subcommands(parser):
                 sections.append(_block(f"{title} {name}", "###", sub.format_help()))
             if title == "bwn-send":
-                from hosts.cc import registry
                 sections.append(_block("bwn-send --list-algos", "###", registry.describe_all()))
     return "\n".join(sections)
 

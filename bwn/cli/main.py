@@ -7,6 +7,8 @@
     bwn reproduce-run PAPER/CASE/seedN/SCHEME
     bwn net SCENARIO     the scenario's network and the Mininet CLI, to try things by hand
 """
+# Each command imports what it runs when it runs: `bwn list`, `bwn report` and
+# `--help` start fast, and work on a machine without Mininet, BMv2 or P4Runtime.
 from __future__ import annotations
 
 import argparse
@@ -21,6 +23,8 @@ from typing import Optional
 from bwn import requirements
 from bwn.cli import reproduce
 from bwn.paths import REPO
+from bwn.rundir import ExperimentDir, RunDir
+
 SCENARIO_DIR = REPO / "topologies" / "scenarios"
 
 
@@ -75,7 +79,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("bwn run: no schemes given (--schemes) and none in the scenario", file=sys.stderr)
         return 2
     known = set(scheme_names())
-    from bwn.emulation.runner import parse_scheme
+    from bwn.emulation.agents import parse_scheme
     from hosts.cc.registry import RegistryError, create
     try:
         unknown = [s for s in schemes if parse_scheme(s)[0] not in known]
@@ -115,7 +119,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     logging.getLogger("finsy").setLevel(logging.ERROR)  # e.g. "gNMI is not implemented" on BMv2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    shutil.copy(path, out / "scenario.toml")
+    shutil.copy(path, ExperimentDir(out).scenario_toml)
 
     def on_term(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
@@ -126,9 +130,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         for i, scheme in enumerate(schemes):
             print(f"== {i + 1}/{len(schemes)}: {scheme} ({path.stem}, {duration_s:.0f} s)", flush=True)
-            meta = experiment.run_scheme(cfg, scheme, out / scheme, duration_s,
+            meta = experiment.run_scheme(cfg, scheme, ExperimentDir(out).run(scheme).path, duration_s,
                                          progress=lambda m: print(m, flush=True), pcap=args.pcap)
-            if not meta.get("ok"):
+            if not meta.ok:
                 failed.append(scheme)
     except KeyboardInterrupt:
         print("interrupted: torn down; partial results stay in", out, file=sys.stderr)
@@ -167,11 +171,11 @@ def cmd_net(args: argparse.Namespace) -> int:
     logging.getLogger("finsy").setLevel(logging.ERROR)
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix=f"bwn-net-{cfg.name}-"))
     out.mkdir(parents=True, exist_ok=True)
-    shutil.copy(path, out / "scenario.toml")
+    shutil.copy(path, RunDir(out).scenario_toml)
     try:
         return run_session(cfg, out, progress=lambda m: print(m, flush=True))
     except Exception as exc:  # torn down already; say what failed
-        print(f"bwn net: failed: {type(exc).__name__}: {exc} (switch logs in {out / 'switch-logs'})",
+        print(f"bwn net: failed: {type(exc).__name__}: {exc} (switch logs in {RunDir(out).switch_logs})",
               file=sys.stderr)
         return 1
 

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from bwn import requirements
-from bwn.scenario.config import ExperimentConfig, LinkConfig
+from bwn.rundir import RunDir
+from bwn.scenario.resolved import ExperimentConfig, LinkConfig
 from bwn.scenario.flowpaths import bottleneck_links
 
 # Ethernet 14 + IPv4 20 + UDP 8 + BWN 24 + transport 36 = 102 bytes of headers in
@@ -42,7 +43,6 @@ OPTIONS_ROOM_BYTES = 96
 SNAP_BYTES = HEADERS_BYTES + OPTIONS_ROOM_BYTES
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 5.0
-CAPTURE_DIR = "capture"
 
 
 class CaptureError(RuntimeError):
@@ -83,13 +83,8 @@ def plan(cfg: ExperimentConfig, ends: dict[str, tuple[Any, Any]], out_dir: Path,
         link = cfg.link(name)
         node = capture_end(cfg, link)
         intf = ends[name][0] if node == link.a else ends[name][1]
-        points.append(CapturePoint(name, node, str(intf.name),
-                                   out_dir / CAPTURE_DIR / f"{_safe(name)}.pcap"))
+        points.append(CapturePoint(name, node, str(intf.name), RunDir(out_dir).capture_file(name)))
     return points
-
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
 @dataclass

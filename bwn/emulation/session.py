@@ -1,6 +1,6 @@
 """`bwn net SCENARIO`: the scenario's network with the Mininet CLI, to try things by hand.
 
-The network is the one `bwn run` builds (:class:`bwn.emulation.runner.ScenarioNetwork`):
+The network is the one `bwn run` builds (:class:`bwn.emulation.network.ScenarioNetwork`):
 BMv2 switches programmed by the controller, `bwn-link` nodes for delayed links,
 hosts with static ARP, and the controller applying the links' schedules and
 recording telemetry while the prompt is open. The scenario's flows are not
@@ -21,16 +21,19 @@ the teardown.
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 from contextlib import contextmanager
 from pathlib import Path
 from select import POLLIN, poll
 from typing import Any, Callable, Iterator, Optional, TextIO
 
-from bwn.scenario.config import ExperimentConfig, LinkConfig
-from bwn.scenario.schedule import ConstantSchedule
-from bwn.emulation.pipedinput import PipedInput, has_fd, is_tty
 from bwn.emulation.netcmd import BWN_HELP, SESSION_FRAME_BYTES, CommandError, parse_command, run_command
+from bwn.emulation.network import ScenarioNetwork, start_link_schedules
+from bwn.emulation.pipedinput import PipedInput, has_fd, is_tty
+from bwn.emulation.runlock import experiment_lock
+from bwn.scenario.resolved import ExperimentConfig, LinkConfig
+from bwn.scenario.schedule import ConstantSchedule
 
 class Terminated(BaseException):
     """SIGTERM or SIGHUP: leave the CLI and tear down (not an Exception, so that
@@ -74,8 +77,11 @@ def _deferred_signals() -> Iterator[None]:
 
 
 def _mininet_cli() -> type:
+    # Mininet when a session starts, as the network does (bwn/emulation/network.py):
+    # the commands and this module's other parts are tested where it is not installed.
     from mininet.cli import CLI
     from mininet.log import error, output
+    from mininet.util import quietRun
 
     class BwnCLI(CLI):
         """Mininet's CLI with the `bwn` command; Ctrl-C at the prompt leaves it."""
@@ -115,7 +121,6 @@ def _mininet_cli() -> type:
                     node.sendInt()
                     node.waitOutput()
             if self.isatty():
-                from mininet.util import quietRun
                 quietRun("stty echo sane intr ^C")
             self.cmdloop()
 
@@ -243,7 +248,6 @@ def _restore_terminal(stdin: TextIO) -> None:
     signal may have ended the session there."""
     try:
         if stdin.isatty():
-            import subprocess
             subprocess.run(["stty", "sane"], stdin=stdin, check=False)
     except (OSError, ValueError):
         pass
@@ -254,9 +258,6 @@ def run_session(cfg: ExperimentConfig, out_dir: Path, stdin: TextIO = sys.stdin,
     """Bring `cfg`'s network up, hand the user the CLI, tear everything down.
     Returns the exit status: 0 after exit/Ctrl-D, 130 after Ctrl-C at the prompt,
     128 + the signal's number after SIGTERM or SIGHUP."""
-    from bwn.emulation.runner import ScenarioNetwork, start_link_schedules
-    from bwn.emulation.runlock import experiment_lock
-
     def say(message: str) -> None:
         try:
             progress(message)

@@ -19,6 +19,7 @@ import tomli_w
 from bwn.emulation import runner
 from bwn.reproduce import grid as gr
 from bwn.reproduce.plan import config_for, safe
+from bwn.rundir import RunDir
 
 
 def scaled_case(case: gr.Case, scale: float) -> gr.Case:
@@ -52,12 +53,12 @@ def calibrate(grid: gr.Grid, out_root: Path, cases: list[gr.Case], scales: Seque
                 shutil.rmtree(path)
             data, cfg = config_for(grid, trial, 1, scheme, quick=True)
             path.mkdir(parents=True, exist_ok=True)
-            (path / "scenario.toml").write_text(tomli_w.dumps(data))
+            RunDir(path).scenario_toml.write_text(tomli_w.dumps(data))
             progress(f"calibrate {grid.paper} {case.id} x{scale:g} ({scheme}, {duration_s:.0f} s)")
             meta = runner.run_scheme(cfg, grid.algorithm(scheme), path, duration_s,
                                      progress=lambda m: progress(f"  {m}"))
-            fid = meta.get("fidelity") or {}
-            valid = bool(meta.get("ok")) and fid.get("valid") is True
+            fid = meta.fidelity or {}
+            valid = meta.ok and fid.get("valid") is True
             rows.append({"case": case.id, "scale": scale, "scheme": scheme, "valid": int(valid),
                          "summary": fid.get("summary", "no fidelity verdict"),
                          "params": json.dumps(trial.params)})

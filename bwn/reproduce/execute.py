@@ -23,6 +23,7 @@ from bwn.reproduce import fingerprint as fp
 from bwn.reproduce import grid as gr
 from bwn.reproduce import ledger
 from bwn.reproduce.plan import PlannedRun, config_for, run_dir
+from bwn.rundir import RunDir
 
 #: Pause between runs so that other experiments waiting for the lock get their turn
 #: (the lock is polled every 0.5 s, bwn/emulation/runlock.py).
@@ -54,7 +55,7 @@ def make_run(grid: gr.Grid, out: Path, run: PlannedRun, quick: bool, command: st
         progress(f"  the earlier attempt's folder is kept in {moved}")
     path.mkdir(parents=True, exist_ok=True)
     data, cfg = config_for(grid, run.case, run.key.seed, run.key.scheme, quick)
-    (path / "scenario.toml").write_text(tomli_w.dumps(data))
+    RunDir(path).scenario_toml.write_text(tomli_w.dumps(data))
     ledger.write_attempt_file(path, run.key, ledger.new_attempt_id(), state, command)
     started = time.monotonic()
     try:

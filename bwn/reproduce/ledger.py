@@ -35,6 +35,7 @@ from bwn.analysis import claims as cl
 from bwn.analysis import fidelity
 from bwn.reproduce import fingerprint as fp
 from bwn.reproduce.plan import PlannedRun, RunKey, run_dir, stored_fingerprint
+from bwn.rundir import RunDir
 
 #: The most attempts at one key: after this many INVALID or incomplete ones the
 #: key has no valid run, and the page says so (a re-roll without end could select
@@ -195,7 +196,7 @@ def folders_here(out: Path, key: RunKey) -> list[Path]:
     """The run folder of ``key`` and its superseded attempts' folders, here."""
     found = []
     current = run_dir(out, key)
-    if (current / "run.json").exists() or (current / ATTEMPT_FILE).exists():
+    if RunDir(current).has_meta() or (current / ATTEMPT_FILE).exists():
         found.append(current)
     prefix = "-".join(current.relative_to(out).parts) + "-"
     superseded = out / "superseded"

@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from bwn.reproduce import grid as gr
-from bwn.scenario.config import ConfigError, ExperimentConfig, validate
+from bwn.rundir import RunDir
+from bwn.scenario.config import ConfigError, validate
+from bwn.scenario.resolved import ExperimentConfig
 
 #: Wall time of one run beyond its duration (network, switches, controller,
 #: teardown), for the plan's estimate (measured: 4-7 s, up to 20 s waiting for the lock).
@@ -155,9 +157,10 @@ def stored_fingerprint(path: Path, case: gr.Case) -> str:
     scenario.toml, validated: defaults a later version added compare equal to
     their absence); "" when it has none that validates."""
     try:
-        stored = validate(tomllib.loads((path / "scenario.toml").read_text()),
+        stored_toml = RunDir(path).scenario_toml
+        stored = validate(tomllib.loads(stored_toml.read_text()),
                           base_dir=gr.template_path(case.template).parent,
-                          source=str(path / "scenario.toml"))
+                          source=str(stored_toml))
     except (OSError, tomllib.TOMLDecodeError, ConfigError):
         return ""
     return scenario_fingerprint(stored)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from bwn.scenario.config import ExperimentConfig, FlowConfig, LinkConfig
+from bwn.scenario.resolved import ExperimentConfig, FlowConfig, LinkConfig
 
 #: Two mean capacities closer than this (relative) are equal: ties are all bottlenecks.
 TIE_RELATIVE = 1e-9

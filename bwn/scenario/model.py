@@ -4,34 +4,27 @@ Everything a scenario file can hold, with types, ranges, defaults and a
 description, is declared here. Three things come from these declarations:
 
 * validation of a file's tables (``ScenarioFile.model_validate``; the errors are
-  turned into located, readable messages by :func:`messages`, e.g.
+  turned into located, readable messages by :mod:`bwn.scenario.messages`, e.g.
   ``links[1].schedule.kind: unknown kind 'sin' (expected one of: constant, steps,
   sine, trace)``);
-* the JSON Schema in ``docs/scenario.schema.json`` (:func:`json_schema`, ``make
-  schema``) that editors use to validate ``.toml`` scenarios (docs/config.md);
+* the JSON Schema in ``docs/scenario.schema.json`` (:mod:`bwn.scenario.schema`,
+  ``make schema``) that editors use to validate ``.toml`` scenarios (docs/config.md);
 * the leaf types the rest of the code uses as they are (:class:`HostConfig`,
   :class:`ReservationConfig`, :class:`DataplaneConfig`, :class:`TelemetryConfig`).
 
 What a schema cannot say (names that refer to other tables, uniqueness across
 tables, paths through the topology, trace files) is checked afterwards by
 ``bwn/scenario/config.py``, which also builds the resolved :class:`ExperimentConfig`.
-
-``python -m bwn.scenario.model`` prints the JSON Schema.
 """
 from __future__ import annotations
 
-import argparse
 import ipaddress
-import json
 import re
-import sys
-import typing
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import (AfterValidator, StrictBool, BaseModel, ConfigDict, Field, PlainValidator,
                       ValidationError, WithJsonSchema, WrapValidator, model_validator)
-from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import PydanticCustomError
 
 from controller import dataplane_math as dm
@@ -67,8 +60,21 @@ DEFAULT_LINKEM_RT_PRIORITY = 10
 
 
 def _fail(message: str) -> PydanticCustomError:
-    """A validation error whose text is ``message`` as it is (see :func:`messages`)."""
+    """A validation error whose text is ``message`` as it is
+    (:func:`bwn.scenario.messages.messages` prints it unchanged)."""
     return PydanticCustomError("bwn", "{message}", {"message": message})
+
+
+def describe(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"boolean {str(value).lower()}"
+    if isinstance(value, str):
+        return f"string {value!r}"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    return f"{type(value).__name__} {value!r}"
 
 
 # ---------------------------------------------------------------------------------------
@@ -441,221 +447,3 @@ class ScenarioFile(_Table):
     links: list[LinkTable]
     reservations: list[ReservationConfig] = Field(default_factory=list)
     flows: list[FlowTable] = Field(default_factory=list)
-
-
-# ---------------------------------------------------------------------------------------
-# Error messages: pydantic's error records -> "location: what is wrong (what is allowed)"
-
-def messages(error: ValidationError, root: Any = None) -> list[str]:
-    """One ``location: message`` line per problem, in the file's order; locations are
-    read from ``root``, the type validated (default: a whole scenario file)."""
-    return [_line(e, ScenarioFile if root is None else root) for e in error.errors(include_url=False)]
-
-
-def describe(value: Any) -> str:
-    if isinstance(value, bool):
-        return f"boolean {str(value).lower()}"
-    if isinstance(value, str):
-        return f"string {value!r}"
-    if isinstance(value, dict):
-        return "a table"
-    if isinstance(value, list):
-        return "an array"
-    return f"{type(value).__name__} {value!r}"
-
-
-def _line(error: Any, root: Any) -> str:
-    path, parent, kind, node = _walk(error["loc"], root)
-    kind_text = f" for kind {kind!r}" if kind else ""
-    value = error.get("input")
-    ctx = error.get("ctx") or {}
-    t = error["type"]
-    if t == "bwn":
-        message = error["msg"]
-    elif t == "missing":
-        message = "missing (required)"
-    elif t == "extra_forbidden":
-        allowed = ", ".join(parent.model_fields) if parent else "?"
-        message = f"unknown key{kind_text} (expected one of: {allowed})"
-    elif t == "union_tag_not_found":
-        path = _join(path, "kind")
-        message = f"missing (required; one of: {', '.join(SCHEDULE_KINDS)})"
-    elif t == "union_tag_invalid":
-        path = _join(path, "kind")
-        tag = value.get("kind") if isinstance(value, dict) else value
-        message = (f"unknown kind {tag!r} (expected one of: {', '.join(SCHEDULE_KINDS)})"
-                   if isinstance(tag, str) and tag else
-                   f"expected a non-empty string, got {describe(tag)}")
-    elif t in ("int_type", "int_from_float", "int_parsing"):
-        message = f"expected an integer, got {describe(value)}"
-    elif t in ("float_type", "float_parsing"):
-        message = f"expected a number, got {describe(value)}"
-    elif t == "finite_number":
-        message = f"must be finite, got {value}"
-    elif t == "greater_than":
-        message = f"must be greater than {ctx['gt']:g}, got {value:g}"
-    elif t == "greater_than_equal":
-        message = f"must be at least {ctx['ge']:g}, got {value:g}"
-    elif t == "less_than_equal":
-        message = f"must be at most {ctx['le']:g}, got {value:g}"
-    elif t in ("string_type", "string_too_short"):
-        message = f"expected a non-empty string, got {describe(value)}"
-    elif t in ("model_type", "model_attributes_type", "dict_type"):
-        message = f"expected a table, got {describe(value)}"
-    elif t == "literal_error":
-        message = f"expected {ctx.get('expected', '?')}, got {describe(value)}"
-    elif t == "list_type":
-        message = f"expected an array of {_items(node, path)}, got {describe(value)}"
-    elif t == "too_short":
-        message = (f"expected a non-empty array of {_items(node, path)}, "
-                   f"got {describe(value)}")
-    else:                                    # a pydantic check not mapped above
-        message = f"{error['msg']}, got {describe(value)}"
-    return f"{path}: {message}" if path else message
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
-def _walk(loc: tuple[Any, ...], root: Any) -> tuple[str, Optional[type[BaseModel]], Optional[str], Any]:
-    """(TOML path of ``loc`` in ``root``, the table model holding its last key, the
-    schedule kind when that model is a schedule's, the declared type at ``loc``).
-
-    pydantic's locations name the member of a tagged union by its tag
-    (``links.0.schedule.sine.rate_mbit``); a TOML path does not."""
-    path = ""
-    node: Any = root
-    parent: Optional[type[BaseModel]] = None
-    kind: Optional[str] = None
-    for item in loc:
-        bare = _unwrap(node)
-        if isinstance(item, int):
-            path += f"[{item}]"
-            node = _args(bare)[0] if _args(bare) else None
-            continue
-        if isinstance(bare, type) and issubclass(bare, BaseModel):
-            if parent is not None and kind is not None and parent is not bare:
-                kind = None                # below the schedule's own table
-            parent = bare
-            field = bare.model_fields.get(item)
-            path = _join(path, item)
-            node = (Annotated[(field.annotation, *field.metadata)] if field and field.metadata
-                    else field.annotation if field else None)
-            continue
-        members = _tagged(bare)
-        if item in members:
-            kind, node = item, members[item]
-            parent = members[item]
-            continue
-        if typing.get_origin(bare) is dict:
-            path = _join(path, item)
-            node = _args(bare)[1]
-            continue
-        path = _join(path, str(item))     # a union member's name (e.g. "bool"): not a key
-    return path, parent, kind, node
-
-
-def _items(node: Any, path: str) -> str:
-    """How the entries of the array declared as ``node`` are called."""
-    bare = _unwrap(node)
-    item = _args(bare)[0] if _args(bare) else None
-    for meta in typing.get_args(item)[1:] if typing.get_origin(item) is Annotated else ():
-        if isinstance(meta, Named):
-            return meta.plural
-    item = _unwrap(item)
-    if isinstance(item, type) and issubclass(item, BaseModel):
-        if "." not in path and "[" not in path:
-            return f"tables ([[{path}]])"
-        keys = ", ".join(f"{k} = ..." for k, f in item.model_fields.items() if f.is_required())
-        return f"{{{keys}}}"
-    return "values"
-
-
-def _unwrap(node: Any) -> Any:
-    while True:
-        origin = typing.get_origin(node)
-        if origin is Annotated:
-            node = typing.get_args(node)[0]
-        elif origin is Union and type(None) in typing.get_args(node) \
-                and len(typing.get_args(node)) == 2:
-            node = next(a for a in typing.get_args(node) if a is not type(None))
-        else:
-            return node
-
-
-def _args(node: Any) -> tuple[Any, ...]:
-    return typing.get_args(node)
-
-
-def _tagged(node: Any) -> dict[str, type[BaseModel]]:
-    if typing.get_origin(node) is not Union:
-        return {}
-    out = {}
-    for member in typing.get_args(node):
-        member = _unwrap(member)
-        if isinstance(member, type) and issubclass(member, BaseModel) and "kind" in member.model_fields:
-            for tag in typing.get_args(member.model_fields["kind"].annotation):
-                out[tag] = member
-    return out
-
-
-# ---------------------------------------------------------------------------------------
-# JSON Schema
-
-class _TomlSchema(GenerateJsonSchema):
-    """JSON Schema draft 7 (what taplo / Even Better TOML and most editors read) of a
-    TOML document: TOML has no null, so an optional key is one that may be absent,
-    not one that may be null; titles come from the tables, not from every key."""
-
-    def nullable_schema(self, schema: Any) -> JsonSchemaValue:
-        return self.generate_inner(schema["schema"])
-
-    def default_schema(self, schema: Any) -> JsonSchemaValue:
-        out = super().default_schema(schema)
-        if out.get("default", 0) is None:
-            del out["default"]
-        return out
-
-    def field_title_should_be_set(self, schema: Any) -> bool:
-        return False
-
-    def generate(self, schema: Any, mode: Any = "validation") -> JsonSchemaValue:
-        out = super().generate(schema, mode)
-        out = {"$schema": "http://json-schema.org/draft-07/schema#", **out}
-        if "$defs" in out:
-            out["definitions"] = out.pop("$defs")
-        return out
-
-
-def json_schema() -> dict[str, Any]:
-    """The JSON Schema of a scenario file (docs/scenario.schema.json)."""
-    return ScenarioFile.model_json_schema(mode="validation", schema_generator=_TomlSchema,
-                                          ref_template="#/definitions/{model}")
-
-
-def json_schema_text() -> str:
-    return json.dumps(json_schema(), indent=2, sort_keys=False) + "\n"
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m bwn.scenario.model",
-        description="Print the JSON Schema of bwn scenario files (docs/scenario.schema.json).")
-    parser.add_argument("--out", help="write it to this file instead of stdout")
-    return parser
-
-
-def main(argv: Optional[list[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
-    text = json_schema_text()
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text)
-    else:
-        sys.stdout.write(text)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -26,7 +26,8 @@ from typing import Callable, Deque, Dict, List, Optional, Set, Tuple
 from bwn.protocol.wire import BWN_HEADER_LEN, BwnHeader
 
 from hosts.cc.base import CongestionControl
-from hosts.transport.receiver import MemorySink, Receiver, Sink
+from hosts.transport.reassembly import MemorySink, Sink
+from hosts.transport.receiver import Receiver
 from hosts.transport.sender import Sender, SenderConfig
 from hosts.transport.source import StreamSource
 from hosts.transport.wire import DATA_VK

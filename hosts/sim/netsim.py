@@ -45,7 +45,8 @@ from typing import Callable, Deque, Dict, List, Optional, Set, Tuple
 from bwn.protocol.wire import ebn_encode_kbps
 
 from hosts.cc.base import CongestionControl
-from hosts.transport.receiver import MemorySink, Receiver, Sink
+from hosts.transport.reassembly import MemorySink, Sink
+from hosts.transport.receiver import Receiver
 from hosts.transport.sender import FRAME_OVERHEAD_BYTES, Sender, SenderConfig
 from hosts.transport.source import StreamSource
 from hosts.transport.wire import DATA_VK, HEADERS_LEN

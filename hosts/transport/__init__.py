@@ -3,11 +3,15 @@
 This module gathers the public names; the implementation is split by concern:
 
 * :mod:`hosts.transport.wire` -- the transport header after the BWN header;
-* :mod:`hosts.transport.sender` -- :class:`Sender` (SACK/RFC 6675 or NewReno
-  loss recovery, RFC 6298 timer, windows, pacing, the CongestionControl callbacks);
+* :mod:`hosts.transport.sender` -- :class:`Sender` (RFC 6298 timer, windows, the
+  CongestionControl callbacks), with :mod:`hosts.transport.recovery` (its loss
+  recovery: SACK/RFC 6675 or NewReno, one module each), :mod:`hosts.transport.pacing`,
+  :mod:`hosts.transport.acks` (ACK decoding) and :mod:`hosts.transport.senderlog`
+  (its log rows and summary);
 * :mod:`hosts.transport.sack` -- the SACK scoreboard (RFC 6675);
 * :mod:`hosts.transport.receiver` -- :class:`Receiver` (demux, half-open flows,
-  reassembly, ACKs, SACK blocks, limits and counters);
+  ACKs, limits and counters), with :mod:`hosts.transport.reassembly` (one flow's
+  reassembly, SACK blocks and counters, :class:`ReceiverFlow`; the sinks);
 * :mod:`hosts.transport.rto` -- :class:`RtoEstimator` (RFC 6298);
 * :mod:`hosts.transport.source` -- what is sent (pattern, file, bytes);
 * :mod:`hosts.transport.loop` -- sockets and the epoll event loop;
@@ -18,7 +22,8 @@ This module gathers the public names; the implementation is split by concern:
 """
 from __future__ import annotations
 
-from hosts.transport.receiver import FileSink, MemorySink, Receiver, ReceiverFlow, Sink
+from hosts.transport.reassembly import FileSink, MemorySink, ReceiverFlow, Sink
+from hosts.transport.receiver import Receiver
 from hosts.transport.rto import RtoEstimator
 from hosts.transport.sender import Sender, SenderConfig, SenderState
 from hosts.transport.source import BytesSource, FileSource, PatternSource, StreamSource, pattern_bytes

@@ -11,29 +11,18 @@ What the transport owns (docs/transport.md; hosts/cc/base.py owns the numbers):
 * cumulative ACKs and duplicate ACK detection (RFC 5681 sec. 2: an ACK that
   acknowledges nothing new while data is outstanding; our ACKs carry no data and
   the window only moves with ``ack``, so the window condition always holds);
-* **with SACK** (``SenderConfig.sack``, the default, when the receiver accepts it
-  in the handshake, RFC 2018 sec. 2): the scoreboard of
-  :mod:`hosts.transport.sack` and RFC 6675 loss recovery -- DupAcks counted
-  as RFC 6675 sec. 2 defines them (ACKs that SACK new data), recovery entered at
-  ``DupThresh`` of them or when ``IsLost(HighACK + 1)`` (sec. 5 steps 1-4),
-  segments chosen by ``NextSeg()`` (rules 1-4, one rescue retransmission per
-  recovery) while ``cwnd - pipe`` allows one (step C), recovery ended by the
-  cumulative ACK of the recovery point (step A); the retransmission timer is
-  restarted by every cumulative ACK (RFC 6298 sec. 5.3);
-* **without SACK**: fast retransmit on the 3rd duplicate ACK and NewReno fast
-  recovery with partial ACKs (RFC 6582 sec. 3.2) and the recovery point
-  ``recover`` (sec. 3.2 step 2, also set after a timeout: sec. 3.2 step 2 and
-  sec. 4.1), the "impatient" timer reset on the first partial ACK only (sec. 3.2
-  step 5); with ``recovery_style == "reno"`` the first new ACK ends recovery
-  (RFC 5681 sec. 3.2 step 6) and only a timeout sets ``recover``, so Reno may
-  halve twice per window (NS-2's Reno/NewReno agents: the papers' baseline);
+* loss recovery, a strategy chosen in the handshake (:mod:`hosts.transport.recovery`):
+  **with SACK** (``SenderConfig.sack``, the default, when the receiver accepts it,
+  RFC 2018 sec. 2) RFC 6675's over the scoreboard
+  (:mod:`hosts.transport.recovery.sack`), **without** NewReno's (RFC 6582) or
+  Reno's (:mod:`hosts.transport.recovery.newreno`);
 * the retransmission timer of RFC 6298 (:mod:`hosts.transport.rto`): start
   when data is sent and the timer is off (5.1), stop when all is acknowledged
-  (5.2), restart on a new ACK (5.3), on expiry retransmit the first unacknowledged
+  (5.2), restart on a new ACK (5.3; NewReno's "impatient" variant restarts it on
+  the first partial ACK only), on expiry retransmit the first unacknowledged
   segment, back off and restart (5.4-5.6); then go-back-N from ``snd_una`` in slow
   start (``cwnd`` = 1 from ``on_timeout``) -- with SACK the walk skips every range
-  the receiver SACKed (the scoreboard survives the timeout, RFC 6675 sec. 5.1,
-  unless the receiver is seen to renege), so only data not SACKed is resent;
+  the receiver SACKed, so only data not SACKed is resent;
 * forced transmissions: ``CcState.force_segments`` segments leave at once,
   outside cwnd (GTCP's forced transmissions): *new* data -- also during timeout
   recovery, as the paper wants -- except in SACK fast recovery, where they are
@@ -44,9 +33,17 @@ What the transport owns (docs/transport.md; hosts/cc/base.py owns the numbers):
 * the receive window: never send beyond ``snd_una + rwnd``;
 * an application-limited source (``SenderConfig.app_rate_bps``): new data exists
   only at that rate, sent in whole segments as it appears;
-* pacing: when ``CcState.pacing_rate_bps`` is set, segments leave at most at that
-  rate (next-send-time pacing with a ``pacing_burst_us`` allowance for timer
-  lateness), counted in Ethernet frame bytes like the switches' rates.
+* pacing (:mod:`hosts.transport.pacing`): when ``CcState.pacing_rate_bps`` is set,
+  segments leave at most at that rate.
+
+ACKs are decoded by :mod:`hosts.transport.acks`; the time-series row and the
+summary are :mod:`hosts.transport.senderlog`'s.
+
+Why this module is over 500 lines: what is left here is one state machine over
+one sequence space (the handshake, the timers, the ACK paths and the pump all
+read and move ``snd_una``, ``snd_nxt``, ``snd_max`` and the timer together);
+the parts with a life of their own (recovery, pacing, ACK decoding, reporting)
+are modules of their own, and cutting the rest would only pass that state around.
 """
 from __future__ import annotations
 
@@ -55,14 +52,14 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from hosts.cc.base import AckInfo, CcState, CongestionControl, Feedback, SentSegment
-from hosts.flowlog import RttSamples, TimeSeriesLog, rtt_stats_ms
+from hosts.flowlog import RttSamples, TimeSeriesLog
+from hosts.transport import senderlog
+from hosts.transport.acks import AckDecoder
+from hosts.transport.pacing import Pacer
+from hosts.transport.recovery import LossRecovery, recovery_for
 from hosts.transport.rto import DEFAULT_INITIAL_RTO_US, DEFAULT_MAX_RTO_US, DEFAULT_MIN_RTO_US, RtoEstimator
-from hosts.transport.sack import DUP_THRESH, Scoreboard
 from hosts.transport.source import StreamSource
 from hosts.transport.wire import (
-    ACK_IN_STRUCT,
-    ACK_VK,
-    BWN_HEADER_LEN,
     DEFAULT_MSS_BYTES,
     ETHERNET_OVERHEAD_BYTES,
     F_ACK,
@@ -71,28 +68,19 @@ from hosts.transport.wire import (
     F_RETX,
     F_RST,
     F_SYN,
-    HDR_WORDS,
     HEADERS_LEN,
     IP_UDP_OVERHEAD_BYTES,
-    TRANSPORT_VERSION,
     TS_MASK,
-    OptionError,
     TransportOptions,
     encode_options,
-    feedback_from_echo,
     pack_data_headers,
-    parse_options,
     ts_diff_us,
 )
 
-from bwn.protocol.wire import ebn_decode_kbps
-
-DUPACK_THRESHOLD = DUP_THRESH  # RFC 5681 sec. 3.2, RFC 6675 DupThresh
 DEFAULT_RWND_BYTES = 64 * 1024  # assumed until the SYN-ACK tells the real window
 #: Bytes of a data frame beyond its payload: Ethernet + IPv4 + UDP + BWN + transport
 #: header (14 + 20 + 8 + 24 + 36 = 102), what the switches' meters and rates count.
 FRAME_OVERHEAD_BYTES = HEADERS_LEN + IP_UDP_OVERHEAD_BYTES + ETHERNET_OVERHEAD_BYTES
-_NO_OPTIONS = TransportOptions()
 
 Emit = Callable[[memoryview], bool]  # False: the socket would block, try again later
 
@@ -155,21 +143,16 @@ class Sender:
         self.snd_max = 0
         self.stream_end: Optional[int] = source.length_bytes  # FIN's seq once known
         self.rwnd_bytes = DEFAULT_RWND_BYTES
-        # Loss recovery (RFC 5681 / 6582 / 6675).
+        # Loss recovery (hosts/transport/recovery/): NewReno's until the handshake
+        # says whether the receiver takes SACK.
         self.sack = False      # negotiated in the handshake (cfg.sack and the receiver's answer)
-        self.sb = Scoreboard(self.mss_bytes)
+        self.recovery: LossRecovery = recovery_for(self, sack=False)
         self.dupacks = 0       # RFC 5681 duplicate ACKs in a row (AckInfo.dupacks)
-        self.sack_dupacks = 0  # RFC 6675 DupAcks: ACKs that SACKed new data
-        self.recover = 0       # RFC 6582 "recover", exclusive: one past the highest seq sent
-        self.rto_recover = 0   # the same, set only by timeouts (used by recovery_style "reno")
         self.rto_high = 0      # snd_max when the last timeout fired (what the walk resends)
-        self._first_partial_done = False
-        self._retx_pending = False
+        self._retx_pending = False  # resend the first unacknowledged segment now
         self.rto_deadline_us: Optional[int] = None
         self._consecutive_timeouts = 0
-        # Pacing.
-        self.pace_next_us = 0
-        self._pace_waiting = False
+        self.pacer = Pacer(self.cfg.pacing_burst_us, FRAME_OVERHEAD_BYTES)
         # Application-limited source (--app-rate-mbit): when the next segment's bytes exist.
         self._app_wait_until_us: Optional[int] = None
         # Times.
@@ -196,12 +179,8 @@ class Sender:
         self.receiver_stats: Optional[Tuple[int, int, int, int]] = None
         self.rtt_samples = RttSamples()
         self.last_rtt_sample_us: Optional[int] = None
-        # ACK send-time (receiver clock) unwrapped from 32 bits.
-        self._ack_ts_raw: Optional[int] = None
-        self._ack_ts_us = 0
-        # The last echo seen, decoded once (most ACKs carry the same echo).
-        self._echo_key: Optional[Tuple[int, int, int, int, int]] = None
-        self.feedback: Optional[Feedback] = None
+        self._acks = AckDecoder(self.flow_id)
+        self._ack_ts_us = 0    # the last ACK's send time (receiver clock, 64 bits)
 
         self._syn_options = encode_options(sack_permitted=True) if self.cfg.sack else b""
         self._buf = bytearray(HEADERS_LEN + max(self.mss_bytes, len(self._syn_options)))
@@ -219,6 +198,20 @@ class Sender:
     @property
     def finished(self) -> bool:
         return self.state in (SenderState.DONE, SenderState.FAILED)
+
+    @property
+    def feedback(self) -> Optional[Feedback]:
+        """The switches' feedback the last ACK echoed (None before the first)."""
+        return self._acks.last_feedback
+
+    @property
+    def status(self) -> str:
+        """The summary's status: complete, interrupted, failed: <why>, incomplete."""
+        if self.state is SenderState.DONE:
+            return "interrupted" if self.interrupted else "complete"
+        if self.state is SenderState.FAILED:
+            return f"failed: {self.fail_reason}"
+        return "incomplete"
 
     def finish_now(self, now_us: int) -> None:
         """End the stream at the bytes already sent (SIGINT): FIN follows them."""
@@ -267,8 +260,9 @@ class Sender:
         best = self.rto_deadline_us
         if self._duration_end_us is not None and not self._duration_applied:
             best = self._duration_end_us if best is None else min(best, self._duration_end_us)
-        if self._pace_waiting:
-            best = self.pace_next_us if best is None else min(best, self.pace_next_us)
+        if self.pacer.waiting:
+            pace_us = self.pacer.next_us
+            best = pace_us if best is None else min(best, pace_us)
         if self._app_wait_until_us is not None:
             w = self._app_wait_until_us
             best = w if best is None else min(best, w)
@@ -322,25 +316,13 @@ class Sender:
         self.cc.on_timeout(st)
         st.clamp()
         self.dupacks = 0
-        self.sack_dupacks = 0
         self._retx_pending = False
-        self.recover = self.snd_max     # RFC 6582 sec. 3.2 step 2 (after a timeout)
-        self.rto_recover = self.snd_max
-        self.rto_high = self.snd_max    # RFC 6675 sec. 5.1: RecoveryPoint = HighData
+        self.rto_high = self.snd_max    # what the walk resends (RFC 6675 sec. 5.1: RecoveryPoint)
         self.rto.on_timeout()
         self.snd_nxt = self.snd_una     # go-back-N (with SACK: over the unSACKed ranges)
-        if self.sack:
-            sb = self.sb
-            if sb and sb.ranges[0][0] <= self.snd_una:
-                # The receiver SACKed data its cumulative ACK does not cover: it reneged
-                # (RFC 2018 sec. 8). Our receiver never does; a scoreboard that lies
-                # would make the walk skip data the receiver lacks, so forget it.
-                sb.clear()
-                self.sack_reneging += 1
-            sb.high_rxt = self.snd_una
-            sb.rescue_rxt = None
+        self.recovery.on_timeout()      # the recovery point; the scoreboard's pointers
         self.rto_deadline_us = None     # re-armed by the retransmission (sec. 5.6)
-        self.pace_next_us = now_us
+        self.pacer.restart(now_us)
         self._sync_state()
 
     # -- sending ------------------------------------------------------------------------
@@ -355,24 +337,7 @@ class Sender:
 
     def _window_flight(self) -> int:
         """What cwnd is compared with: FlightSize without SACK, RFC 6675 pipe with it."""
-        una, nxt = self.snd_una, self.snd_nxt
-        if not self.sack:
-            return nxt - una
-        sb = self.sb
-        if nxt < self.snd_max:
-            # Go-back-N walk after a timeout: what the walk has resent and the receiver
-            # has not SACKed. Data sent after the timeout (forced transmissions, at or
-            # above rto_high) is outside this window, as without SACK.
-            return sb.unsacked_between(una, nxt) if sb else nxt - una
-        if una < self.rto_high:
-            # Timeout recovery, walk done: everything below rto_high that is not SACKed
-            # was resent once and its original counts as lost (RFC 6675 sec. 5.1).
-            return sb.pipe(una, self.snd_max, high_rxt=self.rto_high, lost_below=self.rto_high)
-        if self.st.in_recovery:
-            return sb.pipe(una, self.snd_max)
-        if not sb:
-            return nxt - una
-        return sb.pipe(una, self.snd_max, high_rxt=una)   # RFC 6675 step (3.1)
+        return self.recovery.flight()
 
     def _new_data_ready(self, seq: int, seg_len: int, now_us: int) -> bool:
         """Application-limited source: are the bytes of this new segment there yet?"""
@@ -391,14 +356,14 @@ class Sender:
         if self.state is not SenderState.ESTABLISHED:
             return
         self.blocked = False
-        self._pace_waiting = False
+        self.pacer.waiting = False
         self._app_wait_until_us = None
         st = self.st
         if self._retx_pending:
             # Fast retransmit (RFC 5681 sec. 3.2 / RFC 6675 step 4.3) or a NewReno
             # partial ACK (RFC 6582 step 5): the first unacknowledged segment.
             seq = self.snd_una
-            limit = self.sb.next_sacked_start(seq) if self.sack else None
+            limit = self.recovery.next_sacked_start(seq)
             if not self._send_segment(seq, now_us, True, limit):
                 return
             self._retx_pending = False
@@ -408,10 +373,11 @@ class Sender:
         mss = self.mss_bytes
         cwnd_bytes = int(st.cwnd * mss)
         rate_bps = st.pacing_rate_bps
-        sack_recovery = self.sack and st.in_recovery
+        recovery = self.recovery
+        picking = recovery.picks_segments()   # SACK fast recovery: NextSeg() chooses
         while True:
-            if sack_recovery and self.snd_nxt >= self.snd_max:
-                if not self._pump_sack_recovery(now_us, cwnd_bytes, rate_bps):
+            if picking and self.snd_nxt >= self.snd_max:
+                if not recovery.send_next(now_us, cwnd_bytes, rate_bps):
                     break
                 continue
             end = self.stream_end
@@ -428,7 +394,7 @@ class Sender:
                 if nxt < self.snd_max:
                     # The walk after a timeout: stop at the next SACKed range and at the
                     # data sent after the timeout.
-                    limit = self.sb.next_sacked_start(nxt) if self.sack else None
+                    limit = recovery.next_sacked_start(nxt)
                     if self.snd_max > self.rto_high > nxt:
                         limit = self.rto_high if limit is None else min(limit, self.rto_high)
                     if limit is not None and limit - nxt < seg_len:
@@ -439,8 +405,7 @@ class Sender:
                 if flight > 0 and (flight + seg_len > cwnd_bytes
                                    or nxt + seg_len > self.snd_una + self.rwnd_bytes):
                     break
-                if rate_bps and now_us < self.pace_next_us:
-                    self._pace_waiting = True
+                if self.pacer.holds(now_us, rate_bps):
                     break
             if not self._send_segment(nxt, now_us, nxt < self.snd_max, nxt + seg_len if seg_len else None):
                 break
@@ -455,84 +420,12 @@ class Sender:
             if nxt >= self.rto_high:
                 nxt = self.snd_max
                 break
-            if not self.sack:
-                break
-            r = self.sb.sacked_range_at(nxt)
+            r = self.recovery.sacked_range_at(nxt)
             if r is None:
                 break
             nxt = r[1]
         self.snd_nxt = nxt
         return nxt
-
-    def _pump_sack_recovery(self, now_us: int, cwnd_bytes: Optional[int],
-                            rate_bps: Optional[float]) -> bool:
-        """RFC 6675 sec. 5 step (C): send one segment chosen by NextSeg() if
-        ``cwnd - pipe`` allows it (``cwnd_bytes`` None: a forced transmission,
-        outside the window); False when nothing (more) can be sent now."""
-        choice = self._next_seg(now_us)
-        if choice is None:
-            return False
-        seq, seg_len, rule = choice
-        if seg_len:
-            if cwnd_bytes is not None:
-                pipe = self._window_flight()
-                if pipe > 0 and pipe + seg_len > cwnd_bytes:
-                    return False
-            if rate_bps and now_us < self.pace_next_us:
-                self._pace_waiting = True
-                return False
-        is_new = seq >= self.snd_max
-        if not self._send_segment(seq, now_us, not is_new, seq + seg_len if seg_len else None):
-            return False
-        end = seq + (seg_len or 1)
-        sb = self.sb
-        if is_new:
-            self.snd_nxt = end                          # (C.3) HighData
-        elif rule == 4:
-            sb.rescue_rxt = self.recover                # RescueRxt = RecoveryPoint; HighRxt unchanged
-            self.rescue_retransmits += 1
-        elif end > sb.high_rxt:
-            sb.high_rxt = end                           # (C.2)
-        return True
-
-    def _next_seg(self, now_us: int) -> Optional[Tuple[int, int, int]]:
-        """RFC 6675 sec. 4 NextSeg(): ``(seq, length, rule)`` of the next segment, or None."""
-        sb = self.sb
-        una, mx, mss = self.snd_una, self.snd_max, self.mss_bytes
-        end = self.stream_end
-        # (1) the first lost, unSACKed range above HighRxt and below the highest SACK
-        hole = sb.next_lost_hole(una, sb.high_rxt)
-        if hole is not None:
-            return hole[0], min(mss, hole[1] - hole[0], self._data_left(hole[0])), 1
-        # (2) new data, if the application has some and the receive window allows
-        nxt = self.snd_nxt
-        if end is None or nxt <= end:
-            seg_len = mss if end is None else min(mss, end - nxt)
-            if seg_len == 0:
-                return nxt, 0, 2                          # the FIN (exempt from windows)
-            if (nxt + seg_len <= una + self.rwnd_bytes
-                    and self._new_data_ready(nxt, seg_len, now_us)):
-                return nxt, seg_len, 2
-        # (3) an unSACKed range above HighRxt below the highest SACK, lost or not
-        top = sb.highest_sacked_end
-        if top is not None:
-            hole = sb.next_hole(max(sb.high_rxt, una), top)
-            if hole is not None:
-                return hole[0], min(mss, hole[1] - hole[0], self._data_left(hole[0])), 3
-        # (4) one rescue retransmission per recovery: a segment that includes the
-        # highest outstanding unSACKed byte, if HighACK > RescueRxt
-        if sb.rescue_rxt is None or una > sb.rescue_rxt:
-            high = sb.highest_unsacked(una, mx)
-            if high is not None:
-                if end is not None and high >= end > una and not sb.is_sacked(end - 1):
-                    # Our FIN is a packet of its own; the last data byte is what the
-                    # receiver needs first (TCP would carry both in one segment).
-                    high = end - 1
-                start = max(high + 1 - mss, sb.hole_start(high, una))
-                if end is not None and start >= end:
-                    return start, 0, 4                    # the FIN itself
-                return start, min(high + 1 - start, self._data_left(start)), 4
-        return None
 
     def _data_left(self, seq: int) -> int:
         end = self.stream_end
@@ -545,16 +438,8 @@ class Sender:
         window full) are dropped; pacing delays them. False if the pump must stop."""
         st = self.st
         mss = self.mss_bytes
-        if self.sack and st.in_recovery:
-            while st.force_segments > 0:
-                if not self._pump_sack_recovery(now_us, None, st.pacing_rate_bps):
-                    if self._pace_waiting or self.blocked:
-                        return False
-                    st.force_segments = 0
-                    return True
-                st.force_segments -= 1
-                self.forced_segments += 1
-            return True
+        if self.recovery.picks_segments():
+            return self.recovery.send_forced(now_us)
         while st.force_segments > 0:
             seq = self.snd_max
             end = self.stream_end
@@ -564,8 +449,7 @@ class Sender:
                 st.force_segments = 0
                 self._app_wait_until_us = None
                 return True
-            if st.pacing_rate_bps and now_us < self.pace_next_us:
-                self._pace_waiting = True
+            if self.pacer.holds(now_us, st.pacing_rate_bps):
                 return False
             walking = self.snd_nxt < self.snd_max
             if not self._send_segment(seq, now_us, False, seq + seg_len):
@@ -601,10 +485,7 @@ class Sender:
         seg_end = seq + (seg_len or 1)
         if seg_end > self.snd_max:
             self.snd_max = seg_end
-        rate_bps = self.st.pacing_rate_bps
-        if rate_bps and seg_len:
-            self.pace_next_us = (max(self.pace_next_us, now_us - self.cfg.pacing_burst_us)
-                                 + int((seg_len + FRAME_OVERHEAD_BYTES) * 8e6 / rate_bps))
+        self.pacer.on_sent(now_us, seg_len, self.st.pacing_rate_bps)
         if self.rto_deadline_us is None:
             self.rto_deadline_us = now_us + self.rto.rto_us  # RFC 6298 sec. 5.1
         if seg_len:
@@ -617,25 +498,19 @@ class Sender:
     # -- receiving ----------------------------------------------------------------------
     def on_datagram(self, data: Any, now_us: int) -> None:
         """Process one datagram from the receiver (an ACK), then send what is allowed."""
-        n = len(data)
-        if n < HEADERS_LEN:
+        acks = self._acks
+        header = acks.header(data)
+        if header is None:
             self.bad_packets += 1
             return
-        (vk, echo_ebn, echo_narrow, echo_tight, echo_hop, bwn_flags, tver, flags, words,
-         flow_id, ack, rwnd, ts_val, ts_ecr) = ACK_IN_STRUCT.unpack_from(data)
-        if (vk != ACK_VK or tver != TRANSPORT_VERSION or flow_id != self.flow_id
-                or words < HDR_WORDS or BWN_HEADER_LEN + 4 * words > n):
-            self.bad_packets += 1
-            return
+        (_, echo_ebn, echo_narrow, echo_tight, echo_hop, bwn_flags, _, flags, words,
+         _, ack, rwnd, ts_val, ts_ecr) = header
         if self.finished:
             return
-        opts = _NO_OPTIONS
-        if words > HDR_WORDS:
-            try:
-                opts = parse_options(data, HEADERS_LEN, BWN_HEADER_LEN + 4 * words)
-            except OptionError:
-                self.bad_packets += 1
-                return
+        opts = acks.options(data, words)
+        if opts is None:
+            self.bad_packets += 1
+            return
         if flags & F_RST:
             self._fail(now_us, "reset by the receiver")
             return
@@ -646,17 +521,8 @@ class Sender:
         st.now_us = now_us
         self.acks_received += 1
 
-        key = (bwn_flags, echo_hop, echo_ebn, echo_narrow, echo_tight)
-        if key != self._echo_key:
-            self._echo_key = key
-            self.feedback = feedback_from_echo(bwn_flags, echo_hop, echo_ebn, echo_narrow,
-                                               echo_tight)
-        # ACK send time on the receiver's clock, unwrapped to 64 bits (SARBE).
-        if self._ack_ts_raw is None:
-            self._ack_ts_us = ts_val
-        else:
-            self._ack_ts_us += ts_diff_us(ts_val, self._ack_ts_raw)
-        self._ack_ts_raw = ts_val
+        acks.feedback(bwn_flags, echo_hop, echo_ebn, echo_narrow, echo_tight)
+        self._ack_ts_us = acks.send_time_us(ts_val)   # receiver's clock (SARBE)
         # RTT sample from the echoed timestamp; none for retransmissions (Karn).
         rtt_us: Optional[int] = None
         if not flags & F_RETX:
@@ -681,12 +547,7 @@ class Sender:
         if opts.rcv_stats is not None:
             self.receiver_stats = opts.rcv_stats
         self._set_rwnd(rwnd)
-        new_sacked = 0
-        if self.sack:
-            una = max(ack, self.snd_una)
-            self.sb.advance(una)
-            if opts.sack_blocks:
-                new_sacked = self.sb.update(opts.sack_blocks, una, self.snd_max)
+        new_sacked = self.recovery.on_ack(ack, opts.sack_blocks)
         if ack > self.snd_una:
             self._on_new_ack(now_us, ack, rtt_us, new_sacked)
         elif ack == self.snd_una and self.snd_max > self.snd_una and not flags & F_SYN:
@@ -717,8 +578,9 @@ class Sender:
         self._syn_deadline_us = None
         self.sack = self.cfg.sack and opts.sack_permitted   # RFC 2018 sec. 2
         self.st.sack = self.sack
+        self.recovery = recovery_for(self, self.sack)
         self._set_rwnd(rwnd)
-        self.pace_next_us = now_us
+        self.pacer.restart(now_us)
         if self.cfg.duration_us is not None:
             self._duration_end_us = now_us + self.cfg.duration_us
             if self.cfg.duration_us <= 0:
@@ -746,32 +608,24 @@ class Sender:
         st.delivered_bytes += acked_bytes
         self.dupacks = 0
         self._consecutive_timeouts = 0
-        if self.sack:
-            # RFC 6675 sec. 5: a cumulative ACK resets DupAcks; it still counts as a
-            # duplicate acknowledgment when it SACKs new data (sec. 2).
-            self.sack_dupacks = 1 if new_sacked and not st.in_recovery else 0
+        recovery = self.recovery
+        recovery.on_cumulative_ack(new_sacked)
         self._sync_state()
         info = self._ack_info(now_us, ack, acked_bytes, rtt_us, 0)
         self.cc.on_feedback(st, info)
         restart_timer = True
         if st.in_recovery:
-            if ack >= self.recover or (self.cc.recovery_style == "reno" and not self.sack):
+            if recovery.full_ack(ack):
                 st.in_recovery = False        # full ACK (RFC 6582 step 6, RFC 6675 step A) / Reno
-                if self.sack:
-                    self.sb.high_rxt = self.snd_una
-                    self.sb.rescue_rxt = None
+                recovery.on_exit()
                 self._sync_state()
                 self.cc.on_exit_recovery(st, info)
             else:
                 self.cc.on_partial_ack(st, info)
-                if not self.sack:
-                    self._retx_pending = True     # partial ACK (RFC 6582 step 5)
-                    restart_timer = not self._first_partial_done  # "impatient" (step 5)
-                    self._first_partial_done = True
+                restart_timer = recovery.on_partial_ack()
         else:
             self.cc.on_ack(st, info)
-            if self.sack:
-                self._maybe_enter_sack_recovery()
+            recovery.after_new_ack()
         st.clamp()
         if end is not None and self.data_done_us is None and ack >= end:
             self.data_done_us = now_us
@@ -787,54 +641,13 @@ class Sender:
         st = self.st
         self.dupacks += 1
         self.dupacks_total += 1
-        if self.sack and new_sacked and not st.in_recovery:
-            self.sack_dupacks += 1
+        self.recovery.on_duplicate_ack(new_sacked)
         self._sync_state()
         info = self._ack_info(now_us, ack, 0, rtt_us, self.dupacks)
         self.cc.on_feedback(st, info)
         self.cc.on_dupack(st, info)
-        if self.sack:
-            self._maybe_enter_sack_recovery()
-        elif self.dupacks == DUPACK_THRESHOLD and not st.in_recovery:
-            if self.cc.recovery_style == "reno":
-                allowed = ack >= self.rto_recover
-            else:
-                allowed = ack >= self.recover  # "covers more than recover" (RFC 6582 step 2)
-            if allowed:
-                self._enter_recovery()
+        self.recovery.after_duplicate_ack(ack)
         st.clamp()
-
-    def _maybe_enter_sack_recovery(self) -> None:
-        """RFC 6675 sec. 5 steps (1)-(2): DupAcks >= DupThresh, or IsLost(HighACK + 1);
-        not before the cumulative ACK passed the last recovery point (sec. 5.1)."""
-        st = self.st
-        if st.in_recovery or self.snd_una < self.recover or self.snd_una >= self.snd_max:
-            return
-        if self.sack_dupacks >= DUPACK_THRESHOLD or (self.sb and self.sb.is_lost(self.snd_una, self.snd_una)):
-            self._enter_recovery()
-
-    def _enter_recovery(self) -> None:
-        st = self.st
-        self.recover = self.snd_max
-        st.in_recovery = True
-        st.recovery_point = self.snd_max
-        self._first_partial_done = False
-        self.fast_recoveries += 1
-        if self.sack:
-            self.sb.high_rxt = self.snd_una   # set to the end of the fast retransmission (4.3)
-            self.sb.rescue_rxt = None
-            self.sack_dupacks = 0
-        self._sync_state()
-        self.cc.on_enter_recovery(st)
-        self._retx_pending = True   # fast retransmit (RFC 5681 sec. 3.2 step 2, RFC 6675 4.3)
-        if self.sack:
-            seq = self.snd_una
-            nxt = self.sb.next_sacked_start(seq)
-            seg_end = seq + self._data_left(seq) if self.stream_end is None or seq < self.stream_end else seq + 1
-            if nxt is not None:
-                seg_end = min(seg_end, nxt)
-            self.sb.high_rxt = seg_end          # RFC 6675 4.3: HighRxt = RescueRxt = end
-            self.sb.rescue_rxt = seg_end        # of the retransmitted segment
 
     def _done(self, now_us: int) -> None:
         self.state = SenderState.DONE
@@ -849,83 +662,8 @@ class Sender:
         log = self.log
         if log is None or not (force or log.due(self.flow_id, now_us)):
             return
-        st = self.st
-        fb = self.feedback
-        t0 = self.start_us if self.start_us is not None else now_us
-        row: Dict[str, Any] = {
-            "time_s": round((now_us - t0) / 1e6, 6),
-            "flow_id": self.flow_id,
-            "algo": self.cc.name,
-            "cwnd": round(st.cwnd, 4),
-            "ssthresh": st.ssthresh,
-            "pacing_rate_bps": st.pacing_rate_bps,
-            "rtt_sample_us": self.last_rtt_sample_us,
-            "srtt_us": None if st.srtt_us is None else round(st.srtt_us, 1),
-            "min_rtt_us": st.min_rtt_us,
-            "rto_us": self.rto.rto_us,
-            "bytes_in_flight": st.bytes_in_flight,
-            "delivered_bytes": st.delivered_bytes,
-            "retransmits": self.retransmits,
-            "timeouts": self.timeouts,
-            "in_recovery": int(st.in_recovery),
-            "estimate_bps": st.estimate_bps,
-            "echo_hop_count": None if fb is None else fb.hop_count,
-            "echo_ebn_code": None if fb is None else fb.ebn_code,
-            "echo_ebn_kbps": (None if fb is None or fb.ebn_code is None
-                              else round(ebn_decode_kbps(fb.ebn_code) or 0.0, 3)),
-            "echo_narrow_kbps": None if fb is None else fb.narrow_kbps,
-            "echo_tight_kbps": None if fb is None else fb.tight_kbps,
-            "extra": dict(st.extra) if st.extra else None,
-            "pipe_bytes": st.pipe_bytes,
-            "sacked_bytes": self.sb.sacked_bytes if self.sack else None,
-        }
-        log.offer(self.flow_id, now_us, row, force=force)
+        log.offer(self.flow_id, now_us, senderlog.log_row(self, now_us), force=force)
 
     def summary(self, now_us: int) -> Dict[str, Any]:
         """The end-of-flow figures (docs/transport.md, "Summary")."""
-        begin = self.established_us
-        end = self.data_done_us if self.data_done_us is not None else (self.end_us or now_us)
-        duration_s = None if begin is None else max(end - begin, 0) / 1e6
-        delivered = self.st.delivered_bytes
-        goodput = (delivered * 8 / duration_s) if duration_s else None
-        if self.state is SenderState.DONE:
-            status = "interrupted" if self.interrupted else "complete"
-        elif self.state is SenderState.FAILED:
-            status = f"failed: {self.fail_reason}"
-        else:
-            status = "incomplete"
-        rs = self.receiver_stats
-        out: Dict[str, Any] = {
-            "flow_id": self.flow_id,
-            "algo": self.cc.name,
-            "status": status,
-            "bytes": delivered,
-            "stream_bytes": self.stream_end,
-            "duration_s": None if duration_s is None else round(duration_s, 6),
-            "goodput_bps": None if goodput is None else round(goodput, 1),
-            "mss_bytes": self.mss_bytes,
-            "sack": self.sack,
-            "packets_sent": self.packets_sent,
-            "payload_bytes_sent": self.payload_bytes_sent,
-            "retransmits": self.retransmits,
-            "timeouts": self.timeouts,
-            "fast_recoveries": self.fast_recoveries,
-            "rescue_retransmits": self.rescue_retransmits,
-            "forced_segments": self.forced_segments,
-            "sack_reneging": self.sack_reneging,
-            "acks_received": self.acks_received,
-            "dupacks": self.dupacks_total,
-            "bad_packets": self.bad_packets,
-            # The receiver's own counts, from the RCV_STATS option of its FIN|ACK
-            # (None when no FIN|ACK arrived): docs/transport.md "Counters".
-            "receiver_segments": None if rs is None else rs[0],
-            "duplicate_segments": None if rs is None else rs[1],
-            "out_of_order_segments": None if rs is None else rs[2],
-            "spurious_retransmits": None if rs is None else rs[3],
-            "final_cwnd": round(self.st.cwnd, 3),
-            "final_ssthresh": self.st.ssthresh if self.st.ssthresh != float("inf") else None,
-            "srtt_ms": None if self.rto.srtt_us is None else round(self.rto.srtt_us / 1e3, 3),
-            "min_rtt_ms": None if self.st.min_rtt_us is None else self.st.min_rtt_us / 1e3,
-        }
-        out.update(rtt_stats_ms(self.rtt_samples.values))
-        return out
+        return senderlog.summary(self, now_us)

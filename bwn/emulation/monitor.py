@@ -1,0 +1,320 @@
+"""The fidelity sampler: one thread in the runner's process, while the flows run.
+
+It samples what the invariants of :mod:`bwn.analysis.fidelity` are judged from
+(docs/fidelity.md), with the probes of :mod:`bwn.emulation.probes`: every
+``interval_s`` the machine's CPU ticks (/proc/stat) and, for each rate-limited
+egress port, its interface's ``tx_packets`` and the P4 program's
+``queue_emptied`` counter; at the start and the end, each switch's interface
+counters, P4 drop counters, receive-ring drops, and every switch's and
+bwn-link's CPU and run delay. :meth:`Monitor.result` gathers these with the
+controller's files (telemetry.csv, capacity.csv) and the bwn-links' statistics
+into a :class:`bwn.analysis.fidelity.Recording` and judges it; the recording goes
+into run.json with the verdict, so a run can be judged again from run.json alone.
+
+Its own CPU time is measured and reported (``sampler``): two /proc reads, and a
+Thrift call and a ``pread`` per rate-limited port, per tick.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from bwn.analysis.fidelity import DEFAULT_THRESHOLDS, FidelityResult, Thresholds
+from bwn.analysis.rejudge import Recording, judge, linkem_record, recorded_measurements
+from bwn.emulation.probes import (
+    CounterReader,
+    packet_socket_stats,
+    process_cpu_s,
+    process_run_delay_s,
+    read_net_dev,
+    read_p4_drops,
+    read_proc_stat,
+)
+from bwn.rundir import LINKEM_STATS_SUFFIX, RunDir
+from controller.dataplane_math import MAX_PORTS
+from controller.entries import QUEUE_EMPTIED_COUNTER
+
+
+@dataclass
+class SwitchProbe:
+    name: str
+    pid: Optional[int]
+    thrift_port: int
+    intfs: list[str]                                   # its interfaces (root namespace)
+    ports: dict[int, str] = field(default_factory=dict)  # port -> interface
+
+
+@dataclass
+class PortSpec:
+    switch: str
+    port: int
+    intf: str
+    rate_limited: bool
+    queue_packets: int
+    link: str = ""
+
+
+class Monitor:
+    """Samples while a run's flows run; :meth:`result` judges the invariants.
+
+    The runner calls ``start()`` when the switches are configured, ``stop()`` when
+    the flows have ended (before anything is torn down) and ``result()`` when the
+    link emulators have written their statistics."""
+
+    def __init__(self, out_dir: Path, switches: Sequence[SwitchProbe], ports: Sequence[PortSpec],
+                 linkem_stats: Sequence[Path] = (), linkem_pids: Mapping[str, int] | None = None,
+                 interval_s: float = 0.1, thresholds: Thresholds = DEFAULT_THRESHOLDS,
+                 telemetry_interval_s: float = 0.25) -> None:
+        self.out_dir = Path(out_dir)
+        self.run_dir = RunDir(self.out_dir)
+        self.switches = list(switches)
+        self.ports = list(ports)
+        self.linkem_stats = list(linkem_stats)
+        self.linkem_pids = dict(linkem_pids or {})
+        self.interval_s = interval_s
+        self.thresholds = thresholds
+        self.telemetry_interval_s = telemetry_interval_s
+        self.time_origin_s = time.monotonic()   # the controller's t0: telemetry's time base
+        self.cpu: list[tuple[float, float, float]] = []
+        self.net: list[tuple[float, dict[str, tuple[int, int, int, int]]]] = []   # start, stop
+        self.tx: dict[str, list[tuple[float, int]]] = defaultdict(list)          # port -> tx_packets
+        self._tx_fds: dict[str, int] = {}
+        self.emptied: dict[str, list[tuple[float, int]]] = defaultdict(list)   # port -> queue_emptied
+        self._counters: dict[str, tuple[CounterReader, str, int]] = {}    # port -> reader, counter, index
+        self.sampler_cpu_s = 0.0
+        self.sampler_ticks = 0
+        self._intfs = [i for s in self.switches for i in s.intfs]
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._started_s = 0.0
+        self._stopped_s = 0.0
+        self._runner_cpu0 = 0.0
+        self._p4_start: dict[str, Optional[dict[str, int]]] = {}
+        self._p4_end: dict[str, Optional[dict[str, int]]] = {}
+        self._ring: dict[str, Optional[tuple[int, int]]] = {}
+        self._proc_cpu_start: dict[str, Optional[float]] = {}
+        self._proc_cpu: dict[str, Optional[float]] = {}
+        self._wait_start: dict[str, Optional[float]] = {}
+        self._wait: dict[str, Optional[float]] = {}
+
+    @classmethod
+    def for_network(cls, out_dir: Path, built: Any, telemetry_interval_s: float,
+                    thresholds: Thresholds = DEFAULT_THRESHOLDS) -> "Monitor":
+        """A monitor for a :class:`bwn.emulation.runner.BuiltNetwork` (started)."""
+        net = built.net
+        probes, ports = [], []
+        for plan in built.plans:
+            sw = net.get(plan.name)
+            intfs = {port: intf.name for port, intf in sw.intfs.items() if intf.name != "lo"}
+            proc = getattr(sw, "proc", None)
+            probes.append(SwitchProbe(plan.name, proc.pid if proc else None, plan.thrift_port,
+                                      sorted(intfs.values()), intfs))
+            for pp in plan.ports:
+                if pp.port in intfs:
+                    # A port whose link's bwn-link serves the rate (shaper = "link") is
+                    # not rate-limited: that rate is judged by bwn-link's lateness.
+                    ports.append(PortSpec(plan.name, pp.port, intfs[pp.port],
+                                          pp.schedule is not None and pp.shaped_by_switch,
+                                          pp.queue_packets, pp.link))
+        stats = [RunDir(out_dir).linkem_stats(em.name) for em in built.linkem_nodes]
+        pids = {em.name: em.linkem_proc.pid for em in built.linkem_nodes
+                if getattr(em, "linkem_proc", None) is not None}
+        group = getattr(built, "linkem_group", None)
+        if group is not None and group.proc is not None:
+            pids["bwn-links"] = group.proc.pid      # one process for every link
+        return cls(out_dir, probes, ports, stats, pids, thresholds=thresholds,
+                   telemetry_interval_s=telemetry_interval_s)
+
+    # -- sampling ---------------------------------------------------------------------
+    def start(self) -> None:
+        for s in self.switches:
+            self._p4_start[s.name] = read_p4_drops(s.thrift_port)
+            if s.pid is not None:
+                packet_socket_stats(s.pid)               # reset: count this run only
+                self._proc_cpu_start[s.name] = process_cpu_s(s.pid)
+                self._wait_start[s.name] = process_run_delay_s(s.pid)
+        for name, pid in self.linkem_pids.items():
+            self._proc_cpu_start[name] = process_cpu_s(pid)
+            self._wait_start[name] = process_run_delay_s(pid)
+        # Per tick: /proc/stat and, for each rate-limited port, the P4 program's
+        # queue_emptied counter (one Thrift call) and then its tx_packets counter
+        # through a file descriptor kept open (one pread).
+        readers: dict[str, CounterReader] = {}
+        thrift_ports = {s.name: s.thrift_port for s in self.switches}
+        for p in self.ports:
+            if p.rate_limited:
+                key = f"{p.switch}:{p.port}"
+                try:
+                    self._tx_fds[key] = os.open(f"/sys/class/net/{p.intf}/statistics/tx_packets", os.O_RDONLY)
+                except OSError:
+                    continue
+                if p.switch in thrift_ports and p.switch not in readers:
+                    reader = CounterReader(thrift_ports[p.switch])
+                    if reader.open() and reader.read(QUEUE_EMPTIED_COUNTER, p.port % MAX_PORTS) is not None:
+                        readers[p.switch] = reader
+                    else:
+                        reader.close()
+                if p.switch in readers:
+                    self._counters[key] = (readers[p.switch], QUEUE_EMPTIED_COUNTER, p.port % MAX_PORTS)
+        self._started_s = time.monotonic()
+        self._runner_cpu0 = time.process_time()
+        if self._intfs:
+            self.net.append((self._started_s, read_net_dev(self._intfs)))
+        self._sample()
+        self._thread = threading.Thread(target=self._run, name="fidelity", daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        t = time.monotonic()
+        total, idle = read_proc_stat()
+        self.cpu.append((t, total, idle))
+        for key, fd in self._tx_fds.items():
+            counter = self._counters.get(key)
+            emptied = counter[0].read(*counter[1:]) if counter else None
+            try:
+                tx = int(os.pread(fd, 32, 0))
+            except (OSError, ValueError):
+                continue
+            self.tx[key].append((t, tx))
+            if emptied is not None:
+                self.emptied[key].append((t, emptied))
+
+    def _run(self) -> None:
+        cpu0 = time.thread_time()
+        try:
+            while not self._stop.wait(self.interval_s):
+                self._sample()
+                self.sampler_ticks += 1
+        finally:
+            self.sampler_cpu_s = time.thread_time() - cpu0
+
+    def stop(self) -> None:
+        """End sampling and read the end counters (switches still running)."""
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._thread = None
+        self._sample()
+        self._stopped_s = time.monotonic()
+        # the runner process: controller (P4Runtime, telemetry), this sampler, Mininet
+        self._proc_cpu["runner"] = time.process_time() - self._runner_cpu0
+        for fd in self._tx_fds.values():
+            os.close(fd)
+        self._tx_fds = {}
+        for reader, _, _ in self._counters.values():
+            reader.close()
+        self._counters = {}
+        if self._intfs:
+            self.net.append((self._stopped_s, read_net_dev(self._intfs)))
+        for s in self.switches:
+            self._p4_end[s.name] = read_p4_drops(s.thrift_port)
+            self._ring[s.name] = packet_socket_stats(s.pid) if s.pid is not None else None
+            if s.pid is not None:
+                self._proc_cpu[s.name] = _delta(process_cpu_s(s.pid), self._proc_cpu_start.get(s.name))
+                self._wait[s.name] = _delta(process_run_delay_s(s.pid), self._wait_start.get(s.name))
+        for name, pid in self.linkem_pids.items():
+            self._proc_cpu[name] = _delta(process_cpu_s(pid), self._proc_cpu_start.get(name))
+            self._wait[name] = _delta(process_run_delay_s(pid), self._wait_start.get(name))
+
+    # -- judging ----------------------------------------------------------------------
+    def _switch_counts(self) -> dict[str, dict[str, Any]]:
+        out = {}
+        first, last = (self.net[0][1], self.net[-1][1]) if self.net else ({}, {})
+        for s in self.switches:
+            rx = sum(last.get(i, (0,) * 4)[0] - first.get(i, (0,) * 4)[0] for i in s.intfs)
+            tx = sum(last.get(i, (0,) * 4)[2] - first.get(i, (0,) * 4)[2] for i in s.intfs)
+            p4 = None
+            if self._p4_start.get(s.name) is not None and self._p4_end.get(s.name) is not None:
+                p4 = {k: self._p4_end[s.name][k] - self._p4_start[s.name].get(k, 0)
+                      for k in self._p4_end[s.name]}
+            ring = self._ring.get(s.name)
+            p4_total = sum(p4.values()) if p4 else 0
+            out[s.name] = {"in_pkts": rx, "out_pkts": tx, "p4_drops": p4,
+                           "ring_drops": ring[1] if ring else None,
+                           # frames in minus out minus counted drops: egress-queue
+                           # tail drops (the emulated congestion) and frames queued at stop
+                           "queue_drops_est": rx - tx - p4_total - (ring[1] if ring else 0)}
+        return out
+
+    def _port_series(self) -> dict[str, dict[str, Any]]:
+        telemetry = _read_csv(self.run_dir.telemetry_csv)
+        capacity = _read_csv(self.run_dir.capacity_csv)
+        origin = self.time_origin_s
+        out = {}
+        for p in self.ports:
+            if not p.rate_limited:
+                continue
+            key = f"{p.switch}:{p.port}"
+            tx = [(t - origin, n) for t, n in self.tx.get(key, [])]
+            emptied = [(t - origin, n) for t, n in self.emptied.get(key, [])]
+            queue = [(float(r["t_s"]), float(r["queue_pkts"])) for r in telemetry
+                     if r.get("switch") == p.switch and _int(r.get("port")) == p.port and r.get("queue_pkts")]
+            mine = [r for r in capacity if r.get("switch") == p.switch and _int(r.get("port")) == p.port]
+            pps = sorted((float(r["t_s"]), float(r["queue_pps"])) for r in mine if r.get("queue_pps"))
+            # The schedule's rate in packets/s: what the link should carry. It differs
+            # from the rate written to the queue (pps) only under the controller's queue
+            # look-ahead; files older than the column have only the written rate.
+            schedule = sorted((float(r["t_s"]), float(r.get("schedule_pps") or r["queue_pps"]))
+                              for r in mine if r.get("queue_pps"))
+            queue.sort()
+            out[key] = {"tx": tx, "queue": queue, "pps": pps, "schedule_pps": schedule,
+                        "queue_capacity_pkts": p.queue_packets,
+                        "link": p.link, "emptied": emptied}
+        return out
+
+    def recording(self) -> Recording:
+        """What the invariants are judged from: the samples, on the controller's clock,
+        with the controller's files and the bwn-links' statistics (each cut to the
+        figures the checks read)."""
+        linkem = {}
+        for path in self.linkem_stats:
+            try:
+                stats = json.loads(path.read_text())
+            except (OSError, json.JSONDecodeError):
+                continue
+            linkem[path.name.removesuffix(LINKEM_STATS_SUFFIX)] = linkem_record(stats)
+        cpu = [(t - self.time_origin_s, total, idle) for t, total, idle in self.cpu]
+        return Recording(cpu, linkem, self._switch_counts(), self._port_series(), self.telemetry_interval_s)
+
+    def result(self) -> FidelityResult:
+        """The verdict, with the recording it was judged from and the measurements."""
+        recording = self.recording()
+        wall_s = max(self._stopped_s - self._started_s, 1e-9)
+        measurements = {
+            "wall_s": round(wall_s, 3),
+            "interval_s": self.interval_s,
+            "sampler": {"cpu_s": round(self.sampler_cpu_s, 4), "ticks": self.sampler_ticks,
+                        "cpu_fraction": round(self.sampler_cpu_s / wall_s, 5),
+                        "us_per_tick": round(1e6 * self.sampler_cpu_s / max(self.sampler_ticks, 1), 1)},
+            "process_cpu_s": {k: (round(v, 2) if v is not None else None) for k, v in self._proc_cpu.items()},
+            # time the process's threads were runnable but had no CPU (not judged: evidence)
+            "process_wait_s": {k: (round(v, 2) if v is not None else None) for k, v in self._wait.items()},
+            **recorded_measurements(recording),
+        }
+        return judge(recording, self.thresholds, measurements)
+
+
+def _delta(end: Optional[float], start: Optional[float]) -> Optional[float]:
+    return None if end is None or start is None else end - start
+
+
+def _int(text: Any) -> Optional[int]:
+    try:
+        return int(float(text))
+    except (TypeError, ValueError):
+        return None
+
+
+def _read_csv(path: Path) -> list[dict[str, str]]:
+    if not path.exists():
+        return []
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
