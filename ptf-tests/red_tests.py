@@ -108,6 +108,12 @@ class RedMarksEctAndDropsTheRestTest(RedTest):
     def runTest(self) -> None:
         self.setup_red(self.PARAMS, self.DEPTH)
         # The same burst five times, so that several marks fall on the levels above min_th.
+        # Each mark needs the count's sum of p_b to grow by at least 1 since the last: at
+        # most the burst's sum of p_b marks, the levels 3..10 (the queue holds 11) and a
+        # second packet at 10 for each departure during the burst (allow two).
+        table = self.PARAMS.probability_table()
+        levels = [q * aqm.LEVELS_PER_PACKET for q in range(self.DEPTH)] + [(self.DEPTH - 1) * aqm.LEVELS_PER_PACKET] * 2
+        most = int(sum(table.get(level, 0) for level in levels) / aqm.PROB_ONE)
         marked_total = 0
         for rnd in range(5):
             out, d = self.burst(frames(46000 + rnd, self.BURST, ECT0), 1.5)
@@ -116,6 +122,7 @@ class RedMarksEctAndDropsTheRestTest(RedTest):
             print(f"\n  ECT round {rnd}: {len(out)} out, marked {marked}, counters {d}")
             self.assertEqual(d[ent.RED_DROPPED_COUNTER], 0, "an ECN-capable packet was dropped below 2 max_th")
             self.assertEqual(d[ent.RED_MARKED_COUNTER], len(marked))
+            self.assertLessEqual(len(marked), most, "marks closer than RED's count spaces them")
             self.assertTrue(all(i >= self.PARAMS.min_th for i in marked),
                             f"marked below min_th (found the queue at most at its index): {marked}")
             self.assertTrue(all(p[IP].tos >> 2 == 0 for p in out), "the DSCP changed")
@@ -192,6 +199,38 @@ class RedIdleDecayTest(RedTest):
         # average below min_th: forwarded, unmarked.
         self.assertEqual([(index_of(p), p[IP].tos & 3) for p in out2][:3], [(0, ECT0), (1, ECT0), (2, ECT0)],
                          "the average did not decay over the idle time")
+
+
+class RedShortIdleKeepsTheAverageTest(RedTest):
+    """A short idle time leaves the average nearly as it was: with a slow decay
+    (one halving per 1.2 s of idle time, at 2 packets/s), a packet sent 0.3 s after
+    a burst whose average passed 2 max_th has drained finds that average still
+    above it (3/4 of it after its own sample of 0) and is dropped, ECN or not."""
+
+    PARAMS = aqm.RedParams(min_th=2, max_th=4, weight_log2=2, rate_pps=2.0)
+    DEPTH = 100
+    BURST = 25
+
+    def runTest(self) -> None:
+        # No wait for an earlier test's average to decay: the burst sets its own.
+        self.add_hosts((1, 3))
+        self.add_hosts((self.PORT,), {self.PORT: ent.PortOptions(red=True)})
+        self.sw1.insert(ent.red_entries(self.PORT, self.PARAMS))
+        self.set_queue(self.PORT, SERVICE_PPS, self.DEPTH)
+        start = self.counter(ent.PORT_DEQUEUED_COUNTER, self.PORT)
+        out1, d1 = self.burst(frames(46500, self.BURST, ECT0), 0.2)
+        deadline = time.monotonic() + 10
+        while self.counter(ent.PORT_DEQUEUED_COUNTER, self.PORT) - start < self.BURST:   # the drops drain too
+            self.assertLess(time.monotonic(), deadline, "the queue did not drain")
+            time.sleep(0.02)
+        d1[ent.RED_DROPPED_COUNTER] = self.BURST - len(out1)
+        time.sleep(0.3)
+        out2, d2 = self.burst(frames(46501, 1, ECT0), 0.5)
+        print(f"\n  burst: {len(out1)} out, RED dropped {d1[ent.RED_DROPPED_COUNTER]}; "
+              f"0.3 s later: {len(out2)}/1 out, RED dropped {d2[ent.RED_DROPPED_COUNTER]}")
+        self.assertGreater(d1[ent.RED_DROPPED_COUNTER], 0)
+        self.assertEqual((len(out2), d2[ent.RED_DROPPED_COUNTER]), (0, 1),
+                         "the average decayed over a short idle time")
 
 
 class RedOnlyAtItsPortTest(RedTest):
