@@ -14,11 +14,11 @@ at the spacing of now. The queue's rate is the EBN paper's sine
 F(t) = b (1 + sin(w t) / alpha), updated every 0.1 s as the controller does.
 
 Printed per (w, Q): packets served in ``--seconds`` against the packets the sine
-allows (its integral). The EBN grid's BMv2 runs of 2026-11-25 measured 0.91-0.93
+allows (its integral). The EBN grid's BMv2 runs measured 0.91-0.93
 at w = 1 and 0.95-0.97 at w = 0.5 for the standing-queue schemes (queue ~24
 packets) and 0.98 for Vegas (~2 packets), in each run.json's
 ``fidelity.measurements.ports``; this model gives 0.918 and 0.984. It is BMv2's
-mechanism (behavioral-model's queueing.h, read 2026-11-26: docs/fidelity.md). The
+mechanism (behavioral-model's queueing.h: docs/fidelity.md). The
 controller look-ahead built on it (commit 8269d68) was reverted because a check run
 of w = 1 still read 0.924, but that figure divided by the rate written to the queue
 (the schedule shifted by the drain time), not by the schedule; against the schedule

@@ -10,15 +10,15 @@ Cases (``--case``, several allowed; default: all):
 
 * ``limited``: cross flows application limited at 3 Mb/s of payload, so the long
   flow's max-min share is 10 - 3.31 = 6.69 Mb/s of frames;
-* ``limited-loss``: the same with 1 % random loss on every bottleneck, OBP as
-  issue 10 made it and as the paper's sender (``unexplained_loss_factor=1``; also
+* ``limited-loss``: the same with 1 % random loss on every bottleneck, OBP with the
+  project's loss rule and as the paper's sender (``unexplained_loss_factor=1``; also
   with the old floor ``min_segments_per_rtt=1``);
 * ``greedy``: greedy cross flows (the scenario's), max-min share 5 Mb/s;
 * ``greedy-loss``: the same with 0.5 % random loss on every bottleneck;
 * ``single``: one bottleneck, two greedy flows (OBP's fairness on one link);
 * ``one-link-ab``: greedy, but only the middle bottleneck stamps the long flow
   (an experiment: it sees one link's AB instead of the path's minimum);
-* ``share-floor``: greedy, OBP with the EBN share floor (a deviation, issue 10:
+* ``share-floor``: greedy, OBP with the EBN share floor (a named deviation:
   TR never below share_floor x the path's EBN share) at 0.5, 0.8 and 0.9;
 * ``ab-window``: greedy with AB measured over 16.4 ms (the switch's default), 50
   and 200 ms;

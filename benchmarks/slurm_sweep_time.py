@@ -38,6 +38,7 @@ from slurm_cluster import SlurmCluster, slurm_missing  # noqa: E402
 from bwn import requirements  # noqa: E402
 from bwn.reproduce import grid as gr  # noqa: E402
 from bwn.reproduce import slurm as sl  # noqa: E402
+from bwn.reproduce import slurm_sweep as sweep
 from bwn.reproduce.plan import RunKey, find_run, planned_runs  # noqa: E402
 from bwn.reproduce.slurm_executor import task_for  # noqa: E402
 
@@ -85,7 +86,7 @@ def main() -> int:
                 break
             tasks = {p: task_for(runs[p], out, False, "benchmarks/slurm_sweep_time.py", options.python())
                      for p in due}
-            outcome = sl.run_sweep(list(tasks.values()), out, out / "slurm", options,
+            outcome = sweep.run_sweep(list(tasks.values()), out, out / "slurm", options,
                                    progress=lambda m: print(m, flush=True))
             if not outcome.ok:
                 print(f"failed: {outcome.failed}", file=sys.stderr)

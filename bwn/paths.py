@@ -13,3 +13,13 @@ BUILD = REPO / "build"
 SCENARIOS = REPO / "topologies" / "scenarios"
 TEMPLATES = REPO / "topologies" / "templates"
 GRIDS = REPO / "topologies" / "reproduce"
+
+
+def pipeline_files(build_dir: Path = BUILD, program: str = "bwn") -> tuple[Path, Path]:
+    """(p4info, BMv2 JSON) produced by `make build`; a clear error if missing."""
+    p4info = build_dir / f"{program}.p4info.txtpb"
+    blob = build_dir / f"{program}.json"
+    missing = [str(p) for p in (p4info, blob) if not p.exists()]
+    if missing:
+        raise FileNotFoundError(f"compiled P4 program not found ({', '.join(missing)}): run `make build`")
+    return p4info, blob

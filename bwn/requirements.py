@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Callable, Optional
 
+from bwn.paths import pipeline_files
 from controller.bmv2 import CLI_BINARY, SWITCH_BINARY
-from controller.p4rt import pipeline_files
 
 Check = Callable[[], Optional[str]]
 

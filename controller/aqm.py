@@ -38,7 +38,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Optional
 
-from controller.dataplane_math import ConfigError, U32_MAX
+from bwn.protocol.dataplane_math import ConfigError, U32_MAX
 
 #: Fixed point of the average (packets << RED_FRAC_BITS) and of its table key (1/4 packet).
 RED_FRAC_BITS = 13

@@ -193,6 +193,7 @@ class QueueControl:
     def __init__(self, thrift_port: int, host: str = "127.0.0.1") -> None:
         try:
             from sswitch_runtime import SimpleSwitch  # type: ignore[import-not-found]
+            # imported here: Thrift is Debian's python3-thrift, which only /usr/bin/python3 with BMv2 installed has
             from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
             from thrift.transport import TSocket, TTransport
         except ImportError as exc:

@@ -17,8 +17,8 @@ from typing import Iterable
 
 import finsy as fy
 
+from bwn.protocol import dataplane_math as dm
 from controller import aqm
-from controller import dataplane_math as dm
 
 INGRESS = "BwnIngress"
 EGRESS = "BwnEgress"

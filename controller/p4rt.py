@@ -15,22 +15,10 @@ from typing import Any, Coroutine, Iterable, TypeVar
 
 import finsy as fy
 
+from bwn.paths import pipeline_files
 from controller.entries import chunks
 
 T = TypeVar("T")
-
-from bwn.paths import REPO as REPO_ROOT
-DEFAULT_BUILD_DIR = REPO_ROOT / "build"
-
-
-def pipeline_files(build_dir: Path = DEFAULT_BUILD_DIR, program: str = "bwn") -> tuple[Path, Path]:
-    """(p4info, BMv2 JSON) produced by `make build`; a clear error if missing."""
-    p4info = build_dir / f"{program}.p4info.txtpb"
-    blob = build_dir / f"{program}.json"
-    missing = [str(p) for p in (p4info, blob) if not p.exists()]
-    if missing:
-        raise FileNotFoundError(f"compiled P4 program not found ({', '.join(missing)}): run `make build`")
-    return p4info, blob
 
 
 class SyncSwitch:

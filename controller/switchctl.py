@@ -37,7 +37,7 @@ from typing import Callable, Optional, Protocol
 import finsy as fy
 
 from controller.bmv2 import QueueControl
-from controller import dataplane_math as dm
+from bwn.protocol import dataplane_math as dm
 from controller import entries as ent
 from bwn.rundir import RunDir
 from bwn.scenario.schedule import ConstantSchedule, bmv2_queue_rate_pps

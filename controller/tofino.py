@@ -32,7 +32,7 @@ from pathlib import Path
 import finsy as fy
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from controller import dataplane_math as dm
+from bwn.protocol import dataplane_math as dm
 from controller import entries as en
 
 INGRESS = "BwnIngress"

@@ -15,7 +15,7 @@ from scapy.layers.l2 import Ether
 
 from base import (HOST_IP, HOST_MAC, SWITCH2_MAC, SWITCH_MAC, BwnTest, bwn_packet, ipv4_checksum_ok,
                   param, routed, tcp_packet, udp_packet)
-from controller import dataplane_math as dm
+from bwn.protocol import dataplane_math as dm
 from controller import entries as ent
 from bwn.protocol.scapy_layer import BWN
 from bwn.protocol.wire import (

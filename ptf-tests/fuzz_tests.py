@@ -13,7 +13,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from base import HOST_IP, SWITCH_MAC, BwnTest, bwn_packet, ipv4_checksum_ok
-from controller import dataplane_math as dm
+from bwn.protocol import dataplane_math as dm
 from controller import entries as ent
 from bwn.protocol.scapy_layer import BWN
 from bwn.protocol.wire import BwnHeader

@@ -73,8 +73,8 @@ EQUIVALENT_FILE = REPO / "scripts" / "mutants_equivalent.toml"
 
 # Module -> the files it mutates, as paths in the staged package.
 MODULES: dict[str, list[str]] = {
-    "wire": ["bwn/protocol/wire.py"],
-    "report": ["bwn/analysis/report.py"],
+    "wire": ["bwn/protocol/wire.py", "bwn/protocol/dataplane_math.py"],
+    "report": ["bwn/analysis/report/*"],
     "experiment": ["bwn/emulation/runner.py", "bwn/emulation/network.py", "bwn/emulation/agents.py",
                    "bwn/emulation/controller_thread.py"],
     "linkem": ["bwn/linkem/*"],

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bwn.analysis import claims as cl  # noqa: E402
+from bwn.reproduce import claims as cl  # noqa: E402
 from bwn.paths import REPO  # noqa: E402
 from bwn.reproduce import grid as gr  # noqa: E402
 

@@ -227,8 +227,10 @@ def test_report_draws_the_time_sequence_figure_from_the_capture(tmp_path):
 
     from scapy.all import Ether, wrpcap
 
-    from bwn.analysis import report
-    from bwn.analysis.report_capture import traces
+    from bwn.analysis.report import write_report
+
+    from bwn.analysis.report.load import load_run_dir
+    from bwn.analysis.report.timeseq import traces
     scheme_dir = tmp_path / "ebn"
     (scheme_dir / "flows").mkdir(parents=True)
     (scheme_dir / "flows" / "main.jsonl").write_text(
@@ -244,10 +246,10 @@ def test_report_draws_the_time_sequence_figure_from_the_capture(tmp_path):
     run.write_meta(RunMeta(flow_ids={"main": 3}, clock_offset_s=epoch_s,
                            captures={"bottleneck": {"node": "s1", "interface": "s1-eth1",
                                                     "file": "capture/bottleneck.pcap"}}))
-    runs = report.load_run_dir(tmp_path)
+    runs = load_run_dir(tmp_path)
     [trace] = traces(runs[0]).values()
     assert trace.flows[3].data_t_s[0] == pytest.approx(2.0)
-    report.write_report(tmp_path, runs)
+    write_report(tmp_path, runs)
     png = tmp_path / "seq-ebn.png"
     assert png.read_bytes().startswith(b"\x89PNG") and png.stat().st_size > 10_000
     assert "![seq-ebn](seq-ebn.png)" in (tmp_path / "summary.md").read_text()

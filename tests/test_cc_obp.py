@@ -278,7 +278,7 @@ def test_parameters_at_the_ends_of_their_ranges_are_accepted():
         assert getattr(cc, name) == value
 
 
-# -- deviation: the floor at the path's EBN share (issue 10, share_floor) -------------
+# -- deviation: the floor at the path's EBN share (share_floor) -------------
 def fb_share(narrow_mbps, tight_mbps, share_kbps):
     """Feedback whose EBN code stands for share_kbps (the code's 1/8-octave rounding)."""
     return Feedback(hop_count=3, ebn_code=ebn_encode_kbps(share_kbps),

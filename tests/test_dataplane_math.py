@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from controller import dataplane_math as dm
+from bwn.protocol import dataplane_math as dm
 from bwn.protocol.wire import ebn_encode_kbps
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import finsy as fy
 import pytest
 
+from bwn.protocol import dataplane_math as dm
 from controller import aqm
-from controller import dataplane_math as dm
 from controller import entries as ent
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,5 +1,5 @@
 """Max-min fair shares (bwn/analysis/fairshare.py), the flows' links (bwn/scenario/flowpaths.py) and the
-report's estimate error against them (issue 10, item 5)."""
+report's estimate error against them."""
 from __future__ import annotations
 
 import json
@@ -9,14 +9,15 @@ from pathlib import Path
 import pytest
 
 from bwn.scenario import flowpaths
-from bwn.analysis import report
+from bwn.analysis.report.load import DEFAULT_FRAME_BYTES, DEFAULT_MSS_BYTES, load_scheme_run
+from bwn.analysis.report.tables import summarize
 from bwn.scenario.config import load_config
 from bwn.analysis.fairshare import max_min_shares
 from bwn.rundir import RunDir, RunMeta
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = REPO / "topologies" / "scenarios"
-K = report.DEFAULT_MSS_BYTES / report.DEFAULT_FRAME_BYTES
+K = DEFAULT_MSS_BYTES / DEFAULT_FRAME_BYTES
 
 # ---------------------------------------------------------------------------------------
 # max_min_shares
@@ -129,7 +130,7 @@ def make_run(tmp_path: Path, scheme: str, capacity: dict[str, float],
 
 
 def rows(run_dir: Path) -> dict[str, dict]:
-    return {r["flow"]: r for r in report.summarize(report.load_scheme_run(run_dir))}
+    return {r["flow"]: r for r in summarize(load_scheme_run(run_dir))}
 
 
 def test_two_way_estimate_error_ignores_the_reverse_flows(tmp_path):

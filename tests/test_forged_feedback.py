@@ -1,4 +1,4 @@
-"""Senders under forged or absurd feedback (issue 12): each of the nine algorithms,
+"""Senders under forged or absurd feedback: each of the nine algorithms,
 behind the real transport on a simulated 10 Mb/s link, keeps cwnd and its pacing
 rate within the bounds docs/algorithms.md ("Bounds under forged feedback") writes
 down, after every ACK, and never stalls: the stream arrives intact."""

@@ -1,7 +1,7 @@
 """bwn-send -> bwn-recv between two network namespaces through the user-space link
-emulator (bwn.linkem, issue 5): loss, reordering, duplication, delay and a rate
+emulator (bwn.linkem): loss, reordering, duplication, delay and a rate
 limit on a real veth path, with and without SACK; a goodput cross-check against
-Linux TCP (iperf3); a receiver under garbage over a real socket (issue 12).
+Linux TCP (iperf3); a receiver under garbage over a real socket.
 
 Needs root, ``ip netns`` and bwn.linkem; the whole module is skipped with one
 reason line otherwise.

@@ -321,7 +321,7 @@ def test_iperf3_tcp(topo, rate_mbit):
         assert mbit >= rate_mbit * 0.5  # near the rate, loosely (loaded 2-core machine)
 
 
-# -- the project's own agents (issue 3) -------------------------------------------------
+# -- the project's own agents -------------------------------------------------------
 # Runs bwn-recv/bwn-send across the emulator when hosts.send exists; the
 # assertions stay on the agents' stable surface (exit status, summary JSON).
 

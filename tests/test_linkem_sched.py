@@ -476,7 +476,7 @@ def test_a_direction_is_looked_up_by_its_name():
     assert err.value.args == ("seed",)
 
 
-# -- lateness histogram summary (bwn-link's stats, issue 9's fidelity check) ----------------
+# -- lateness histogram summary (bwn-link's stats, the fidelity check's input) ----------------
 
 from bwn.linkem.scheduler import LATE_BINS, LATE_SHIFT, lateness_summary  # noqa: E402
 

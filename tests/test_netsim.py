@@ -1,6 +1,6 @@
 """The multi-hop simulator (hosts.sim.netsim): the RFC 2597 edge model
 and eq. (6) feedback of its ports, and what GTCP and OBP achieve on it
-(issue 10). Figures over several seeds: benchmarks/gtcp_sim.py and
+(GTCP's reservations, OBP's parking lot). Figures over several seeds: benchmarks/gtcp_sim.py and
 benchmarks/obp_parking_lot_sim.py."""
 from __future__ import annotations
 
@@ -178,7 +178,7 @@ def test_obp_backs_off_on_losses_its_feedback_does_not_explain() -> None:
 
 
 def test_hidden_bottleneck_drops_only_at_the_port_without_bwn_and_measures_after_warmup() -> None:
-    """The short form of issue 10's scenario: the default seed is seed 1 (the
+    """The short form of the GTCP scenario: the default seed is seed 1 (the
     benchmarks' figures are reproducible), the rates cover duration minus warm-up,
     and every drop is at the 5 Mb/s port the feedback does not see."""
     from hosts.sim.scenarios import hidden_bottleneck
@@ -385,7 +385,7 @@ def test_a_scenario_measures_each_flow_between_warmup_and_end() -> None:
 def test_the_share_floor_lifts_the_long_flow_of_the_parking_lot_to_its_max_min_share() -> None:
     """OBP's min-AB rule beats the 3-bottleneck long flow down to a fraction of its
     max-min share (5 Mb/s of frames against greedy cross flows); with share_floor=0.9
-    (issue 10's deviation) it gets at least 80 % of it, and no link drops a packet."""
+    (the share-floor deviation) it gets at least 80 % of it, and no link drops a packet."""
     share_mbps = max_min_long_share_mbps(None)
     paper = parking_lot(seed=1, duration_s=20, warmup_s=8).by_name()["long"]
     floor = parking_lot(seed=1, duration_s=20, warmup_s=8, params=("share_floor=0.9",))

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from bwn import paths
 from controller import p4rt
 
 
@@ -76,15 +77,15 @@ def fake_finsy(monkeypatch, tmp_path):
 
 def test_pipeline_files_name_what_is_missing(tmp_path):
     with pytest.raises(FileNotFoundError) as err:
-        p4rt.pipeline_files(tmp_path)
+        paths.pipeline_files(tmp_path)
     assert str(err.value) == (f"compiled P4 program not found ({tmp_path / 'bwn.p4info.txtpb'}, "
                               f"{tmp_path / 'bwn.json'}): run `make build`")
     (tmp_path / "x.json").write_text("{}")
     with pytest.raises(FileNotFoundError, match=r"\(.*x\.p4info\.txtpb\): run"):
-        p4rt.pipeline_files(tmp_path, "x")
+        paths.pipeline_files(tmp_path, "x")
     (tmp_path / "x.p4info.txtpb").write_text("")
-    assert p4rt.pipeline_files(tmp_path, "x") == (tmp_path / "x.p4info.txtpb", tmp_path / "x.json")
-    assert p4rt.DEFAULT_BUILD_DIR == Path(p4rt.__file__).resolve().parents[1] / "build"
+    assert paths.pipeline_files(tmp_path, "x") == (tmp_path / "x.p4info.txtpb", tmp_path / "x.json")
+    assert paths.BUILD == Path(p4rt.__file__).resolve().parents[1] / "build"
 
 
 def test_sync_switch_forwards_calls_in_batches_and_closes(fake_finsy):

@@ -1,4 +1,4 @@
-"""Receivers under garbage (issue 12), in process: random datagrams, wrong flow ids,
+"""Receivers under garbage, in process: random datagrams, wrong flow ids,
 duplicated and replayed segments, a SYN flood of 10 000 flow ids. The stream of a
 real flow stays intact, memory stays bounded (flows time out), and every kind of
 garbage is counted (Receiver.stats_dict). The same over a real socket between

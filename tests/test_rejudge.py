@@ -8,7 +8,8 @@ from dataclasses import replace
 import pytest
 
 from bwn.analysis import fidelity, rejudge
-from bwn.analysis.rejudge import FidelityRecordError, Recording, linkem_record
+from bwn.analysis.fidelity import FidelityRecordError, Recording
+from bwn.analysis.rejudge import linkem_record
 from bwn.emulation.monitor import Monitor, PortSpec, SwitchProbe
 from bwn.rundir import RunDir, RunMeta
 from bwn.linkem.scheduler import LATE_BINS, lateness_summary
@@ -157,10 +158,10 @@ def test_a_run_without_a_recording_cannot_be_judged_again(tmp_path, capsys, fid,
 
 
 def test_bwn_reproduce_counts_a_run_by_todays_checks_where_it_recorded_their_inputs(tmp_path):
-    """The ledger's attempts (bwn/analysis/claims.py load_record) take the verdict of
+    """The ledger's attempts (bwn/reproduce/claims.py load_record) take the verdict of
     today's checks from the recording, not the one stored when the run ended; a run
     without a recording keeps its stored verdict."""
-    from bwn.analysis import claims
+    from bwn.reproduce import claims
     result = recorded_monitor(tmp_path).result()
     fid = result.to_json()
     fid.update(valid=True, summary="valid")             # judged by a checker that missed it

@@ -1,4 +1,4 @@
-"""Experiment report (bwn/analysis/report.py) from synthetic run directories."""
+"""Experiment report (bwn/analysis/report/) from synthetic run directories."""
 from __future__ import annotations
 
 import csv
@@ -9,11 +9,53 @@ from typing import Any, Optional
 import pytest
 
 from bwn.analysis import report
+from bwn.analysis.report import __main__ as report_cli
+from bwn.analysis.report import write_report
+from bwn.analysis.report.load import (
+    AGGREGATE_FLOW,
+    CAPACITY_COLUMNS,
+    CapacitySample,
+    DEFAULT_BIN_S,
+    DEFAULT_FRAME_BYTES,
+    DEFAULT_MSS_BYTES,
+    FlowLog,
+    LOG_COLUMNS,
+    ReportError,
+    SchemeRun,
+    TELEMETRY_COLUMNS,
+    TIGHT_UNSET_KBPS,
+    TelemetrySample,
+    _apply_meta,
+    _load_flow,
+    _text,
+    load_run_dir,
+    load_scheme_run,
+    read_capacity,
+    read_flow_log,
+    read_summary,
+    read_telemetry,
+)
+from bwn.analysis.report.plots import _have_dpkt, _telemetry_of, write_plots
+from bwn.analysis.report.rates import (
+    EstimateError,
+    FairShares,
+    RateCurve,
+    _Delivered,
+    _interp,
+    active_flows,
+    bottleneck,
+    capacity_curves,
+    estimate_bps,
+    estimate_error,
+    jain_index,
+    throughput_series,
+)
+from bwn.analysis.report.tables import DEFINITIONS, _cell, _last, _sum, summarize, write_markdown
 from bwn.rundir import RunDir, RunMeta
 from hosts.flowlog import SENDER_FIELDS, TimeSeriesLog
 
 TIMES_S = [i * 0.5 for i in range(20)]         # log rows at 0, 0.5, ..., 9.5 s
-K = 1000 / 1102      # payload bits per frame bit of the runner's agents (report.DEFAULT_*)
+K = 1000 / 1102      # payload bits per frame bit of the runner's agents (DEFAULT_MSS_BYTES / DEFAULT_FRAME_BYTES)
 
 
 def write_sender_log(path: Path, flow_id: int, algo: str, rate_bps: float,
@@ -55,7 +97,7 @@ def run_dir(tmp_path: Path) -> Path:
         write_summary(ebn.flow_summary(name), flow_id, "ebn", 5e6, retransmits=flow_id)
     write_csv(ebn.capacity_csv, ["t_s", "link", "rate_bps"],
               [[0, "access", 100e6], [0, "bottleneck", 10e6]])
-    write_csv(ebn.telemetry_csv, list(report.TELEMETRY_COLUMNS),
+    write_csv(ebn.telemetry_csv, list(TELEMETRY_COLUMNS),
               [[t / 10, "s1", 3, 10000, 9800, 200, t % 7, 2] for t in range(100)])
     ebn.write_meta(RunMeta(bottleneck_port="s1:3"))
 
@@ -90,15 +132,15 @@ def rows_by_key(path: Path) -> dict[tuple[str, str], dict[str, str]]:
 
 
 def test_jain_index():
-    assert report.jain_index([1, 1]) == pytest.approx(1.0)
-    assert report.jain_index([1, 3]) == pytest.approx(0.8)     # 16 / (2 * 10)
-    assert report.jain_index([5]) is None
+    assert jain_index([1, 1]) == pytest.approx(1.0)
+    assert jain_index([1, 3]) == pytest.approx(0.8)     # 16 / (2 * 10)
+    assert jain_index([5]) is None
 
 
 def test_summary_numbers(run_dir):
-    runs = report.load_run_dir(run_dir)
+    runs = load_run_dir(run_dir)
     assert [r.scheme for r in runs] == ["ebn", "obp", "westwood"]
-    summary_md = report.write_report(run_dir, runs)
+    summary_md = write_report(run_dir, runs)
     assert summary_md == run_dir / "summary.md"
     rows = rows_by_key(run_dir / "summary.csv")
     assert set(rows) == {("ebn", "f1"), ("ebn", "f2"), ("ebn", "all"), ("obp", "solo"),
@@ -156,14 +198,14 @@ def test_summary_numbers(run_dir):
 
 
 def test_plots_created(run_dir):
-    report.write_report(run_dir, report.load_run_dir(run_dir))
+    write_report(run_dir, load_run_dir(run_dir))
     for name in ("throughput.png", "goodput.png", "cc-ebn.png", "cc-obp.png", "cc-westwood.png"):
         data = (run_dir / name).read_bytes()
         assert data.startswith(b"\x89PNG") and len(data) > 10_000, name
 
 
 def test_cli_regenerates_from_files(run_dir, capsys):
-    assert report.main([str(run_dir), "--bin-s", "0.25"]) == 0
+    assert report_cli.main([str(run_dir), "--bin-s", "0.25"]) == 0
     assert capsys.readouterr().out.strip() == str(run_dir / "summary.md")
     assert (run_dir / "summary.csv").stat().st_size > 0
 
@@ -171,13 +213,13 @@ def test_cli_regenerates_from_files(run_dir, capsys):
 def test_cli_reports_bad_input(tmp_path, capsys):
     (tmp_path / "ebn" / "flows").mkdir(parents=True)
     (tmp_path / "ebn" / "flows" / "f1.jsonl").write_text('{"time_s": 0}\nnot json\n')
-    assert report.main([str(tmp_path)]) == 1
+    assert report_cli.main([str(tmp_path)]) == 1
     assert "f1.jsonl:2: not JSON" in capsys.readouterr().err
 
 
 def test_column_mapping_is_the_senders():
     # Every log column the report reads exists in the sender's log format.
-    assert set(report.LOG_COLUMNS.values()) <= set(SENDER_FIELDS)
+    assert set(LOG_COLUMNS.values()) <= set(SENDER_FIELDS)
 
 
 def test_a_flows_start_is_run_json_s_else_its_summarys_else_zero(run_dir):
@@ -188,10 +230,10 @@ def test_a_flows_start_is_run_json_s_else_its_summarys_else_zero(run_dir):
     ebn = RunDir(run_dir / "ebn")
     summary = json.loads(ebn.flow_summary("f1").read_text())
     ebn.flow_summary("f1").write_text(json.dumps({**summary, "start_s": 1.5}))
-    runs = {r.scheme: r for r in report.load_run_dir(run_dir)}
+    runs = {r.scheme: r for r in load_run_dir(run_dir)}
     assert {f.name: f.start_s for f in runs["ebn"].flows} == {"f1": 1.5, "f2": 0.0}
     ebn.write_meta(RunMeta(bottleneck_port="s1:3", flow_starts_s={"f1": 4.0}))
-    runs = {r.scheme: r for r in report.load_run_dir(run_dir)}
+    runs = {r.scheme: r for r in load_run_dir(run_dir)}
     assert {f.name: f.start_s for f in runs["ebn"].flows} == {"f1": 4.0, "f2": 0.0}
     assert runs["obp"].flows[0].start_s == 2.0
 
@@ -206,7 +248,7 @@ def test_invalid_run_is_marked_in_every_table_and_plot(run_dir: Path, monkeypatc
     original = matplotlib.axes.Axes.set_title
     monkeypatch.setattr(matplotlib.axes.Axes, "set_title",
                         lambda self, text, *a, **k: (titles.append(text), original(self, text, *a, **k))[1])
-    report.write_report(run_dir, report.load_run_dir(run_dir))
+    write_report(run_dir, load_run_dir(run_dir))
     rows = list(csv.DictReader(open(run_dir / "summary.csv")))
     ebn_rows = [r for r in rows if r["scheme"] == "ebn"]
     assert ebn_rows and all(r["valid"] == "0" and r["fidelity"].startswith("INVALID") for r in ebn_rows)
@@ -244,10 +286,10 @@ def test_obp_truth_counts_cross_traffic(tmp_path):
     """The fair share OBP's estimate is judged against is what the cross flow leaves of
     b1 while it runs (10 Mb/s of frames in payload, less its 3 Mb/s demand), and the
     whole of b1 before and after: not b1 alone, and not b2."""
-    run = report.load_scheme_run(_obp_with_cross_traffic(tmp_path))
+    run = load_scheme_run(_obp_with_cross_traffic(tmp_path))
     long, cross = sorted(run.flows, key=lambda f: f.name != "long")
     assert (long.name, cross.name, cross.start_s, cross.end_s) == ("long", "cross", 2.0, 6.0)
-    shares = report.FairShares(run)
+    shares = FairShares(run)
     assert shares.resources(long) == ["b1:s1>s2", "b2:s2>s3"]
     for t_s, expected in ((1.0, 10e6 * K), (2.0, 10e6 * K - 3e6), (4.0, 10e6 * K - 3e6),
                           (6.0, 10e6 * K - 3e6), (6.5, 10e6 * K)):
@@ -260,11 +302,11 @@ def test_obp_truth_counts_cross_traffic(tmp_path):
         estimate = 1e6 * K + (4e6 if t_s > 0 else 0.0)
         share = 10e6 * K - (3e6 if 2.0 <= t_s <= 6.0 else 0.0)
         errors.append(abs(estimate - share) / share)
-    err = report.estimate_error(run, long, shares)
+    err = estimate_error(run, long, shares)
     assert err.samples == 21
     assert err.vs_share == pytest.approx(sum(errors) / 21)
     assert err.vs_rate == pytest.approx(1e6 * K / 4e6)
-    row = {r["flow"]: r for r in report.summarize(run)}["long"]
+    row = {r["flow"]: r for r in summarize(run)}["long"]
     assert row["estimate_error_share"] == pytest.approx(sum(errors) / 21)
     assert row["capacity_bps"] == pytest.approx(10e6)      # the slower link is the bottleneck
 
@@ -282,20 +324,20 @@ def test_capacity_falls_back_to_telemetry(tmp_path):
         rows.append([t_s, "s1", 3, 8000 if t_s < 5 else 4000, 3900, 100, 2, 1])
         rows.append([t_s, "s1", 1, 100000, 4000, 96000, 0, 1])
         rows.append([t_s, "s1", 2, 0 if i % 2 else "", 0, 0, 0, 0])   # never rate-limited
-    write_csv(scheme / "telemetry.csv", list(report.TELEMETRY_COLUMNS), rows)
-    run = report.load_scheme_run(scheme)
-    curves = report.capacity_curves(run)
+    write_csv(scheme / "telemetry.csv", list(TELEMETRY_COLUMNS), rows)
+    run = load_scheme_run(scheme)
+    curves = capacity_curves(run)
     assert sorted(curves) == ["s1:1", "s1:3"]
     assert curves["s1:3"].rate_bps(4.5) == 8e6 and curves["s1:3"].rate_bps(5.0) == 4e6
-    name, curve = report.bottleneck(run)
+    name, curve = bottleneck(run)
     assert name == "s1:3" and (curve.times_s, curve.rates_bps) == (curves["s1:3"].times_s,
                                                                     curves["s1:3"].rates_bps)
-    (f1,) = report.summarize(run)
+    (f1,) = summarize(run)
     assert f1["capacity_bps"] == pytest.approx(6e6)          # 8 Mb/s for 5 s, then 4 Mb/s for 5 s
     assert f1["utilization"] == pytest.approx(4 / 6)
     run.bottleneck_link = "s1:9"
-    with pytest.raises(report.ReportError) as err:
-        report.bottleneck(run)
+    with pytest.raises(ReportError) as err:
+        bottleneck(run)
     assert str(err.value) == "ebn: bottleneck link 's1:9' has no capacity samples (links: s1:1, s1:3)"
 
 
@@ -303,7 +345,7 @@ def test_report_command_help_and_arguments(run_dir, capsys, monkeypatch):
     """`python -m bwn.analysis.report --help` says what it does and what each option is; bad
     --bin-s is exit 2 with one line; --bottleneck and --bin-s reach the report."""
     with pytest.raises(SystemExit) as exit_:
-        report.main(["--help"])
+        report_cli.main(["--help"])
     assert exit_.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
     assert text.startswith("usage: python -m bwn.analysis.report [-h] [--bin-s BIN_S] [--bottleneck LINK] RUN_DIR")
@@ -314,7 +356,7 @@ def test_report_command_help_and_arguments(run_dir, capsys, monkeypatch):
         assert phrase in text, phrase
     for bad in ("0", "-1"):
         with pytest.raises(SystemExit) as exit_:
-            report.main([str(run_dir), "--bin-s", bad])
+            report_cli.main([str(run_dir), "--bin-s", bad])
         assert exit_.value.code == 2
         assert capsys.readouterr().err.strip().endswith("error: --bin-s must be positive")
     seen = {}
@@ -323,39 +365,39 @@ def test_report_command_help_and_arguments(run_dir, capsys, monkeypatch):
         seen.update(path=path, links={r.bottleneck_link for r in runs}, bin_s=bin_s)
         return Path(path) / "summary.md"
 
-    monkeypatch.setattr(report, "write_report", fake_write)
-    assert report.main([str(run_dir), "--bin-s", "0.25", "--bottleneck", "bottleneck"]) == 0
+    monkeypatch.setattr(report_cli, "write_report", fake_write)
+    assert report_cli.main([str(run_dir), "--bin-s", "0.25", "--bottleneck", "bottleneck"]) == 0
     assert seen == {"path": run_dir, "links": {"bottleneck"}, "bin_s": 0.25}
-    assert report.main([str(run_dir)]) == 0
-    assert seen["bin_s"] == report.DEFAULT_BIN_S and seen["links"] == {None, "bottleneck"}
+    assert report_cli.main([str(run_dir)]) == 0
+    assert seen["bin_s"] == DEFAULT_BIN_S and seen["links"] == {None, "bottleneck"}
 
 
 def test_throughput_series_bins():
     """Bin centres and mean rates over the flow's delivered bytes; the last bin is cut
     at the flow's end."""
-    flow = report.FlowLog("f", samples=[{"t_s": t, "delivered_bytes": b}
+    flow = FlowLog("f", samples=[{"t_s": t, "delivered_bytes": b}
                                         for t, b in ((0, 0), (1, 1000), (2, 3000), (3, 6000), (3.5, 7000))],
                           start_s=10.0)
-    xs, ys = report.throughput_series(flow, 1.0)
+    xs, ys = throughput_series(flow, 1.0)
     assert xs == [10.5, 11.5, 12.5, 13.25]
     assert ys == [8000.0, 16000.0, 24000.0, 16000.0]
-    assert report.throughput_series(report.FlowLog("g", samples=[{"t_s": 0, "delivered_bytes": 5}]), 1.0) == ([], [])
+    assert throughput_series(FlowLog("g", samples=[{"t_s": 0, "delivered_bytes": 5}]), 1.0) == ([], [])
 
 
 def test_active_flows_count_start_inclusive_end_exclusive():
-    flows = [report.FlowLog("a", summary={"duration_s": 2.0}, start_s=1.0),
-             report.FlowLog("b", summary={"duration_s": 1.0}, start_s=2.0)]
-    run = report.SchemeRun("x", flows)
-    assert [report.active_flows(run, t) for t in (0.5, 1.0, 2.0, 2.5, 3.0)] == [0, 1, 2, 2, 0]
+    flows = [FlowLog("a", summary={"duration_s": 2.0}, start_s=1.0),
+             FlowLog("b", summary={"duration_s": 1.0}, start_s=2.0)]
+    run = SchemeRun("x", flows)
+    assert [active_flows(run, t) for t in (0.5, 1.0, 2.0, 2.5, 3.0)] == [0, 1, 2, 2, 0]
 
 
 def test_have_dpkt_follows_the_import(monkeypatch):
     import builtins
-    assert report._have_dpkt() is True          # the plots extra installs it
+    assert _have_dpkt() is True          # the plots extra installs it
     real_import = builtins.__import__
     monkeypatch.setattr(builtins, "__import__", lambda name, *a, **k: (_ for _ in ()).throw(
         ModuleNotFoundError(name)) if name == "dpkt" else real_import(name, *a, **k))
-    assert report._have_dpkt() is False
+    assert _have_dpkt() is False
 
 
 def test_markdown_table_cells_sections_and_plots(tmp_path: Path):
@@ -363,8 +405,8 @@ def test_markdown_table_cells_sections_and_plots(tmp_path: Path):
     (Mb/s and ratios to 3 decimals, ms to 1), '-' for a figure a flow lacks, an
     INVALID run marked in its row, then each run's bottleneck and fidelity
     verdict, and the plots (or why there are none)."""
-    valid = report.SchemeRun(scheme="obp", flows=[], validity=(True, "valid"))
-    broken = report.SchemeRun(scheme="ebn", flows=[], validity=(False, "INVALID: cpu: BROKEN"))
+    valid = SchemeRun(scheme="obp", flows=[], validity=(True, "valid"))
+    broken = SchemeRun(scheme="ebn", flows=[], validity=(False, "INVALID: cpu: BROKEN"))
     full = {"scheme": "obp", "flow": "f1", "algo": "obp", "goodput_bps": 4_321_000.0,
             "capacity_bps": 10e6, "utilization": 0.43219, "retransmissions": 7.0,
             "rtt_mean_ms": 41.26, "rtt_p95_ms": 55.04, "jain": 0.98765,
@@ -373,7 +415,7 @@ def test_markdown_table_cells_sections_and_plots(tmp_path: Path):
               "utilization": None, "retransmissions": None, "rtt_mean_ms": None, "rtt_p95_ms": None,
               "jain": None, "estimate_error_share": None, "estimate_error_rate": None, "valid": 0}
     path = tmp_path / "summary.md"
-    report.write_markdown(path, [valid, broken], [full, sparse], [tmp_path / "throughput.png"])
+    write_markdown(path, [valid, broken], [full, sparse], [tmp_path / "throughput.png"])
     lines = path.read_text().splitlines()
     assert lines[0] == "# Experiment results"
     header, rule, row1, row2 = lines[2:6]
@@ -384,7 +426,7 @@ def test_markdown_table_cells_sections_and_plots(tmp_path: Path):
     assert "* obp: no capacity log\n* ebn: no capacity log" in text
     assert "## Fidelity" in text and "* obp: valid\n* ebn: INVALID: cpu: BROKEN" in text
     assert lines[-3:] == ["## Plots", "", "![throughput](throughput.png)"] and "(no plots" not in text
-    report.write_markdown(path, [valid], [full], [])
+    write_markdown(path, [valid], [full], [])
     assert path.read_text().splitlines()[-1] == "(no plots: matplotlib is not installed)"
     assert "## Plots" not in path.read_text()
 
@@ -399,7 +441,7 @@ def test_summary_json_in_each_shape_renamed_and_typed(tmp_path: Path, shape: str
     data = {"object": flow, "list": [flow, flow], "flows": {"flows": [flow]}}[shape]
     path = tmp_path / "f.summary.json"
     path.write_text(json.dumps(data))
-    rows = report.read_summary(path)
+    rows = read_summary(path)
     assert len(rows) == (2 if shape == "list" else 1)
     assert rows[0] == {"flow_id": 3.0, "algo": "dft", "goodput_bps": 2.5e6, "retransmissions": 4.0,
                        "timeouts": None, "rtt_p50_ms": 1.0}
@@ -414,11 +456,11 @@ def test_summary_json_in_each_shape_renamed_and_typed(tmp_path: Path, shape: str
 def test_summary_json_that_is_not_flows_says_so(tmp_path: Path, text: str, message: str):
     path = tmp_path / "bad.summary.json"
     path.write_text(text)
-    with pytest.raises(report.ReportError) as err:
-        report.read_summary(path)
+    with pytest.raises(ReportError) as err:
+        read_summary(path)
     assert str(err.value) == f"{path}: {message}"
-    with pytest.raises(report.ReportError, match="cannot read: No such file or directory"):
-        report.read_summary(tmp_path / "missing.json")
+    with pytest.raises(ReportError, match="cannot read: No such file or directory"):
+        read_summary(tmp_path / "missing.json")
 
 
 # -- plots: what each figure shows, read back from the figure -------------------------
@@ -447,8 +489,8 @@ def test_throughput_plot_shows_each_flow_the_capacity_and_the_switch_rate(run_di
     """One panel per run, one line per flow in Mb/s, the bottleneck capacity as a black
     step, the switch's measured link rate (telemetry) where there is one; titled with
     the run and the bin, labelled, the axis from 0, time only under the last panel."""
-    runs = report.load_run_dir(run_dir)
-    report.write_plots(run_dir, runs, 1.0)
+    runs = load_run_dir(run_dir)
+    write_plots(run_dir, runs, 1.0)
     fig = figures["throughput.png"]
     assert list(fig.get_size_inches()) == [12, 3 * 3.2]
     ebn, obp, westwood = fig.axes
@@ -465,7 +507,7 @@ def test_throughput_plot_shows_each_flow_the_capacity_and_the_switch_rate(run_di
         assert list(lines) == [*expected[ax], "capacity (bottleneck)", *rate_line]
         assert [t.get_text() for t in ax.get_legend().get_texts()] == list(lines)
         for flow in run.flows:
-            xs, _ = report.throughput_series(flow, 1.0)
+            xs, _ = throughput_series(flow, 1.0)
             assert [float(x) for x in lines[flow.name].get_xdata()] == xs
             assert _ys(lines[flow.name]) == pytest.approx([expected[ax][flow.name]] * len(xs))
         capacity = lines["capacity (bottleneck)"]
@@ -480,8 +522,8 @@ def test_throughput_plot_shows_each_flow_the_capacity_and_the_switch_rate(run_di
 def test_goodput_plot_stacks_flows_with_their_names_totals_and_invalid_hatch(run_dir, figures):
     RunDir(run_dir / "ebn").write_meta(RunMeta(bottleneck_port="s1:3", fidelity={
         "valid": False, "summary": "INVALID: cpu"}))
-    runs = report.load_run_dir(run_dir)
-    report.write_plots(run_dir, runs, 1.0)
+    runs = load_run_dir(run_dir)
+    write_plots(run_dir, runs, 1.0)
     (ax,) = figures["goodput.png"].axes
     bars = [(round(p.get_x() + p.get_width() / 2, 6), round(p.get_y(), 6), round(p.get_height(), 6),
              p.get_hatch()) for p in ax.patches]
@@ -500,8 +542,8 @@ def test_congestion_plot_shows_cwnd_rates_estimates_shares_and_queue(run_dir, fi
     """Per run: cwnd per flow; pacing rate, estimate (solid) and fair share (dashed) in
     the flow's own colour, and the capacity; the bottleneck queue when the switch
     reported one. Times are since the experiment start (a flow's start added)."""
-    runs = {r.scheme: r for r in report.load_run_dir(run_dir)}
-    report.write_plots(run_dir, list(runs.values()), 1.0)
+    runs = {r.scheme: r for r in load_run_dir(run_dir)}
+    write_plots(run_dir, list(runs.values()), 1.0)
     cwnd, rates, queue = figures["cc-ebn.png"].axes
     assert cwnd.get_title() == "ebn: congestion window, rates and estimates"
     assert (cwnd.get_ylabel(), rates.get_ylabel(), queue.get_ylabel()) == (
@@ -542,36 +584,36 @@ def test_run_json_facts_reach_the_run_and_bad_ones_are_named(tmp_path: Path):
     meta = RunMeta(mss_bytes=1400, frame_bytes=1502, captures={"b1": {"file": "b1.pcap"}},
                    flow_ids={"f1": 7}, clock_offset_s=1.5e9, flow_demand_bps={"f1": 2e6},
                    flow_links={"f1": [{"link": "b1", "from": "s1", "to": "s2"}]})
-    run = report.SchemeRun(scheme="x", flows=[])
-    report._apply_meta(run, meta, tmp_path / "x" / "run.json")
+    run = SchemeRun(scheme="x", flows=[])
+    _apply_meta(run, meta, tmp_path / "x" / "run.json")
     assert (run.mss_bytes, run.frame_bytes, run.flow_ids, run.clock_offset_s) == (1400, 1502, {"f1": 7}, 1.5e9)
     assert run.captures == {"b1": str(tmp_path / "x" / "b1.pcap")}
     assert run.flow_demand_bps == {"f1": 2e6} and run.flow_links == {"f1": [("b1", "s1", "s2")]}
     assert run.payload_per_frame == pytest.approx(1400 / 1502)
-    defaults = report.SchemeRun(scheme="y", flows=[])
-    report._apply_meta(defaults, RunMeta(), tmp_path / "run.json")
+    defaults = SchemeRun(scheme="y", flows=[])
+    _apply_meta(defaults, RunMeta(), tmp_path / "run.json")
     assert (defaults.mss_bytes, defaults.frame_bytes, defaults.clock_offset_s, defaults.flow_links) == (
-        report.DEFAULT_MSS_BYTES, report.DEFAULT_FRAME_BYTES, None, None)
+        DEFAULT_MSS_BYTES, DEFAULT_FRAME_BYTES, None, None)
     for bad in (RunMeta(flow_links={"f1": [{"link": "b1"}]}), RunMeta(captures={"b1": {"path": "b1.pcap"}})):
-        with pytest.raises(report.ReportError) as err:
-            report._apply_meta(report.SchemeRun(scheme="z", flows=[]), bad, tmp_path / "run.json")
+        with pytest.raises(ReportError) as err:
+            _apply_meta(SchemeRun(scheme="z", flows=[]), bad, tmp_path / "run.json")
         assert str(err.value).startswith(f"{tmp_path / 'run.json'}: unexpected flow_links, "
                                          "flow_demand_bps, mss_bytes, frame_bytes, captures, "
                                          "flow_ids or clock_offset_s: "), bad
     for mss, frame in ((0, 1102), (1200, 1102)):
-        with pytest.raises(report.ReportError) as err:
-            report._apply_meta(report.SchemeRun(scheme="z", flows=[]),
+        with pytest.raises(ReportError) as err:
+            _apply_meta(SchemeRun(scheme="z", flows=[]),
                                RunMeta(mss_bytes=mss, frame_bytes=frame), tmp_path / "run.json")
         assert str(err.value) == f"{tmp_path / 'run.json'}: mss_bytes {mss} must be in (0, frame_bytes {frame}]"
-    report._apply_meta(report.SchemeRun(scheme="z", flows=[]), RunMeta(mss_bytes=1102, frame_bytes=1102),
+    _apply_meta(SchemeRun(scheme="z", flows=[]), RunMeta(mss_bytes=1102, frame_bytes=1102),
                        tmp_path / "run.json")                                  # the bound is inclusive
     # A run.json of the wrong types is the report's error, naming the file and the key.
     for text, message in (('{"mss_bytes": "many"}', "mss_bytes: expected an integer, got string 'many'"),
                           ('{"flow_ids": {"f1": "x"}}', "flow_ids.f1: expected an integer, got string 'x'"),
                           ("[]", "expected a JSON object, got an array")):
         (tmp_path / "run.json").write_text(text)
-        with pytest.raises(report.ReportError) as err:
-            report.load_scheme_run(tmp_path)
+        with pytest.raises(ReportError) as err:
+            load_scheme_run(tmp_path)
         assert str(err.value) == f"{tmp_path / 'run.json'}: {message}"
 
 
@@ -585,8 +627,8 @@ def test_summary_rows_of_a_two_flow_run_field_by_field(run_dir: Path):
     summary.update(timeouts=3, retransmits=5, rtt_mean_ms=40.5, rtt_p50_ms=41.0, rtt_p95_ms=42.0,
                    rtt_p99_ms=43.0)
     path.write_text(json.dumps(summary))
-    runs = {r.scheme: r for r in report.load_run_dir(run_dir)}
-    f1, f2, total = report.summarize(runs["westwood"])
+    runs = {r.scheme: r for r in load_run_dir(run_dir)}
+    f1, f2, total = summarize(runs["westwood"])
     share_error = (abs(6 - 5 * K) / (5 * K) + abs(6 - 10 * K) / (10 * K)) / 2   # 10 samples each
     common = {"scheme": "westwood", "start_s": 0.0, "duration_s": 10.0, "capacity_bps": 15e6,
               "jain": 0.8, "valid": None, "fidelity": "not checked"}
@@ -608,10 +650,10 @@ def test_summary_rows_of_a_two_flow_run_field_by_field(run_dir: Path):
                                    "rtt_p95_ms": None, "rtt_p99_ms": None,
                                    "estimate_error_share": None, "estimate_error_rate": None,
                                    "estimate_samples": 0})
-    (solo,) = report.summarize(runs["obp"])                  # one flow: no "all" row
+    (solo,) = summarize(runs["obp"])                  # one flow: no "all" row
     assert solo["flow"] == "solo" and solo["start_s"] == 2.0
     runs["westwood"].capacity = []                           # no capacity known: no ratios
-    f1, _, total = report.summarize(runs["westwood"])
+    f1, _, total = summarize(runs["westwood"])
     assert (f1["capacity_bps"], f1["utilization"], total["capacity_bps"], total["utilization"]) == (
         None, None, None, None)
 
@@ -650,10 +692,10 @@ def test_summary_md_renders_as_its_sections_table_and_definitions(tmp_path: Path
     """What a reader's Markdown renderer shows: the sections in order, the table's
     columns with their units (Mb/s, not MB/s), each run's verdict as one bullet, and a
     definition for each figure that needs one."""
-    runs = [report.SchemeRun(scheme="obp", flows=[], validity=(True, "valid")),
-            report.SchemeRun(scheme="ebn", flows=[], validity=(False, "INVALID: cpu: BROKEN"))]
+    runs = [SchemeRun(scheme="obp", flows=[], validity=(True, "valid")),
+            SchemeRun(scheme="ebn", flows=[], validity=(False, "INVALID: cpu: BROKEN"))]
     path = tmp_path / "summary.md"
-    report.write_markdown(path, runs, [], [tmp_path / "throughput.png"])
+    write_markdown(path, runs, [], [tmp_path / "throughput.png"])
     page = _markdown_blocks(path.read_text())
     headings, tables, items = page["headings"], page["tables"], page["items"]
     assert headings == [(1, "Experiment results"), (2, "Fidelity"), (2, "Definitions"), (2, "Plots")]
@@ -666,7 +708,7 @@ def test_summary_md_renders_as_its_sections_table_and_definitions(tmp_path: Path
     assert terms == ["utilization", "jain", "estimate error"]
     estimate = items["Definitions"][2]
     assert "**payload** bit/s" in estimate and "**max-min fair share**" in estimate and "**own rate**" in estimate
-    assert "## Definitions\n\n" + "\n".join(report.DEFINITIONS) + "\n\n## Plots" in path.read_text()
+    assert "## Definitions\n\n" + "\n".join(DEFINITIONS) + "\n\n## Plots" in path.read_text()
     assert page["paragraphs"] == {
         "Experiment results": ["Bottleneck (capacity used for utilization):"],
         "Fidelity": ["Each run's invariants (docs/fidelity.md); an INVALID run's figures describe the "
@@ -688,7 +730,7 @@ def test_one_log_of_two_flows_is_split_by_flow_id(tmp_path: Path):
     (flows / "h1-h2.summary.json").write_text(json.dumps([
         {"flow_id": 5, "algo": "obp", "status": "complete", "bytes": 1000, "goodput_bps": 8000.0},
         {"flow_id": 6, "status": "complete", "bytes": 500, "goodput_bps": 4000.0, "start_s": 0.25}]))
-    run = report.load_scheme_run(tmp_path / "obp")
+    run = load_scheme_run(tmp_path / "obp")
     by_name = {f.name: f for f in run.flows}
     assert sorted(by_name) == ["h1-h2#5", "h1-h2#6"]
     five, six = by_name["h1-h2#5"], by_name["h1-h2#6"]
@@ -701,18 +743,18 @@ def test_one_log_of_two_flows_is_split_by_flow_id(tmp_path: Path):
 def test_a_log_row_without_its_time_is_refused(tmp_path: Path):
     path = tmp_path / "x.csv"
     write_csv(path, ["flow_id", "cwnd"], [[1, 2.0]])
-    with pytest.raises(report.ReportError) as err:
-        report.read_flow_log(path)
+    with pytest.raises(ReportError) as err:
+        read_flow_log(path)
     assert str(err.value) == f"{path}: a row has no 'time_s' column"
 
 
 # -- the estimate of each log row and its error (estimate_bps, _interp, estimate_error) --
 
-EST_PPF = report.SchemeRun("x", []).payload_per_frame          # 1000 / 1102
+EST_PPF = SchemeRun("x", []).payload_per_frame          # 1000 / 1102
 
 
 def est(source: str, sample: dict, own_bps: float = 0.0) -> Optional[float]:
-    return report.estimate_bps(report.SchemeRun("x", []), sample, source, own_bps)
+    return estimate_bps(SchemeRun("x", []), sample, source, own_bps)
 
 
 def test_a_senders_own_estimate_counts_only_when_positive():
@@ -736,7 +778,7 @@ def test_switch_feedback_counts_only_from_a_bwn_switch_and_in_payload_bits():
 
 
 def test_tight_link_is_the_available_bandwidth_plus_the_flows_own_rate():
-    unset = report.TIGHT_UNSET_KBPS
+    unset = TIGHT_UNSET_KBPS
     assert est("fb_tight_kbps", {"fb_tight_kbps": unset, "fb_hop_count": 1}, 1e6) is None
     assert est("fb_tight_kbps", {"fb_tight_kbps": unset - 1, "fb_hop_count": 1}, 0.0) == pytest.approx(
         (unset - 1) * 1e3 * EST_PPF)
@@ -747,52 +789,52 @@ def test_tight_link_is_the_available_bandwidth_plus_the_flows_own_rate():
 
 
 def test_an_unknown_source_is_an_error_that_names_it():
-    with pytest.raises(report.ReportError, match=r"^unknown estimate source 'fb_bogus'$"):
+    with pytest.raises(ReportError, match=r"^unknown estimate source 'fb_bogus'$"):
         est("fb_bogus", {"fb_hop_count": 1})
 
 
 def test_interpolation_of_delivered_bytes_at_and_beyond_its_ends():
     times, values = [10.0, 20.0], [100.0, 300.0]
-    assert report._interp([], [], 5.0) == 0.0
-    assert report._interp(times, values, 9.0) == 0.0                     # before the first row
-    assert report._interp(times, values, 10.0) == 100.0                  # at it
-    assert report._interp(times, values, 15.0) == 200.0
-    assert report._interp(times, values, 20.0) == 300.0
-    assert report._interp(times, values, 99.0) == 300.0
-    assert report._interp([10.0], [100.0], 10.0) == 100.0
-    assert report._interp([10.0], [100.0], 9.9) == 0.0
+    assert _interp([], [], 5.0) == 0.0
+    assert _interp(times, values, 9.0) == 0.0                     # before the first row
+    assert _interp(times, values, 10.0) == 100.0                  # at it
+    assert _interp(times, values, 15.0) == 200.0
+    assert _interp(times, values, 20.0) == 300.0
+    assert _interp(times, values, 99.0) == 300.0
+    assert _interp([10.0], [100.0], 10.0) == 100.0
+    assert _interp([10.0], [100.0], 9.9) == 0.0
 
 
 class ConstantShares:
     def __init__(self, bps: Optional[float]) -> None:
         self.bps = bps
 
-    def share_bps(self, flow: report.FlowLog, t_s: float) -> Optional[float]:
+    def share_bps(self, flow: FlowLog, t_s: float) -> Optional[float]:
         return self.bps
 
 
-def westwood_flow(rows: list[tuple[float, float, float]]) -> report.FlowLog:
+def westwood_flow(rows: list[tuple[float, float, float]]) -> FlowLog:
     """Rows of (t_s, delivered bytes, estimate bit/s)."""
-    return report.FlowLog("f1", [{"t_s": t, "delivered_bytes": d, "estimate_bps": e} for t, d, e in rows],
+    return FlowLog("f1", [{"t_s": t, "delivered_bytes": d, "estimate_bps": e} for t, d, e in rows],
                    algo="westwood")
 
 
 def test_estimate_error_against_a_given_share_and_the_flows_own_rate():
     # 1 s rows: 125 000 bytes a second = 1 Mb/s of own rate from the second row on
     flow = westwood_flow([(0.0, 0, 1.5e6), (1.0, 125_000, 1.5e6), (2.0, 250_000, 0.5e6)])
-    run = report.SchemeRun("westwood", [flow])
-    err = report.estimate_error(run, flow, ConstantShares(2e6), window_s=1.0)
+    run = SchemeRun("westwood", [flow])
+    err = estimate_error(run, flow, ConstantShares(2e6), window_s=1.0)
     assert err.samples == 3                                          # every row with an estimate
     assert err.vs_share == pytest.approx((0.25 + 0.25 + 0.75) / 3)   # |est - 2e6| / 2e6
     assert err.vs_rate == pytest.approx((0.5 + 0.5) / 2)             # the first row has no own rate
-    assert report.estimate_error(run, flow, ConstantShares(0.5), window_s=1.0).samples == 3   # > 0 counts
-    none = report.estimate_error(run, flow, ConstantShares(0.0), window_s=1.0)
+    assert estimate_error(run, flow, ConstantShares(0.5), window_s=1.0).samples == 3   # > 0 counts
+    none = estimate_error(run, flow, ConstantShares(0.0), window_s=1.0)
     assert (none.vs_share, none.samples) == (None, 0)                # a zero share is no share
 
 
 def test_estimate_error_without_shares_uses_the_runs_fair_shares():
     flow = westwood_flow([(0.0, 0, 1e6), (1.0, 125_000, 1e6)])
-    err = report.estimate_error(report.SchemeRun("westwood", [flow]), flow, window_s=1.0)
+    err = estimate_error(SchemeRun("westwood", [flow]), flow, window_s=1.0)
     assert (err.vs_share, err.samples) == (None, 0)                  # no capacity known: no share
     assert err.vs_rate == pytest.approx(0.0)
 
@@ -800,58 +842,58 @@ def test_estimate_error_without_shares_uses_the_runs_fair_shares():
 def test_a_slow_own_rate_still_counts_and_a_lone_first_row_has_none():
     # 1 byte in 16 s: an own rate of 0.5 bit/s
     flow = westwood_flow([(0.0, 0, 1.0), (16.0, 1, 1.0)])
-    err = report.estimate_error(report.SchemeRun("westwood", [flow]), flow, ConstantShares(None), window_s=16.0)
+    err = estimate_error(SchemeRun("westwood", [flow]), flow, ConstantShares(None), window_s=16.0)
     assert err.vs_rate == pytest.approx(1.0)                          # |1 - 0.5| / 0.5
     lone = westwood_flow([(0.0, 0, 1e6)])
-    err = report.estimate_error(report.SchemeRun("westwood", [lone]), lone, ConstantShares(1e6), window_s=1.0)
+    err = estimate_error(SchemeRun("westwood", [lone]), lone, ConstantShares(1e6), window_s=1.0)
     assert (err.vs_share, err.vs_rate, err.samples) == (0.0, None, 1)
 
 
 def test_a_scheme_without_an_estimate_has_no_error():
-    flow = report.FlowLog("f1", [{"t_s": 1.0, "delivered_bytes": 10, "estimate_bps": 1e6}], algo="newreno")
-    assert report.estimate_error(report.SchemeRun("newreno", [flow]), flow, ConstantShares(1e6)) == \
-        report.EstimateError(None, None, 0)
+    flow = FlowLog("f1", [{"t_s": 1.0, "delivered_bytes": 10, "estimate_bps": 1e6}], algo="newreno")
+    assert estimate_error(SchemeRun("newreno", [flow]), flow, ConstantShares(1e6)) == \
+        EstimateError(None, None, 0)
 
 
 # -- small readers and helpers at their edges (mutation testing, docs/testing.md) -------------
 
 def test_last_value_of_a_flow_prefers_its_summary_then_its_latest_sample():
-    flow = report.FlowLog("f", samples=[{"cwnd": 1.0}, {"cwnd": 2.0}, {"cwnd": None}, {"srtt_us": 5.0}])
-    assert report._last(flow, "cwnd") == 2.0
-    assert report._last(flow, "rto_us") is None
+    flow = FlowLog("f", samples=[{"cwnd": 1.0}, {"cwnd": 2.0}, {"cwnd": None}, {"srtt_us": 5.0}])
+    assert _last(flow, "cwnd") == 2.0
+    assert _last(flow, "rto_us") is None
     flow.summary["cwnd"] = 9.0
-    assert report._last(flow, "cwnd") == 9.0
+    assert _last(flow, "cwnd") == 9.0
 
 
 def test_sum_of_nothing_known_is_unknown_not_zero():
-    assert report._sum([None, None]) is None
-    assert report._sum([1.0, None, 2.5]) == 3.5
+    assert _sum([None, None]) is None
+    assert _sum([1.0, None, 2.5]) == 3.5
 
 
 def test_cells_and_texts_keep_integers_whole_and_the_rest_exact():
-    assert report._text(None) is None and report._text("") is None
-    assert report._text(3.0) == "3" and report._text(3.5) == "3.5" and report._text("h2") == "h2"
-    assert report._text(7) == "7"
-    assert report._cell(None) == "" and report._cell(12.0) == "12" and report._cell("x") == "x"
-    assert report._cell(1e15) == "1e+15" and report._cell(999999999999999.0) == "999999999999999"
-    assert report._cell(0.1 + 0.2) == "0.3"
+    assert _text(None) is None and _text("") is None
+    assert _text(3.0) == "3" and _text(3.5) == "3.5" and _text("h2") == "h2"
+    assert _text(7) == "7"
+    assert _cell(None) == "" and _cell(12.0) == "12" and _cell("x") == "x"
+    assert _cell(1e15) == "1e+15" and _cell(999999999999999.0) == "999999999999999"
+    assert _cell(0.1 + 0.2) == "0.3"
 
 
 def test_jain_index_of_one_flow_with_traffic_and_of_idle_flows():
-    assert report.jain_index([3.0, 3.0]) == 1.0
-    assert report.jain_index([0.0, 0.0]) is None
-    assert report.jain_index([1.0, 0.0]) == 0.5
+    assert jain_index([3.0, 3.0]) == 1.0
+    assert jain_index([0.0, 0.0]) is None
+    assert jain_index([1.0, 0.0]) == 0.5
 
 
 def test_a_log_without_flow_ids_is_one_flow_and_algo_names_stay_text(tmp_path: Path):
     log = tmp_path / "f.csv"
     write_csv(log, ["t_s", "algo", "delivered_bytes"], [[0.0, "1e3", 0], [1.0, "1e3", 1000]])
-    flows = report.read_flow_log(log)
+    flows = read_flow_log(log)
     assert list(flows) == [""]
     assert [r["algo"] for r in flows[""]] == ["1e3", "1e3"]      # a name, never a number
     summary = tmp_path / "f.summary.json"
     summary.write_text(json.dumps({"flow_id": 1, "algo": "1e3", "goodput_bps": "5"}))
-    (row,) = report.read_summary(summary)
+    (row,) = read_summary(summary)
     assert row["algo"] == "1e3" and row["goodput_bps"] == 5.0
 
 
@@ -859,39 +901,39 @@ def test_telemetry_rows_without_their_key_are_named_by_line(tmp_path: Path):
     path = tmp_path / "telemetry.csv"
     write_csv(path, ["t_s", "switch", "port", "capacity_kbps"],
               [[0.1, "s1", 3, 1000], [0.2, "s1", "", 1000]])
-    with pytest.raises(report.ReportError) as err:
-        report.read_telemetry(path)
+    with pytest.raises(ReportError) as err:
+        read_telemetry(path)
     assert str(err.value) == f"{path}:3: no value in column(s) port"
     write_csv(path, ["t_s", "switch", "port"], [["", "", 3]])
-    with pytest.raises(report.ReportError) as err:
-        report.read_telemetry(path)
+    with pytest.raises(ReportError) as err:
+        read_telemetry(path)
     assert str(err.value) == f"{path}:2: no value in column(s) t_s, switch"
 
 
 def test_telemetry_of_a_run_is_its_bottleneck_ports_or_else_the_named_ones():
-    s = lambda key: report.TelemetrySample(0.0, key.split(":")[0], int(key.split(":")[1]),
+    s = lambda key: TelemetrySample(0.0, key.split(":")[0], int(key.split(":")[1]),
                                            None, None, None, None, None)
-    run = report.SchemeRun("x", [], telemetry=[s("s1:3"), s("s2:1")])
-    assert [t.key for t in report._telemetry_of(run, "s2:1")] == ["s2:1"]       # no capacity.csv
+    run = SchemeRun("x", [], telemetry=[s("s1:3"), s("s2:1")])
+    assert [t.key for t in _telemetry_of(run, "s2:1")] == ["s2:1"]       # no capacity.csv
     run.bottleneck_port = "s1:3"
-    assert [t.key for t in report._telemetry_of(run, "s2:1")] == ["s1:3"]
+    assert [t.key for t in _telemetry_of(run, "s2:1")] == ["s1:3"]
     run.bottleneck_port = None
-    run.capacity = [report.CapacitySample(0.0, "b1", 1e6)]
-    assert report._telemetry_of(run, "s2:1") == []              # a capacity.csv link is not a port
+    run.capacity = [CapacitySample(0.0, "b1", 1e6)]
+    assert _telemetry_of(run, "s2:1") == []              # a capacity.csv link is not a port
 
 
 def test_throughput_needs_two_deliveries_and_never_goes_negative():
-    flow = report.FlowLog("f", samples=[{"t_s": 0.0, "delivered_bytes": 0}, {"t_s": 1.0, "delivered_bytes": 1000}])
-    xs, ys = report.throughput_series(flow, 0.5)
+    flow = FlowLog("f", samples=[{"t_s": 0.0, "delivered_bytes": 0}, {"t_s": 1.0, "delivered_bytes": 1000}])
+    xs, ys = throughput_series(flow, 0.5)
     assert xs and ys == [8000.0, 8000.0]
-    assert report.throughput_series(report.FlowLog("g", samples=flow.samples[:1]), 0.5) == ([], [])
-    idle = report._Delivered(report.FlowLog("h", samples=[{"t_s": 0.0, "delivered_bytes": 500},
+    assert throughput_series(FlowLog("g", samples=flow.samples[:1]), 0.5) == ([], [])
+    idle = _Delivered(FlowLog("h", samples=[{"t_s": 0.0, "delivered_bytes": 500},
                                                           {"t_s": 2.0, "delivered_bytes": 500}]))
     assert idle.rate_bps(1.5, 1.0) == 0.0
 
 
 def test_a_capacity_step_plot_starts_at_time_zero():
-    curve = report.RateCurve([(0.5, 2e6), (3.0, 1e6)])
+    curve = RateCurve([(0.5, 2e6), (3.0, 1e6)])
     assert curve.steps(5.0) == ([0.0, 3.0, 5.0], [2e6, 1e6, 1e6])
 
 
@@ -899,12 +941,12 @@ def test_each_link_of_a_path_shares_its_own_capacity():
     """Two links of different capacity: a flow crossing both is held by the slower;
     flows named `name#i` (a [[flows]] entry with count) take that entry's path; a flow
     with no recorded path has no share."""
-    flows = [report.FlowLog(n, samples=[{"t_s": 0.0}, {"t_s": 10.0}]) for n in ("long", "c1#1", "c2", "lost")]
-    run = report.SchemeRun("obp", flows, capacity=[report.CapacitySample(0.0, "b1", 10e6),
-                                                   report.CapacitySample(0.0, "b2", 4e6)])
+    flows = [FlowLog(n, samples=[{"t_s": 0.0}, {"t_s": 10.0}]) for n in ("long", "c1#1", "c2", "lost")]
+    run = SchemeRun("obp", flows, capacity=[CapacitySample(0.0, "b1", 10e6),
+                                                   CapacitySample(0.0, "b2", 4e6)])
     run.flow_links = {"long": [("b1", "s1", "s2"), ("b2", "s2", "s3")], "c1": [("b1", "s1", "s2")],
                       "c2": [("b2", "s2", "s3")]}
-    shares = report.FairShares(run)
+    shares = FairShares(run)
     assert shares.resources(flows[1]) == ["b1:s1>s2"] and shares.resources(flows[3]) == []
     per_frame = run.payload_per_frame
     assert shares.share_bps(flows[0], 5.0) == pytest.approx(2e6 * per_frame)     # half of b2
@@ -914,26 +956,26 @@ def test_each_link_of_a_path_shares_its_own_capacity():
 
 
 def test_an_empty_report_is_refused_and_the_bin_reaches_the_summary(tmp_path: Path, run_dir: Path, monkeypatch):
-    with pytest.raises(report.ReportError, match="^no scheme run to report$"):
-        report.write_report(tmp_path / "a" / "b", [])
+    with pytest.raises(ReportError, match="^no scheme run to report$"):
+        write_report(tmp_path / "a" / "b", [])
     assert (tmp_path / "a" / "b").is_dir()                 # made, parents and all
-    runs = report.load_run_dir(run_dir)
-    summarize, windows = report.summarize, []
-    monkeypatch.setattr(report, "summarize", lambda run, window_s: windows.append(window_s) or summarize(run, window_s))
-    report.write_report(tmp_path / "out", runs, bin_s=2.0)
+    runs = load_run_dir(run_dir)
+    real_summarize, windows = summarize, []
+    monkeypatch.setattr(report, "summarize", lambda run, window_s: windows.append(window_s) or real_summarize(run, window_s))
+    write_report(tmp_path / "out", runs, bin_s=2.0)
     assert windows and set(windows) == {2.0}                # the estimate error's window is the bin
 
 
 def test_the_aggregate_row_spans_first_start_to_last_end():
-    f1 = report.FlowLog("f1", summary={"duration_s": 4.0, "bytes": 1000}, start_s=2.0)
-    f2 = report.FlowLog("f2", summary={"duration_s": 5.0, "bytes": 500}, start_s=3.0)
-    run = report.SchemeRun("x", [f1, f2], capacity=[report.CapacitySample(0.0, "b", 1e6)])
-    all_row = report.summarize(run)[-1]
-    assert (all_row["flow"], all_row["start_s"], all_row["duration_s"]) == (report.AGGREGATE_FLOW, 2.0, 6.0)
+    f1 = FlowLog("f1", summary={"duration_s": 4.0, "bytes": 1000}, start_s=2.0)
+    f2 = FlowLog("f2", summary={"duration_s": 5.0, "bytes": 500}, start_s=3.0)
+    run = SchemeRun("x", [f1, f2], capacity=[CapacitySample(0.0, "b", 1e6)])
+    all_row = summarize(run)[-1]
+    assert (all_row["flow"], all_row["start_s"], all_row["duration_s"]) == (AGGREGATE_FLOW, 2.0, 6.0)
     assert all_row["goodput_bps"] == pytest.approx(1500 * 8 / 6.0)
     assert all_row["capacity_bps"] == pytest.approx(1e6)
-    instant = [report.FlowLog(n, summary={"duration_s": 0.0, "bytes": 0}, start_s=1.0) for n in ("a", "b")]
-    row = report.summarize(report.SchemeRun("x", instant, capacity=run.capacity))[-1]
+    instant = [FlowLog(n, summary={"duration_s": 0.0, "bytes": 0}, start_s=1.0) for n in ("a", "b")]
+    row = summarize(SchemeRun("x", instant, capacity=run.capacity))[-1]
     assert row["goodput_bps"] is None and row["capacity_bps"] is None      # no time: no rate
 
 
@@ -943,23 +985,23 @@ def test_a_flow_file_pairs_its_log_and_summary_by_id_or_as_the_only_ones(tmp_pat
     # one flow in each: paired whatever their ids
     log("one", [{"t_s": 0.0, "flow_id": 5, "algo": "newreno"}])
     (tmp_path / "one.summary.json").write_text(json.dumps({"flow_id": 7, "algo": "westwood", "goodput_bps": 1}))
-    (flow,) = report._load_flow(tmp_path, "one", {})
+    (flow,) = _load_flow(tmp_path, "one", {})
     assert flow.name == "one" and flow.algo == "westwood" and flow.summary["goodput_bps"] == 1.0  # the summary's algo
     # two flows in the log, one summary for a third id without a log: three flows
     log("two", [{"t_s": 0.0, "flow_id": 1}, {"t_s": 0.0, "flow_id": 2}])
     (tmp_path / "two.summary.json").write_text(json.dumps([{"flow_id": 3, "algo": "ebn"}]))
-    flows = report._load_flow(tmp_path, "two", {})
+    flows = _load_flow(tmp_path, "two", {})
     assert [f.name for f in flows] == ["two#1", "two#2", "two#3"]
     assert flows[2].samples == [] and flows[2].algo == "ebn" and flows[0].summary == {}
     # a summary without an id beside a two-flow log
     (tmp_path / "two.summary.json").write_text(json.dumps([{"algo": "ebn"}]))
-    assert [f.name for f in report._load_flow(tmp_path, "two", {})] == ["two#1", "two#2", "two"]
+    assert [f.name for f in _load_flow(tmp_path, "two", {})] == ["two#1", "two#2", "two"]
 
 
 def test_a_rate_curve_keeps_the_last_of_equal_times_and_integrates_exactly():
-    with pytest.raises(report.ReportError, match="^a capacity curve needs at least one point$"):
-        report.RateCurve([])
-    curve = report.RateCurve([(2.0, 1e6), (0.0, 5.0), (0.0, 3.0)])   # unsorted; t = 0 given twice
+    with pytest.raises(ReportError, match="^a capacity curve needs at least one point$"):
+        RateCurve([])
+    curve = RateCurve([(2.0, 1e6), (0.0, 5.0), (0.0, 3.0)])   # unsorted; t = 0 given twice
     assert curve.times_s == [0.0, 2.0] and curve.rates_bps == [3.0, 1e6]
     assert curve.integral_bits(1.0, 1.0) == 0.0 and curve.integral_bits(1.0, 0.5) == 0.0
     assert curve.integral_bits(0.0, 1.0) == 3.0
@@ -970,7 +1012,7 @@ def test_a_rate_curve_keeps_the_last_of_equal_times_and_integrates_exactly():
 def test_a_bad_capacity_row_is_named_by_line(tmp_path: Path):
     path = tmp_path / "capacity.csv"
     write_csv(path, ["t_s", "link", "rate_bps"], [[0.0, "b", 1e6], ["x", "b", 1e6]])
-    with pytest.raises(report.ReportError) as err:
-        report.read_capacity(path)
-    assert str(err.value).startswith(f"{path}:3: expected columns {', '.join(report.CAPACITY_COLUMNS)} "
+    with pytest.raises(ReportError) as err:
+        read_capacity(path)
+    assert str(err.value).startswith(f"{path}:3: expected columns {', '.join(CAPACITY_COLUMNS)} "
                                      "with numbers, got ")

@@ -19,7 +19,7 @@ from bwn.reproduce import plan as reproduce
 
 def _fingerprint_before_the_field(cfg) -> str:
     """The fingerprint as computed before queue_lookahead and linkem_shared existed
-    (2026-11-26)."""
+    (the format's first version)."""
     run = dataclasses.asdict(dataclasses.replace(cfg, source=None, schemes=()))
     del run["queue_lookahead"], run["linkem_shared"]
     return hashlib.sha256(json.dumps(run, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from bwn.analysis import claims as cl
+from bwn.reproduce import claims as cl
 from bwn.analysis import metrics as mt
 from bwn.analysis import stats
 from bwn.cli import reproduce
 from bwn.reproduce import grid as gr
+from bwn.reproduce import gridmodel
+from bwn.reproduce.render import render
 from bwn.reproduce import ledger as lg
 from bwn.reproduce import page, plots
 from bwn.reproduce import plan as pl
@@ -78,8 +80,8 @@ links = { bottleneck = { loss = 0.001 }, b1 = { loss = 0.001 } }
 def test_a_named_scheme_runs_its_algorithm_with_its_own_parameters_links_and_experiment(tmp_path):
     grid = load(tmp_path, NAMED + case("a", '["newreno", "reno+red"]'))
     a = grid.case("a")
-    plain = gr.render(grid, a, 1, "newreno", quick=False)
-    named = gr.render(grid, a, 1, "reno+red", quick=False)
+    plain = render(grid, a, 1, "newreno", quick=False)
+    named = render(grid, a, 1, "reno+red", quick=False)
     bottleneck = [link for link in named["links"] if link.get("name") == "bottleneck"][0]
     assert bottleneck["queue_packets"] == 80 and bottleneck["loss"] == 0.001       # params, then links
     assert [link for link in plain["links"] if link.get("name") == "bottleneck"][0]["queue_packets"] == 50
@@ -107,7 +109,7 @@ def test_a_named_schemes_link_must_exist(tmp_path):
     grid = load(tmp_path, '[schemes.q]\nalgorithm = "reno"\nlinks = { nowhere = { loss = 0.1 } }\n\n'
                 + case("a", '["q"]'))
     with pytest.raises(gr.GridError, match="none of the links nowhere is in template .dumbbell."):
-        gr.render(grid, grid.case("a"), 1, "q", quick=False)
+        render(grid, grid.case("a"), 1, "q", quick=False)
 
 
 # -- machinery not built yet ------------------------------------------------------------
@@ -151,7 +153,7 @@ def test_entries_waiting_for_machinery_are_declared_but_neither_planned_nor_judg
 
 
 def test_removing_a_machine_from_waiting_puts_its_entries_in_the_grid(tmp_path, monkeypatch):
-    monkeypatch.setattr(gr, "WAITING", gr.WAITING - {"xcp", "guaranteed-service"})
+    monkeypatch.setattr(gridmodel, "WAITING", gridmodel.WAITING - {"xcp", "guaranteed-service"})
     grid = load(tmp_path, WAITING_GRID)
     assert grid.case("a").schemes == ("obp", "xcp") and grid.case("g").runnable
     assert {c.id: c.waiting for c in grid.claims}["obp like xcp"] == ()
@@ -172,9 +174,9 @@ def test_every_machine_still_waiting_is_really_missing():
         "dscp-counts": "compliant_bps" in mt.KINDS,
         "dft-ssthresh-update": "ssthresh_update" in inspect.signature(Dft.__init__).parameters,
     }
-    assert set(present) == set(gr.MACHINERY)
-    for name in gr.WAITING:
-        assert not present[name], f"{name} exists now: remove it from bwn/reproduce/grid.py WAITING"
+    assert set(present) == set(gridmodel.MACHINERY)
+    for name in gridmodel.WAITING:
+        assert not present[name], f"{name} exists now: remove it from bwn/reproduce/gridmodel.py WAITING"
 
 
 # -- evidence cases, quick parameters, generated reservations ------------------------------
@@ -199,7 +201,7 @@ def test_quick_parameters_and_the_start_clamp_apply_to_quick_runs_only(tmp_path)
                 'quick_params = { queue_packets = 20 }\n'
                 'flows = [{ count = 3, src = "h1", dst = "h2", stagger_s = 200.0 }]\n')
     a = grid.case("a")
-    full, quick = gr.render(grid, a, 1, "x", quick=False), gr.render(grid, a, 1, "x", quick=True)
+    full, quick = render(grid, a, 1, "x", quick=False), render(grid, a, 1, "x", quick=True)
     assert [round(f["start_s"]) for f in full["flows"]] == [0, 200, 400]           # the full timeline
     assert [round(f["start_s"]) for f in quick["flows"]] == [0, 20, 20]            # clamped to the middle
     queues = [[link.get("queue_packets") for link in d["links"] if link.get("name") == "bottleneck"][0]
@@ -212,12 +214,12 @@ def test_a_reserve_group_adds_a_reservation_per_flow(tmp_path):
                 'params = { rate_mbit = 11.02, delay_ms = 20, queue_packets = 60, af_packets = 60, sack = false }\n'
                 'flows = [{ count = 3, src = "h1", dst = "h2", prefix = "r", reserved_rate_mbit = 1.5, reserve = true,'
                 ' port_base = 40001 }, { count = 2, src = "h1", dst = "h2", prefix = "be", scheme = "newreno" }]\n')
-    data = gr.render(grid, grid.case("a"), 1, "gtcp", quick=False)
+    data = render(grid, grid.case("a"), 1, "gtcp", quick=False)
     assert [(f["name"], f.get("src_port"), f.get("reserved_rate_mbit")) for f in data["flows"]] == [
         ("r1", 40001, 1.5), ("r2", 40002, 1.5), ("r3", 40003, 1.5), ("be1", None, None), ("be2", None, None)]
     assert data["reservations"] == [{"src": "h1", "dst": "h2", "rate_mbit": 1.5, "src_port": p}
                                     for p in (40001, 40002, 40003)]
-    tcp = gr.render(grid, grid.case("a"), 1, "newreno", quick=False)
+    tcp = render(grid, grid.case("a"), 1, "newreno", quick=False)
     assert all("reserved_rate_mbit" not in f for f in tcp["flows"]) and len(tcp["reservations"]) == 3
     pl.config_for(grid, grid.case("a"), 1, "gtcp", quick=False)
 
@@ -353,20 +355,20 @@ def test_every_committed_waiting_entry_renders_once_its_machinery_exists(paper, 
         for scheme in list(case_.schemes) + [s for s, _ in case_.waiting_schemes]:
             if case_.runnable and scheme in case_.schemes:
                 continue
-            data = gr.render(grid, case_, 1, scheme, quick=False)
+            data = render(grid, case_, 1, scheme, quick=False)
             assert data["experiment"]["duration_s"] == case_.duration_s
     for name, s in grid.schemes.items():
         used = [c for c in grid.cases if name in c.schemes or name in dict(c.waiting_schemes)]
         assert used, f"{paper}: named scheme {name} runs in no case"
         for link, _ in s.links:
-            assert any(link in {l_.get("name") for l_ in gr.render(grid, c, 1, name, False)["links"]} for c in used), \
+            assert any(link in {l_.get("name") for l_ in render(grid, c, 1, name, False)["links"]} for c in used), \
                 f"{paper}: scheme {name} sets link {link}, which no case of it has"
 
 
 def test_full_runs_keep_every_flows_start():
     """OBP's Fig. 6 starts a flow every 200 s of a 600 s run: none is moved."""
     grid = gr.load_grid("obp")
-    starts = [f["start_s"] for f in gr.render(grid, grid.case("f6-c10"), 1, "obp", quick=False)["flows"]]
+    starts = [f["start_s"] for f in render(grid, grid.case("f6-c10"), 1, "obp", quick=False)["flows"]]
     assert [round(s, -1) for s in starts] == [0, 200, 400]
 
 

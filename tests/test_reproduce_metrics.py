@@ -8,14 +8,15 @@ import math
 import pytest
 
 from bwn.analysis import metrics as mt
-from bwn.analysis import report
+from bwn.analysis.report.load import CapacitySample, FlowLog, SchemeRun, TelemetrySample
+from bwn.analysis.report.rates import jain_index
 from bwn.analysis import stats
 
 PAYLOAD = 1000 / 1102            # the report's payload per frame
 
 
 def flow(name: str, rates: list[tuple[float, float, float]], start_s: float = 0.0, end_s: float = 20.0,
-         algo: str = "newreno", estimate=None, step_s: float = 0.1) -> report.FlowLog:
+         algo: str = "newreno", estimate=None, step_s: float = 0.1) -> FlowLog:
     """A flow whose goodput is ``rate`` b/s over each (t0, t1, rate) of experiment time,
     logged every ``step_s``; ``estimate(t)`` gives its logged estimate, if any."""
     samples, delivered = [], 0.0
@@ -27,12 +28,12 @@ def flow(name: str, rates: list[tuple[float, float, float]], start_s: float = 0.
         samples.append(row)
         rate = next((r for a, b, r in rates if a <= t < b), 0.0)
         delivered += rate * step_s / 8
-    return report.FlowLog(name, samples, {"duration_s": end_s - start_s}, start_s, algo)
+    return FlowLog(name, samples, {"duration_s": end_s - start_s}, start_s, algo)
 
 
-def run_of(flows, capacity=((0.0, 8.0e6 / PAYLOAD),), telemetry=()) -> report.SchemeRun:
-    return report.SchemeRun("x", list(flows), list(telemetry),
-                            [report.CapacitySample(t, "bottleneck", r) for t, r in capacity])
+def run_of(flows, capacity=((0.0, 8.0e6 / PAYLOAD),), telemetry=()) -> SchemeRun:
+    return SchemeRun("x", list(flows), list(telemetry),
+                            [CapacitySample(t, "bottleneck", r) for t, r in capacity])
 
 
 def value(name, run, rows=None, fidelity=None, params=None):
@@ -101,7 +102,7 @@ def test_jain_of_a_prefix_and_of_shares():
     assert value("jain", run, rows=[{"flow": "all", "jain": 0.5}]) == 0.5          # the run's own index
     rows = [{"flow": f.name, "goodput_bps": f.summary["goodput_bps"]} for f in flows]
     # every flow's fair share is 3 Mb/s: 4/3, 4/3, 1/3
-    expected = report.jain_index([4 / 3, 4 / 3, 1 / 3])
+    expected = jain_index([4 / 3, 4 / 3, 1 / 3])
     assert value("jain_share", run, rows) == pytest.approx(expected, rel=0.02)
     assert value("share_fraction:f*", run, rows) == pytest.approx(4 / 3, rel=0.02)
 
@@ -164,7 +165,7 @@ def test_queue_and_utilization_of_named_links_busier_port_or_both_directions():
 
 
 def test_utilization_in_a_window_is_the_switchs_rate_over_the_links_over_its_telemetry():
-    telemetry = [report.TelemetrySample(t / 2, "s1", 2, 10000.0, 5000.0 if t < 20 else 9500.0, None, None, None)
+    telemetry = [TelemetrySample(t / 2, "s1", 2, 10000.0, 5000.0 if t < 20 else 9500.0, None, None, None)
                  for t in range(60)]
     run = run_of([], telemetry=telemetry)
     assert value("link_utilization:b1@10-29", run, fidelity=FIDELITY) == pytest.approx(0.95)

@@ -1,5 +1,5 @@
 """Claims judged over runs, the results page and its figures, and the grids
-(bwn/analysis/claims.py, bwn/reproduce/{grid,page,plots}.py). The rule itself:
+(bwn/reproduce/claims.py, bwn/reproduce/{grid,page,plots}.py). The rule itself:
 tests/test_reproduce_rule.py; attempts and code: tests/test_reproduce_ledger.py."""
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from bwn.analysis import claims as cl
+from bwn.reproduce import claims as cl
 from bwn.analysis import stats
+from bwn.analysis.report.load import CapacitySample, FlowLog, SchemeRun
 from bwn.cli import reproduce
 from bwn.reproduce import calibrate as cal
 from bwn.reproduce import grid as gr
+from bwn.reproduce.render import render
 from bwn.reproduce import ledger as lg
 from bwn.reproduce import page, plots
 from bwn.reproduce import plan as pl
@@ -301,12 +303,12 @@ def test_seed_changes_start_times_and_flow_ids_and_is_recorded():
     from bwn.scenario import seeding
     grid = gr.load_grid("ebn")
     case = grid.case("c")
-    one = gr.render(grid, case, 1, "ebn", quick=True)
-    two = gr.render(grid, case, 2, "ebn", quick=True)
+    one = render(grid, case, 1, "ebn", quick=True)
+    two = render(grid, case, 2, "ebn", quick=True)
     assert one["experiment"]["seed"] == 1 and two["experiment"]["seed"] == 2
     assert [f["start_s"] for f in one["flows"]] != [f["start_s"] for f in two["flows"]]
     assert all(0 <= f["start_s"] < grid.start_spread_s for f in one["flows"])
-    assert gr.render(grid, case, 1, "ebn", quick=True) == one                     # replayable
+    assert render(grid, case, 1, "ebn", quick=True) == one                     # replayable
     assert seeding.flow_id(1, 0) != seeding.flow_id(2, 0)
     assert len({seeding.flow_id(7, i) for i in range(200)}) == 200
     assert seeding.flow_id(None, 0) == 1
@@ -316,8 +318,8 @@ def test_seed_changes_start_times_and_flow_ids_and_is_recorded():
 def test_default_tcp_drops_the_reservation_it_cannot_take():
     grid = gr.load_grid("gtcp")
     case = grid.case("basic")
-    gtcp = gr.render(grid, case, 1, "gtcp", quick=True)
-    tcp = gr.render(grid, case, 1, "newreno", quick=True)
+    gtcp = render(grid, case, 1, "gtcp", quick=True)
+    tcp = render(grid, case, 1, "newreno", quick=True)
     assert [f.get("reserved_rate_mbit") for f in gtcp["flows"][:3]] == [4.408, 2.204, 1.102]
     assert all("reserved_rate_mbit" not in f for f in tcp["flows"])
     assert len(tcp["reservations"]) == 3                       # the edge still meters it
@@ -343,19 +345,17 @@ def test_cli_rejects_bad_arguments(capsys):
 
 
 def test_link_utilization_metric_takes_each_links_busier_port():
-    from bwn.analysis import report
     fidelity = {"measurements": {"ports": {
         "s1:2": {"link": "b1", "utilization": 0.97}, "s2:1": {"link": "b1", "utilization": 0.05},
         "s2:2": {"link": "b2", "utilization": 0.91}}}}
-    run = report.SchemeRun("obp", [])
+    run = SchemeRun("obp", [])
     assert cl.metric_value("link_utilization:b1", run, [], fidelity) == pytest.approx(0.97)
     assert cl.metric_value("link_utilization:b1,b2", run, [], fidelity) == pytest.approx(0.94)
     assert cl.metric_value("link_utilization:b3", run, [], fidelity) is None
 
 
 def test_reordered_metric_sums_the_receivers_counts_of_the_runs_flows(tmp_path):
-    from bwn.analysis import report
-    run = report.SchemeRun("gtcp", [])
+    run = SchemeRun("gtcp", [])
     run.flow_ids = {"g4": 11, "g2": 12}
     receiver = RunDir(tmp_path).receiver_summary("h2")
     receiver.write_text(json.dumps([
@@ -370,11 +370,10 @@ def test_reordered_metric_sums_the_receivers_counts_of_the_runs_flows(tmp_path):
 def test_share_fraction_is_goodput_over_the_max_min_fair_share():
     """A parking lot in miniature: 'long' crosses b1 and b2, 'c1' only b1, 'c2'
     only b2, all 10 Mb/s (frames): each flow's fair share is half a link."""
-    from bwn.analysis import report
-    flows = [report.FlowLog(name, samples=[{"t_s": float(t)} for t in range(11)],
+    flows = [FlowLog(name, samples=[{"t_s": float(t)} for t in range(11)],
                             summary={"duration_s": 10.0}) for name in ("long", "c1", "c2")]
-    run = report.SchemeRun("obp", flows, capacity=[report.CapacitySample(0.0, "b1", 10e6),
-                                                   report.CapacitySample(0.0, "b2", 10e6)])
+    run = SchemeRun("obp", flows, capacity=[CapacitySample(0.0, "b1", 10e6),
+                                                   CapacitySample(0.0, "b2", 10e6)])
     run.flow_links = {"long": [("b1", "s1", "s2"), ("b2", "s2", "s3")], "c1": [("b1", "s1", "s2")],
                       "c2": [("b2", "s2", "s3")]}
     share = 5e6 * run.payload_per_frame
@@ -468,9 +467,9 @@ def test_a_grid_renders_from_its_templates_as_they_were_when_it_was_loaded(tmp_p
                     'params = { d = 7 }\n')
     grid = gr.load_grid("t", path)
     (templates / "t1.toml").write_text('[experiment]\nduration_s = ${d}\n\n[telemetry]\ninterval_s = ${new}\n')
-    assert "telemetry" not in gr.render(grid, grid.case("a"), 1, "x", quick=False)     # the text as loaded
+    assert "telemetry" not in render(grid, grid.case("a"), 1, "x", quick=False)     # the text as loaded
     with pytest.raises(gr.GridError, match=r"case 'a' gives no value for \$\{new\}"):
-        gr.render(gr.load_grid("t", path), grid.case("a"), 1, "x", quick=False)    # loaded anew: the edit
+        render(gr.load_grid("t", path), grid.case("a"), 1, "x", quick=False)    # loaded anew: the edit
 
 
 def test_a_grid_whose_template_is_missing_is_refused_when_loaded(tmp_path, monkeypatch):
@@ -489,7 +488,7 @@ def test_a_case_sets_how_it_is_emulated_but_not_what_the_grid_sets(tmp_path):
     grid = gr.load_grid("t", path)
     (case,) = grid.cases
     assert case.experiment == (("linkem_rt_priority", 0), ("linkem_shared", True))
-    exp = gr.render(grid, case, 2, "newreno", quick=False)["experiment"]
+    exp = render(grid, case, 2, "newreno", quick=False)["experiment"]
     assert exp["linkem_shared"] is True and exp["linkem_rt_priority"] == 0
     assert exp["seed"] == 2 and exp["name"] == "t-a"
     path.write_text(head + 'experiment = { seed = 4, name = "x" }\n')

@@ -29,6 +29,7 @@ from slurm_cluster import (SlurmCluster, marked_pids, slurm_cluster, slurm_missi
 
 from bwn.reproduce import fingerprint as fp
 from bwn.reproduce import slurm as sl
+from bwn.reproduce import slurm_sweep as sweep
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -50,12 +51,12 @@ def _options(cluster: SlurmCluster, **kw) -> sl.SlurmOptions:
 
 def _sweep(cluster: SlurmCluster, tasks, out: Path, lines: list[str] | None = None, **kw) -> sl.SweepOutcome:
     log = lines if lines is not None else []
-    return sl.run_sweep(tasks, out, out / "slurm", _options(cluster, **kw), progress=log.append)
+    return sweep.run_sweep(tasks, out, out / "slurm", _options(cluster, **kw), progress=log.append)
 
 
 def _attempts(out: Path) -> dict[str, list[dict]]:
     found: dict[str, list[dict]] = {}
-    for key, att in sl.iter_attempts(out / "slurm"):
+    for key, att in sweep.iter_attempts(out / "slurm"):
         found.setdefault(key, []).append(att)
     return found
 
@@ -132,7 +133,7 @@ def test_bad_tasks_and_options_are_refused_with_the_reason(make, words):
 def test_duplicate_keys_are_refused(tmp_path):
     tasks = [sl.Task("k", ("true",), "a"), sl.Task("k", ("true",), "b")]
     with pytest.raises(ValueError, match="unique: k"):
-        sl.run_sweep(tasks, tmp_path, tmp_path / "s", sl.SlurmOptions())
+        sweep.run_sweep(tasks, tmp_path, tmp_path / "s", sl.SlurmOptions())
 
 
 def test_a_bundle_that_would_write_outside_its_folder_is_refused(tmp_path):
@@ -141,7 +142,7 @@ def test_a_bundle_that_would_write_outside_its_folder_is_refused(tmp_path):
     with tarfile.open(bundle, "w") as tar:
         tar.add(tmp_path / "evil", arcname="../evil")
     with pytest.raises(tarfile.TarError, match="unsafe"):
-        sl._unpack(bundle, tmp_path / "dest")
+        sweep._unpack(bundle, tmp_path / "dest")
     assert not (tmp_path / "dest").exists() or not any((tmp_path / "dest").iterdir())
 
 
@@ -267,7 +268,7 @@ def test_an_interrupted_driver_follows_its_jobs_instead_of_submitting_them_again
         if line.startswith("submitted"):
             raise KeyboardInterrupt
     with pytest.raises(KeyboardInterrupt):
-        sl.run_sweep(tasks, out, out / "slurm", _options(slurm_cluster), progress=interrupt_after_submitting)
+        sweep.run_sweep(tasks, out, out / "slurm", _options(slurm_cluster), progress=interrupt_after_submitting)
     lines: list[str] = []
     outcome = _sweep(slurm_cluster, tasks, out, lines)
     assert outcome.ok, outcome.failed
@@ -279,9 +280,9 @@ def test_an_interrupted_driver_follows_its_jobs_instead_of_submitting_them_again
 
 def test_a_second_driver_on_the_same_sweep_is_refused(tmp_path):
     state = tmp_path / "slurm"
-    with sl._Lock(state / "driver.lock"):
+    with sweep._Lock(state / "driver.lock"):
         with pytest.raises(sl.SlurmError, match="another driver follows this sweep"):
-            with sl._Lock(state / "driver.lock"):
+            with sweep._Lock(state / "driver.lock"):
                 pass
 
 

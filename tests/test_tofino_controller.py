@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from controller import dataplane_math as dm
+from bwn.protocol import dataplane_math as dm
 from controller import entries as en
 from controller import tofino as tf
 

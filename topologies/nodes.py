@@ -6,11 +6,12 @@
   MTU-sized frames; no router solicitations in the switches' counters).
 * :class:`LinkemNode` is the "small node between the two ends of a link" that
   adds propagation delay (and loss, reordering...) in user space with
-  `bwn-link`, for kernels without netem (issue 5); :class:`LinkemGroup` serves
+  `bwn-link`, for kernels without netem; :class:`LinkemGroup` serves
   the links of several such nodes from one `bwn-links` process.
 """
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -23,6 +24,7 @@ from typing import Any, Iterable, Optional
 
 from mininet.node import Host, Switch
 
+from bwn.linkem.cli import READY_MARKER
 from controller.bmv2 import experiment_switch_binary, stop_process_group, switch_command, wait_for_tcp
 
 VENV_BIN = Path(sys.executable).parent
@@ -187,7 +189,6 @@ class LinkemNode(Host):
 def wait_linkem_ready(proc: Optional[subprocess.Popen], log_path: Path, who: str,
                       timeout_s: float = 30.0) -> None:
     """Until the emulator `proc` writes its ready line to `log_path`."""
-    from bwn.linkem.cli import READY_MARKER
 
     deadline = time.monotonic() + timeout_s
     while READY_MARKER not in log_path.read_text(errors="replace"):
@@ -223,7 +224,6 @@ class LinkemGroup:
 
     def start(self, args_by_node: dict[str, list[str]], stats_paths: dict[str, Path],
               spec_path: Path, log_path: Path, rt_priority: int = 0) -> None:
-        import json
 
         links = []
         for em in self.nodes:

@@ -33,7 +33,7 @@ The sampler is :mod:`bwn.emulation.monitor` (with the probes of
 :mod:`bwn.emulation.probes`). This module is the judging, from the numbers
 alone: the invariants and their thresholds (:class:`Thresholds`, justified in
 ``docs/fidelity.md``) are checked after the run on every sample they read, a
-:class:`bwn.analysis.rejudge.Recording`. ``run.json["fidelity"]`` holds the
+:class:`Recording`. ``run.json["fidelity"]`` holds the
 verdict, each check's outcome and by how much a broken one missed, the
 measurements, the version of the checks (:data:`CHECKS_VERSION`) and the
 recording itself, so that a run is judged again from run.json alone when a
@@ -45,10 +45,8 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
-if TYPE_CHECKING:  # only for annotations: bwn.analysis.rejudge imports this module
-    from bwn.analysis.rejudge import Recording
 
 #: The version of the checks below, recorded in run.json with each verdict. Raise it
 #: with any change that can change a verdict (a check's logic, a threshold, what a
@@ -111,12 +109,65 @@ class Check:
         return f"{self.name}: {status}: {self.detail}" if self.detail else f"{self.name}: {status}"
 
 
+DIRECTIONS = ("a_to_b", "b_to_a")   # a bwn-link's --stats-json, per direction
+PORT_SERIES = ("tx", "emptied", "queue", "pps", "schedule_pps")
+
+
+class FidelityRecordError(ValueError):
+    """A run whose verdict cannot be judged again; the message says why."""
+
+
+@dataclass
+class Recording:
+    """What the invariants read, on the controller's clock (s since its t0).
+
+    ``cpu``: (t_s, total ticks, idle ticks), cumulative as in /proc/stat;
+    ``linkem``: emulator -> its statistics as :func:`bwn.analysis.rejudge.linkem_record` keeps them;
+    ``switches``: name -> {"in_pkts", "out_pkts", "ring_drops", "p4_drops",
+    "queue_drops_est"}; ``ports``: "switch:port" -> {"tx", "emptied", "queue",
+    "pps", "schedule_pps": [(t_s, value)], "queue_capacity_pkts", "link"}, as
+    :func:`bwn.analysis.fidelity.departure_rate_check` takes them;
+    ``telemetry_interval_s``: the telemetry's period (the gap a backlog may span)."""
+
+    cpu: list[tuple[float, float, float]]
+    linkem: dict[str, dict[str, Any]]
+    switches: dict[str, dict[str, Any]]
+    ports: dict[str, dict[str, Any]]
+    telemetry_interval_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"telemetry_interval_s": self.telemetry_interval_s,
+                "cpu": [list(s) for s in self.cpu],
+                "linkem": self.linkem, "switches": self.switches,
+                "ports": {key: {k: ([list(p) for p in v] if k in PORT_SERIES else v)
+                                for k, v in port.items()}
+                          for key, port in self.ports.items()}}
+
+    @classmethod
+    def from_json(cls, data: Any) -> "Recording":
+        """A recording as run.json holds it; FidelityRecordError if it is not one."""
+        if not isinstance(data, Mapping):
+            raise FidelityRecordError("the recording is not an object")
+        missing = [k for k in ("telemetry_interval_s", "cpu", "linkem", "switches", "ports") if k not in data]
+        if missing:
+            raise FidelityRecordError(f"the recording lacks {', '.join(missing)}")
+        try:
+            cpu = [(t, total, idle) for t, total, idle in data["cpu"]]
+            ports = {str(key): {k: ([(t, v) for t, v in value] if k in PORT_SERIES else value)
+                                for k, value in port.items()}
+                     for key, port in data["ports"].items()}
+            return cls(cpu, dict(data["linkem"]), dict(data["switches"]), ports,
+                       float(data["telemetry_interval_s"]))
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise FidelityRecordError(f"the recording is malformed: {exc}") from None
+
+
 @dataclass
 class FidelityResult:
     checks: list[Check]
     thresholds: Thresholds = DEFAULT_THRESHOLDS
     measurements: dict[str, Any] = field(default_factory=dict)
-    recording: Optional["Recording"] = None      # what the checks were given
+    recording: Optional[Recording] = None      # what the checks were given
 
     @property
     def valid(self) -> bool:

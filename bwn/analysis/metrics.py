@@ -47,7 +47,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from bwn.analysis import report
+from bwn.analysis.report.load import DEFAULT_BIN_S, FlowLog, SchemeRun
+from bwn.analysis.report.rates import FairShares, _Delivered, estimate_bps, estimate_source, jain_index, run_span_s
 from bwn.analysis import stats
 from bwn.rundir import RunDir
 
@@ -161,7 +162,7 @@ def support_of(metric: str) -> stats.Support:
 
 # -- selecting flows -------------------------------------------------------------------------
 
-def select(run: report.SchemeRun, selector: str) -> list[report.FlowLog]:
+def select(run: SchemeRun, selector: str) -> list[FlowLog]:
     """The flows a selector names: ``all``/``mean``/``min``/"" every flow, ``P*`` a prefix,
     else the flow of that name."""
     if selector in ("", "all", "mean", "min"):
@@ -197,16 +198,16 @@ def _level(text: str, params: Mapping[str, Any], name: str) -> float:
 
 # -- time series of one flow ---------------------------------------------------------------
 
-def _life(flow: report.FlowLog, t0: float, t1: float) -> tuple[float, float]:
+def _life(flow: FlowLog, t0: float, t1: float) -> tuple[float, float]:
     return max(t0, flow.start_s), min(t1, flow.end_s)
 
 
-def _delivered(flow: report.FlowLog) -> report._Delivered:
-    return report._Delivered(flow)
+def _delivered(flow: FlowLog) -> _Delivered:
+    return _Delivered(flow)
 
 
-def window_goodput_bps(flow: report.FlowLog, t0: float, t1: float,
-                       delivered: Optional[report._Delivered] = None) -> Optional[float]:
+def window_goodput_bps(flow: FlowLog, t0: float, t1: float,
+                       delivered: Optional[_Delivered] = None) -> Optional[float]:
     """Payload acknowledged in [t0, t1] (clipped to the flow's life) over that time, b/s."""
     a, b = _life(flow, t0, t1)
     if b - a <= 0:
@@ -217,7 +218,7 @@ def window_goodput_bps(flow: report.FlowLog, t0: float, t1: float,
     return d.rate_bps(b, b - a)
 
 
-def bins_bps(flow: report.FlowLog, t0: float, t1: float, bin_s: float = BIN_S) -> list[float]:
+def bins_bps(flow: FlowLog, t0: float, t1: float, bin_s: float = BIN_S) -> list[float]:
     """The flow's goodput in consecutive whole bins of ``bin_s`` from the window's start."""
     a, b = _life(flow, t0, t1)
     d = _delivered(flow)
@@ -231,22 +232,22 @@ def bins_bps(flow: report.FlowLog, t0: float, t1: float, bin_s: float = BIN_S) -
     return out
 
 
-def _estimates(run: report.SchemeRun, flow: report.FlowLog, shares: report.FairShares,
+def _estimates(run: SchemeRun, flow: FlowLog, shares: FairShares,
                t0: float = 0.0, t1: float = math.inf) -> list[tuple[float, float, Optional[float]]]:
     """(experiment time, estimate, fair share) of the flow's log rows in [t0, t1] that have
     an estimate (payload b/s, as the report's estimate_error reads them)."""
-    source = report.estimate_source(flow, run)
+    source = estimate_source(flow, run)
     if source is None:
         return []
-    own = report._Delivered(flow)
+    own = _Delivered(flow)
     out = []
     for sample in flow.samples:
         t_s = flow.start_s + sample["t_s"]
         if not t0 <= t_s <= t1:
             continue
-        own_window_s = min(report.DEFAULT_BIN_S, sample["t_s"])
+        own_window_s = min(DEFAULT_BIN_S, sample["t_s"])
         own_bps = own.rate_bps(t_s, own_window_s) if own_window_s > 0 else 0.0
-        est = report.estimate_bps(run, sample, source, own_bps)
+        est = estimate_bps(run, sample, source, own_bps)
         if est is None:
             continue
         share = shares.share_bps(flow, t_s)
@@ -269,7 +270,7 @@ def _cv(values: Sequence[float]) -> Optional[float]:
 
 # -- epochs between arrivals -----------------------------------------------------------------
 
-def epochs(flows: Sequence[report.FlowLog], end_s: float) -> list[tuple[float, float, list[report.FlowLog]]]:
+def epochs(flows: Sequence[FlowLog], end_s: float) -> list[tuple[float, float, list[FlowLog]]]:
     """(start, end, the flows active in it) per interval between arrivals: arrivals closer
     than MERGE_S open one epoch, at the later one."""
     starts = sorted(f.start_s for f in flows)
@@ -290,10 +291,10 @@ def epochs(flows: Sequence[report.FlowLog], end_s: float) -> list[tuple[float, f
     return out
 
 
-def convergence_time_s(run: report.SchemeRun, flows: Sequence[report.FlowLog], tolerance: float) -> Optional[float]:
+def convergence_time_s(run: SchemeRun, flows: Sequence[FlowLog], tolerance: float) -> Optional[float]:
     if not flows:
         return None
-    shares = report.FairShares(run)
+    shares = FairShares(run)
     delivered = {f.name: _delivered(f) for f in flows}
     worst = None
     for a, b, active in epochs(flows, max(f.end_s for f in flows)):
@@ -322,7 +323,7 @@ def convergence_time_s(run: report.SchemeRun, flows: Sequence[report.FlowLog], t
     return worst
 
 
-def epoch_jain(flows: Sequence[report.FlowLog]) -> Optional[float]:
+def epoch_jain(flows: Sequence[FlowLog]) -> Optional[float]:
     if not flows:
         return None
     lowest = None
@@ -331,7 +332,7 @@ def epoch_jain(flows: Sequence[report.FlowLog]) -> Optional[float]:
         goodputs = [window_goodput_bps(f, mid, b) for f in active]
         if any(g is None for g in goodputs):
             return None
-        value = report.jain_index([g for g in goodputs if g is not None])     # None for one flow
+        value = jain_index([g for g in goodputs if g is not None])     # None for one flow
         if value is not None:
             lowest = value if lowest is None else min(lowest, value)
     return lowest
@@ -406,7 +407,7 @@ def receiver_counts(run_dir: Path, counter: str) -> dict[int, int]:
     return out
 
 
-def metric_value(name: str, run: report.SchemeRun, rows: list[dict[str, Any]], fidelity: Mapping[str, Any],
+def metric_value(name: str, run: SchemeRun, rows: list[dict[str, Any]], fidelity: Mapping[str, Any],
                  run_dir: Optional[Path] = None, params: Optional[Mapping[str, Any]] = None) -> Optional[float]:
     """The value of metric ``name`` in one scheme run (None when the run has nothing to
     compute it from); ``params`` are the case's, for ``=PARAM`` targets and levels."""
@@ -422,14 +423,14 @@ def metric_value(name: str, run: report.SchemeRun, rows: list[dict[str, Any]], f
         value = None if row is None else row.get(col)
         return None if value is None else float(value)
 
-    def over_flows(selector: str, one: Callable[[report.FlowLog], Optional[float]]) -> Optional[float]:
+    def over_flows(selector: str, one: Callable[[FlowLog], Optional[float]]) -> Optional[float]:
         return _combine(selector, [one(f) for f in select(run, selector)])
 
     if kind == "goodput_bps" and m.when:
         windows = m.windows
         if arg in ("", "all"):
             def aggregate(t0: float, t1: float) -> Optional[float]:
-                t0_run, t1_run = report.run_span_s(run)
+                t0_run, t1_run = run_span_s(run)
                 a, b = max(t0, t0_run), min(t1, t1_run)
                 if b <= a:
                     return None
@@ -451,7 +452,7 @@ def metric_value(name: str, run: report.SchemeRun, rows: list[dict[str, Any]], f
         sel, _, level_text = arg.partition("=")
         level = _level(level_text, params, name)
 
-        def fraction(f: report.FlowLog, a: float, b: float) -> Optional[float]:
+        def fraction(f: FlowLog, a: float, b: float) -> Optional[float]:
             bins = bins_bps(f, a, b)
             return sum(1 for v in bins if v >= level) / len(bins) if bins else None
         return over_flows(sel, lambda f: _per_window(m.windows, lambda a, b: fraction(f, a, b)))
@@ -460,11 +461,11 @@ def metric_value(name: str, run: report.SchemeRun, rows: list[dict[str, Any]], f
             values = [r["jain"] for r in rows if r.get("jain") is not None]
             return float(values[0]) if values else None
         goodputs = [f.goodput_bps for f in select(run, arg)]
-        return None if any(g is None for g in goodputs) else report.jain_index([g for g in goodputs if g is not None])
+        return None if any(g is None for g in goodputs) else jain_index([g for g in goodputs if g is not None])
     if kind == "jain_share":
         fractions = [_share_fraction(run, f, column("goodput_bps", f.name)) for f in select(run, arg)]
         return None if not fractions or any(v is None for v in fractions) else \
-            report.jain_index([v for v in fractions if v is not None])
+            jain_index([v for v in fractions if v is not None])
     if kind == "epoch_jain":
         return epoch_jain(select(run, arg))
     if kind == "convergence_time_s":
@@ -479,10 +480,10 @@ def metric_value(name: str, run: report.SchemeRun, rows: list[dict[str, Any]], f
             return sum(errs) / len(errs) if errs else None
         return column(col, arg)
     if kind in ("estimate_error", "estimate_bias", "estimate_bps", "estimate_cv", "estimate_settling_s"):
-        shares = report.FairShares(run)
+        shares = FairShares(run)
         sel = arg.partition("=")[0]
 
-        def per_flow(f: report.FlowLog) -> Optional[float]:
+        def per_flow(f: FlowLog) -> Optional[float]:
             if kind == "estimate_settling_s":
                 hold = _level(arg.partition("=")[2], params, name)
                 return settling_s(_estimates(run, f, shares), m.instants, hold, f.end_s)
@@ -562,11 +563,11 @@ def metric_value(name: str, run: report.SchemeRun, rows: list[dict[str, Any]], f
     raise MetricError(f"unknown metric {name!r}")
 
 
-def _share_fraction(run: report.SchemeRun, flow: report.FlowLog, goodput: Optional[float]) -> Optional[float]:
+def _share_fraction(run: SchemeRun, flow: FlowLog, goodput: Optional[float]) -> Optional[float]:
     """The flow's goodput / its max-min fair share averaged over its log rows."""
     if goodput is None:
         return None
-    fair = report.FairShares(run)
+    fair = FairShares(run)
     shares = [fair.share_bps(flow, flow.start_s + float(s["t_s"])) for s in flow.samples]
     shares = [v for v in shares if v]
     return goodput / (sum(shares) / len(shares)) if shares else None

@@ -50,6 +50,7 @@ class Trace:
 def read_trace(path: Path, clock_offset_s: float = 0.0) -> Trace:
     """Every BWN transport packet of ``path``, per flow id; times are the capture's
     timestamps minus ``clock_offset_s`` (the experiment's time, run.json)."""
+    # imported here: dpkt is the plots extra's
     import dpkt
 
     flows: dict[int, FlowTrace] = {}

@@ -105,6 +105,7 @@ def _finite(values: Sequence[Optional[float]]) -> list[float]:
 
 
 def _t(n: int) -> float:
+    # imported here: scipy takes a third of a second to import, and only intervals need it
     from scipy import stats
     return float(stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1))
 
@@ -131,6 +132,7 @@ def mean_interval(values: Sequence[Optional[float]], support: Support = Support.
 
 def count_interval(xs: Sequence[float]) -> Estimate:
     """Quasi-Poisson interval of the mean count per run (module docstring)."""
+    # imported here: scipy takes a third of a second to import, and only intervals need it
     from scipy import stats
     n = len(xs)
     if any(x < 0 for x in xs):

@@ -16,7 +16,8 @@ import sys
 from contextlib import contextmanager
 from typing import Callable, Iterator, Optional, Sequence
 
-from bwn.analysis import rejudge, report
+from bwn.analysis import rejudge
+from bwn.analysis.report import __main__ as report_cli
 from bwn.cli import main as cli
 from bwn.linkem import cli as linkem_cli
 from bwn.linkem import group_cli
@@ -42,7 +43,7 @@ def _parsers() -> list[tuple[str, Callable[[], argparse.ArgumentParser]]]:
     return [("bwn", cli.build_parser), ("bwn-send", send.build_parser),
             ("bwn-recv", recv.build_parser), ("bwn-link", linkem_cli.build_parser),
             ("bwn-links", group_cli.build_parser),
-            ("python -m bwn.analysis.report", report.build_parser),
+            ("python -m bwn.analysis.report", report_cli.build_parser),
             ("python -m bwn.analysis.rejudge", rejudge.build_parser),
             ("python -m bwn.scenario.schema", schema.build_parser)]
 

@@ -7,23 +7,31 @@
     bwn reproduce-run PAPER/CASE/seedN/SCHEME
     bwn net SCENARIO     the scenario's network and the Mininet CLI, to try things by hand
 """
-# Each command imports what it runs when it runs: `bwn list`, `bwn report` and
-# `--help` start fast, and work on a machine without Mininet, BMv2 or P4Runtime.
+# Mininet is imported only where a network is built (it needs root and Debian's
+# package): `bwn list`, `bwn report` and `--help` work on a machine without it.
 from __future__ import annotations
 
 import argparse
-import os
+import logging
 import shutil
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Optional
 
 from bwn import requirements
+from bwn.analysis.report import write_report
+from bwn.analysis.report.load import ReportError, load_run_dir
 from bwn.cli import reproduce
+from bwn.emulation import runner as experiment
+from bwn.emulation.agents import parse_scheme
+from bwn.emulation.session import run_session
 from bwn.paths import REPO
 from bwn.rundir import ExperimentDir, RunDir
+from bwn.scenario.config import ConfigError, load_config
+from hosts.cc.registry import ALGORITHMS, RegistryError, create
 
 SCENARIO_DIR = REPO / "topologies" / "scenarios"
 
@@ -40,7 +48,6 @@ def _describe(path: Path) -> str:
 
 
 def scheme_names() -> list[str]:
-    from hosts.cc.registry import ALGORITHMS
     return list(ALGORITHMS)
 
 
@@ -66,7 +73,6 @@ def resolve_scenario(name: str, command: str = "run") -> Path:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from bwn.scenario.config import ConfigError, load_config
 
     path = resolve_scenario(args.scenario)
     try:
@@ -79,8 +85,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("bwn run: no schemes given (--schemes) and none in the scenario", file=sys.stderr)
         return 2
     known = set(scheme_names())
-    from bwn.emulation.agents import parse_scheme
-    from hosts.cc.registry import RegistryError, create
     try:
         unknown = [s for s in schemes if parse_scheme(s)[0] not in known]
         for s in schemes:
@@ -110,12 +114,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"bwn run: cannot run here: {why}", file=sys.stderr)
         return 3
 
-    from bwn.emulation import runner as experiment
-    from bwn.analysis import report
+    # imported here: Mininet is Debian's and needs root, which list, report and --help do not
     from mininet.log import setLogLevel
 
+
     setLogLevel("warning")
-    import logging
     logging.getLogger("finsy").setLevel(logging.ERROR)  # e.g. "gNMI is not implemented" on BMv2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -137,8 +140,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("interrupted: torn down; partial results stay in", out, file=sys.stderr)
         return 130
-    runs = report.load_run_dir(out)
-    summary = report.write_report(out, runs)
+    runs = load_run_dir(out)
+    summary = write_report(out, runs)
     print(f"== done in {time.monotonic() - started:.0f} s: {summary}")
     print((out / "summary.md").read_text())
     if failed:
@@ -148,7 +151,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_net(args: argparse.Namespace) -> int:
-    from bwn.scenario.config import ConfigError, load_config
 
     path = resolve_scenario(args.scenario, "net")
     try:
@@ -160,12 +162,10 @@ def cmd_net(args: argparse.Namespace) -> int:
     if why:
         print(f"bwn net: cannot run here: {why}", file=sys.stderr)
         return 3
-    import logging
-    import tempfile
 
+    # imported here: Mininet is Debian's and needs root, which list, report and --help do not
     from mininet.log import setLogLevel
 
-    from bwn.emulation.session import run_session
 
     setLogLevel("output")   # Mininet's command output (pingall, ...), not its build steps
     logging.getLogger("finsy").setLevel(logging.ERROR)
@@ -181,11 +181,10 @@ def cmd_net(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from bwn.analysis import report
     out = Path(args.dir)
     try:
-        summary = report.write_report(out, report.load_run_dir(out))
-    except report.ReportError as exc:   # a folder that is not a run, or a broken file in it
+        summary = write_report(out, load_run_dir(out))
+    except ReportError as exc:   # a folder that is not a run, or a broken file in it
         print(f"bwn report: {exc}", file=sys.stderr)
         return 1
     print(summary.read_text())

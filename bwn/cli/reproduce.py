@@ -19,17 +19,17 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from bwn import requirements
-from bwn.analysis import claims as cl
-from bwn.analysis import report
+from bwn.analysis.report import write_report
+from bwn.analysis.report.load import ReportError, load_run_dir
 from bwn.paths import REPO
 from bwn.reproduce import calibrate as cal
+from bwn.reproduce import claims as cl
 from bwn.reproduce import fingerprint as fp
 from bwn.reproduce import grid as gr
 from bwn.reproduce import ledger as lg
 from bwn.reproduce import page, plots
 from bwn.reproduce import slurm as sl
 from bwn.reproduce.execute import LocalExecutor, make_run
-from bwn.reproduce.slurm_executor import SlurmExecutor
 from bwn.reproduce.plan import (
     OVERHEAD_S,
     PlannedRun,
@@ -38,9 +38,11 @@ from bwn.reproduce.plan import (
     estimate_s,
     find_run,
     planned_runs,
+    run_dir,
     scenario_fingerprint,
     waiting_runs,
 )
+from bwn.reproduce.slurm_executor import SlurmExecutor
 
 DEFAULT_OUT = REPO / "docs" / "results"
 EXIT_CODES = """exit status:
@@ -228,11 +230,10 @@ def _header(args: argparse.Namespace, grid: gr.Grid, state: fp.CodeState, pool: 
 
 def _write_summaries(out: Path, plan: Sequence[PlannedRun], progress: Any) -> None:
     """The usual report of each case and seed whose runs are here (summary.md)."""
-    from bwn.reproduce.plan import run_dir
     for seed_dir in sorted({run_dir(out, r.key).parent for r in plan if run_dir(out, r.key).exists()}):
         try:
-            report.write_report(seed_dir, report.load_run_dir(seed_dir))
-        except report.ReportError as exc:
+            write_report(seed_dir, load_run_dir(seed_dir))
+        except ReportError as exc:
             progress(f"report of {seed_dir}: {exc}")
 
 

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 from bwn.analysis.fidelity import DEFAULT_THRESHOLDS, FidelityResult, Thresholds
-from bwn.analysis.rejudge import Recording, judge, linkem_record, recorded_measurements
+from bwn.analysis.fidelity import Recording
+from bwn.analysis.rejudge import judge, linkem_record, recorded_measurements
 from bwn.emulation.probes import (
     CounterReader,
     packet_socket_stats,
@@ -38,7 +39,7 @@ from bwn.emulation.probes import (
     read_proc_stat,
 )
 from bwn.rundir import LINKEM_STATS_SUFFIX, RunDir
-from controller.dataplane_math import MAX_PORTS
+from bwn.protocol.dataplane_math import MAX_PORTS
 from controller.entries import QUEUE_EMPTIED_COUNTER
 
 

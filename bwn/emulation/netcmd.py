@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, Union
 
 from bwn.cliargs import number
-from controller import dataplane_math as dm
+from bwn.protocol import dataplane_math as dm
+from bwn.protocol.wire import ebn_decode_kbps
 from bwn.scenario.schedule import DEFAULT_FRAME_BYTES
 
 # Frames the queue rates are converted with (BMv2 rates queues in packets/s): the
@@ -118,7 +119,6 @@ def _mbit(value: Optional[float], per_mbit: float) -> str:
 def format_status(rows: Sequence[Any]) -> str:
     """A table of :class:`controller.switchctl.PortStatus` rows: what the
     controller set (how, rate, loss), then the port's latest telemetry."""
-    from bwn.protocol.wire import ebn_decode_kbps
 
     table = [("switch", "port", "link", "set", "applied", "loss", "capacity", "AB", "EBN share",
               "flows", "queue", "window"),

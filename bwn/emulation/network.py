@@ -24,13 +24,13 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from bwn.emulation.agents import AGENT_MSS_BYTES
 from bwn.emulation.agents import frame_bytes as agent_frame_bytes
 from bwn.emulation.controller_thread import ControllerThread
+from bwn.paths import pipeline_files
 from bwn.protocol.wire import BWN_UDP_PORT
 from bwn.rundir import RunDir
 from bwn.scenario import seeding
 from bwn.scenario.resolved import ExperimentConfig, LinkConfig
 from bwn.scenario.schedule import ConstantSchedule, table_of
 from controller import entries as ent
-from controller.p4rt import pipeline_files
 from controller.switchctl import BwnController, PortPlan, SwitchPlan
 
 LOG = logging.getLogger(__name__)
@@ -57,6 +57,7 @@ def build_network(cfg: ExperimentConfig, log_dir: Path, frame_bytes: Optional[in
     # Mininet only when a network is built: the runner's other parts (switch plans,
     # options, the run's bookkeeping) are used and tested where it is not installed.
     from mininet.link import Link
+    # imported here: Mininet is Debian's and needs root; the rest of the module does not
     from mininet.net import Mininet
 
     from topologies.nodes import Bmv2MininetSwitch, BwnHost, LinkemNode
@@ -285,7 +286,7 @@ class ScenarioNetwork:
         run = self.run_dir
         stats = {em.name: run.linkem_stats(em.name) for em in nodes}
         if shared:
-            from topologies.nodes import LinkemGroup   # Mininet's (see build_network)
+            from topologies.nodes import LinkemGroup  # Mininet's (see build_network)
 
             self.built.linkem_group = LinkemGroup(nodes)
             self.built.linkem_group.start(args, stats, run.linkem_group_stats,

@@ -159,6 +159,7 @@ class CounterReader:
     def open(self) -> bool:
         try:  # BMv2's Thrift client: only where BMv2 is installed
             from bm_runtime.standard import Standard  # type: ignore[import-not-found]
+            # imported here: Thrift is Debian's python3-thrift, which only /usr/bin/python3 with BMv2 installed has
             from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
             from thrift.transport import TSocket, TTransport
         except ImportError:

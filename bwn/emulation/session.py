@@ -80,6 +80,7 @@ def _mininet_cli() -> type:
     # Mininet when a session starts, as the network does (bwn/emulation/network.py):
     # the commands and this module's other parts are tested where it is not installed.
     from mininet.cli import CLI
+    # imported here: Mininet is Debian's and needs root; the rest of the module does not
     from mininet.log import error, output
     from mininet.util import quietRun
 

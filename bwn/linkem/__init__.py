@@ -35,6 +35,7 @@ __all__ = [
 
 def netem_available() -> bool:
     """True if the kernel's netem qdisc works here (see :mod:`bwn.linkem.netem`)."""
+    # imported when first asked: the probe makes a namespace, and most users never ask
     from .netem import netem_available as probe
 
     return probe()

@@ -12,12 +12,15 @@ import json
 import math
 import os
 import signal
+import socket
 import sys
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from bwn.cliargs import number
+from bwn.scenario.config import schedule_from_json
+from bwn.scenario.schedule import ScheduleError
 
 from .config import DIRECTIONS, Impairment, LinkConfig
 from .engine import LinkEmulator
@@ -73,8 +76,6 @@ def _mbit(text: str) -> float:
 
 
 def _rate_schedule(text: str) -> Any:
-    from bwn.scenario.config import schedule_from_json
-    from bwn.scenario.schedule import ScheduleError
 
     try:
         return schedule_from_json(text)
@@ -322,7 +323,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         config = config_from_args(args)
     except ValueError as exc:
         parser.error(str(exc))
-    import socket
 
     for name in (args.iface_a, args.iface_b):
         try:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from bwn.analysis import claims as cl
+from bwn.reproduce import claims as cl
 from bwn.analysis import fidelity
 from bwn.reproduce import fingerprint as fp
 from bwn.reproduce.plan import PlannedRun, RunKey, run_dir, stored_fingerprint
@@ -95,7 +95,7 @@ class Attempt:
         return self.status == VALID and not self.not_counted
 
     def record(self) -> cl.RunRecord:
-        """As the claims' judge reads a run (bwn/analysis/claims.py): usable only
+        """As the claims' judge reads a run (bwn/reproduce/claims.py): usable only
         when counted; an INVALID attempt is complete and not valid; an attempt the
         page does not count has no verdict there, and says why."""
         valid = True if self.counted else (False if self.status == INVALID else None)

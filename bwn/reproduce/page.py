@@ -12,7 +12,7 @@ import csv
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from bwn.analysis import claims as cl
+from bwn.reproduce import claims as cl
 from bwn.analysis import stats
 from bwn.reproduce import grid as gr
 from bwn.reproduce import ledger as lg

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from bwn.reproduce import grid as gr
+from bwn.reproduce.render import render
 from bwn.rundir import RunDir
 from bwn.scenario.config import ConfigError, validate
 from bwn.scenario.resolved import ExperimentConfig
@@ -126,7 +127,7 @@ def estimate_s(plan: Sequence[PlannedRun], overhead_s: float = OVERHEAD_S) -> fl
 
 def config_for(grid: gr.Grid, case: gr.Case, seed: int, scheme: str, quick: bool) -> tuple[dict, ExperimentConfig]:
     """The scenario of one run: the rendered TOML data and its validated config."""
-    data = gr.render(grid, case, seed, scheme, quick)
+    data = render(grid, case, seed, scheme, quick)
     cfg = validate(data, base_dir=gr.template_path(case.template).parent,
                    source=f"{grid.paper}:{case.id}:seed{seed}:{scheme}")
     return data, cfg

@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from bwn.analysis import claims as cl
-from bwn.analysis import report
+from bwn.reproduce import claims as cl
+from bwn.analysis.report.load import ReportError, load_scheme_run
+from bwn.analysis.report.rates import bottleneck, throughput_series
 from bwn.reproduce import grid as gr
 from bwn.reproduce.plan import safe
 from bwn.reproduce.quantity import claim_quantity, trend_quantity
@@ -24,6 +25,7 @@ def _pyplot() -> Any:
     """matplotlib's pyplot on the Agg backend, or None when matplotlib is not
     installed (figures are optional: `pip install -e .[plots]`)."""
     try:
+        # imported here: matplotlib is the plots extra's, and slow to import
         import matplotlib
     except ModuleNotFoundError:
         return None
@@ -155,19 +157,19 @@ def timeseries_figure(grid: gr.Grid, out_root: Path, cases: Sequence[gr.Case],
             if r.seed != seed:
                 continue
             try:
-                run = report.load_scheme_run(r.path, r.scheme)
-            except report.ReportError:
+                run = load_scheme_run(r.path, r.scheme)
+            except ReportError:
                 continue
             flow = next((f for f in run.flows if f.name == grid.timeseries_flow), None)
             if flow is None:
                 continue
-            xs, ys = report.throughput_series(flow, 1.0)
+            xs, ys = throughput_series(flow, 1.0)
             label = r.scheme + (" [INVALID]" if r.valid is False else "")
             (line,) = ax.plot(xs, [y / 1e3 for y in ys], linewidth=0.9,
                               linestyle=":" if r.valid is False else "-")
             handles.setdefault(label, line)
             drawn = True
-            _, curve = report.bottleneck(run)
+            _, curve = bottleneck(run)
             if curve is not None and not capacity_drawn and xs:
                 cx, cy = curve.steps(max(xs))
                 (cap,) = ax.step(cx, [y / 1e3 for y in cy], where="post", color="black", linewidth=0.8)

@@ -18,6 +18,7 @@ from bwn.reproduce import fingerprint as fp
 from bwn.reproduce import grid as gr
 from bwn.reproduce import ledger as lg
 from bwn.reproduce import slurm as sl
+from bwn.reproduce import slurm_sweep as sweep
 from bwn.reproduce.execute import Progress, supersede
 from bwn.reproduce.plan import PlannedRun, RunKey, run_dir
 
@@ -68,7 +69,7 @@ class SlurmExecutor:
             attempt = lg.load_attempt(RunKey.parse(task.key), path, lg.STANDARD_METRICS, "")
             return attempt.status if attempt.status == lg.VALID else f"{attempt.status}: {attempt.reason[:160]}"
 
-        outcome = sl.run_sweep(tasks, out_root, out / STATE_FOLDER, self.options, progress, describe=describe,
+        outcome = sweep.run_sweep(tasks, out_root, out / STATE_FOLDER, self.options, progress, describe=describe,
                                make_room=lambda folder: progress(f"  the earlier attempt's folder is kept in "
                                                                  f"{supersede(out, folder)}"))
         self.failed.update(outcome.failed)

@@ -25,7 +25,7 @@ import tomllib
 
 from pydantic import Field, TypeAdapter, ValidationError
 
-from controller import dataplane_math as dm
+from bwn.protocol import dataplane_math as dm
 from bwn.scenario import model as sc
 from bwn.scenario.messages import messages
 from bwn.scenario.model import APPLY_BOTH, MIN_RATE_BPS, SHAPER_LINK, UNDER_TEST

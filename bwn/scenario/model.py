@@ -27,7 +27,7 @@ from pydantic import (AfterValidator, StrictBool, BaseModel, ConfigDict, Field, 
                       ValidationError, WithJsonSchema, WrapValidator, model_validator)
 from pydantic_core import PydanticCustomError
 
-from controller import dataplane_math as dm
+from bwn.protocol import dataplane_math as dm
 from bwn.scenario.schedule import (
     DEFAULT_TRACE_WINDOW_MS,
     DEFAULT_UPDATE_INTERVAL_S,

@@ -12,7 +12,7 @@ for Dynamic Bandwidth Environment", sec. III-C (the paper numbers no equations):
 class's. ``currentbn / lastebn`` is :func:`bwn.protocol.wire.ebn_ratio` of the echoed
 codes, ``2 ** ((code_now - code_last) / 8)`` (docs/wire-format.md).
 
-Decisions (NOTES.md lists the first as the paper's open question):
+Decisions (the first is the paper's open question; docs/algorithms.md):
 
 * **Literal rule by default** (``variant="literal"``): any increase multiplies
   cwnd by ``beta2 * ratio`` -- for the smallest possible step (one code, ratio
@@ -37,8 +37,7 @@ Decisions (NOTES.md lists the first as the paper's open question):
   setting cwnd leaves ssthresh where it is, so after a decrease during slow
   start the window keeps doubling. ``ssthresh_follows=True`` is a named option:
   after a decrease ``ssthresh = min(ssthresh, cwnd)`` (at least 2), so slow
-  start does not undo it. It was the default until 2026-11-26 and it changes
-  results: in the reproduction's slow-start case at a 1000 ms delay, the
+  start does not undo it. It changes results: in the reproduction's slow-start case at a 1000 ms delay, the
   decrease that comes when the background flow appears (N 1 -> 2) set ssthresh
   to 2 segments and left the flow in congestion avoidance at a 2 s RTT
   (utilization 0.29 against 0.39 with cwnd only, NewReno 0.38: one seed,

@@ -32,7 +32,7 @@ Implemented:
 What the interface and the transport make of it (approximations, also in
 docs/algorithms.md):
 
-* **Units** (issue 10): ``cwnd_G`` counts frames, so the reserved component sends
+* **Units**: ``cwnd_G`` counts frames, so the reserved component sends
   ``rate_G`` of frame bits per ``rtt_base`` -- what the edge meter marks in
   profile -- and not about 10 % more, as counting payload segments did (a
   1000-byte segment is a 1102-byte frame).
@@ -55,9 +55,9 @@ docs/algorithms.md):
   (``force_segments``), sent outside cwnd; cwnd is the best-effort component
   alone and governs the transport's resending from the first unacknowledged
   segment (go-back-N without SACK, only the unSACKed holes with SACK), which the
-  transport does not extend over the data forced after the timeout. (Before
-  issue 10, forced transmissions widened the window of the go-back-N walk and
-  so resent data the receiver already had: a retransmission storm.)
+  transport does not extend over the data forced after the timeout. (Were forced
+  transmissions to widen the window of the go-back-N walk, it would resend data
+  the receiver already has: a retransmission storm.)
 * The number of losses ``k`` is unknown to the sender; the paper's "ignore
   ``cwnd_BE - k`` if ``k > cwnd_BE/2``" is what ignoring ``cwnd_BE/2`` gives anyway
   (with k losses only ``cwnd - k`` duplicate ACKs come back), so the rule is

@@ -1,7 +1,8 @@
 """OBP, the Open Box transport Protocol: rate-based MICMDC from path state.
 
 Source: P. Loureiro, E. Monteiro, "What if the end systems knew the bandwidth
-available in the network?" (sec. III-B-1, eqs. (1)-(5)); NOTES.md fills the gaps.
+available in the network?" (sec. III-B-1, eqs. (1)-(5)); where the text lost a step,
+docs/algorithms.md says how it is read.
 
 The switches stamp the *narrow link* (smallest capacity on the path,
 ``Feedback.narrow_kbps``) and the *tight link* (smallest available bandwidth,
@@ -13,9 +14,9 @@ transmission rate TR, with ``Max.TR`` = narrow link and ``AB`` = tight link:
   ``TR = EP + EP * ((AB + gamma*Max.TR) / Max.TR) * (1 - delta * EP / sqrt(EP^2 + (Max.TR/2)^2))``
   -- eq. (2) is the control factor, eq. (3) the fairness factor;
 * eq. (4), ``AB < 0`` (multiplicative decrease conditioned, MDC):
-  ``PR = EP + EP * (AB / (Max.TR - AB))`` -- the new TR (NOTES.md);
+  ``PR = EP + EP * (AB / (Max.TR - AB))`` -- the new TR (docs/algorithms.md);
 * eq. (5), once per RTT: ``EP = sum(TR) / T``, read as the *mean* of the TR values
-  computed during the previous RTT (NOTES.md);
+  computed during the previous RTT (docs/algorithms.md);
 * ``delta = 0.9``, ``gamma = 0.09``.
 
 Units: the paper counts packets/s; here EP, TR, AB and Max.TR are all bit/s
@@ -46,7 +47,7 @@ Decisions (the paper is silent on all of these):
 * **Loss**: the paper reports none (the feedback prevents it). A retransmission
   timeout is taken as evidence that the feedback is wrong or stale:
   ``EP = TR = EP * timeout_factor`` (0.5).
-* **Deviation -- losses the feedback does not explain** (issue 10): on a real
+* **Deviation -- losses the feedback does not explain**: on a real
   network a sender also loses packets where the stamped AB says there is room (a
   full input buffer, a port that drops before its AB turns negative, a link
   without a BWN switch). At the start of a fast recovery, if the last AB was
@@ -54,7 +55,7 @@ Decisions (the paper is silent on all of these):
   5681 eq. 4); with AB < 0 eq. (4) is already reducing TR and nothing more is
   done. The paper's sender ignores such losses (it reports none);
   ``unexplained_loss_factor = 1`` restores that.
-* **Floors** (issue 10, the floor trap): EP and TR are never below
+* **Floors** (the floor trap): EP and TR are never below
   ``min_segments_per_rtt`` (4 = DupThresh + 1) frames per RTT and cwnd never
   below 4 segments, so that one loss still leaves three later segments to
   produce three duplicate ACKs before the retransmission timer (restarted by
@@ -62,7 +63,7 @@ Decisions (the paper is silent on all of these):
   cwnd = 2, every loss at the floor was a timeout, which halved EP again: a flow
   that reached the floor could not leave it. ``Max.TR = 0`` (no capacity) yields
   no TR.
-* **Deviation -- a floor at the path's EBN share** (issue 10, off by default:
+* **Deviation -- a floor at the path's EBN share** (off by default:
   ``share_floor = 0`` is the paper's sender). With ``share_floor = f > 0``, a TR
   is never below ``f`` times the EBN share the same ACK echoes (the smallest
   ``C / N`` on the path, Dutta & Zhang's EBN code, which every bwn switch stamps
@@ -79,7 +80,7 @@ Decisions (the paper is silent on all of these):
   applies where TR is computed (every ACK with feedback); timeouts and
   unexplained losses still cut EP and TR, and the next feedback lifts TR back
   to the floor. An unset code (255) sets no floor.
-* **Bounds under forged or absurd feedback** (issue 12): AB is taken as at most
+* **Bounds under forged or absurd feedback**: AB is taken as at most
   Max.TR (a tight link cannot have more room than the narrow link's capacity),
   and TR is kept within ``[floor, max(floor, Max.TR)]``: a flow never paces
   above the narrowest link it was told about, whatever AB says.

@@ -25,7 +25,7 @@ Implemented:
 Decisions:
 
 * **U_max = 0** (all recent samples identical): alpha is undefined; the estimate
-  stays where it is (alpha = 1), per NOTES.md.
+  stays where it is (alpha = 1): the project's reading, docs/algorithms.md.
 * **Window of eq. (3)**: literally ``U_{k-N} .. U_k``, i.e. the current value and
   the N = 8 before it (9 values); fewer at the start.
 * **Start**: the first ACK only records ``ts``; the first sample ``Bw_1``

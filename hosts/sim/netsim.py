@@ -11,7 +11,7 @@ without Mininet:
   the UDP payload + 42 bytes of Ethernet, IPv4 and UDP), ``queue_packets`` long,
   followed by ``delay_us`` of propagation; packets of one flow never overtake
   each other inside a port;
-* **edge model** (the switch side of issue 10, RFC 2597 Assured Forwarding): a flow
+* **edge model** (the switch side of GTCP's reservations, RFC 2597 Assured Forwarding): a flow
   with a reservation is metered by a token bucket (``reserved_bps``, depth
   ``burst_bytes``, frame bytes) at the first port that has
   ``af_threshold_packets``; a packet that finds enough tokens is *in profile*.

@@ -163,7 +163,7 @@ def hidden_bottleneck(*, seed: int = 1, duration_s: float = 40.0, warmup_s: floa
                       params: Sequence[str] = (), sack: bool = True) -> ScenarioResult:
     """One OBP flow through a BWN port of 10 Mb/s, then a 5 Mb/s port without BWN
     (50 packets of queue): a bottleneck the feedback does not see, whose drops are
-    the "losses the feedback does not explain" of issue 10."""
+    OBP's "losses the feedback does not explain" (hosts/cc/obp.py)."""
     net = NetworkSim(seed=seed)
     seen = net.port("bwn-10M", rate_bps=10e6, delay_us=10_000, queue_packets=100)
     hidden = net.port("plain-5M", rate_bps=5e6, delay_us=1_000, queue_packets=50, bwn=False)

@@ -46,11 +46,10 @@ the demultiplexing, the flows' life, the ACKs and the limits.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import asdict, dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from hosts.flowlog import TimeSeriesLog
-from hosts.transport.reassembly import Addr, OooBudget, ReceiverFlow, Sink
+from hosts.transport.reassembly import Addr, OooBudget, ReceiverFlow, ReceiverStats, Sink
 from hosts.transport.wire import (
     DATA_IN_STRUCT,
     DATA_VK,
@@ -84,41 +83,6 @@ FlowKey = Tuple[Addr, int]
 EmitTo = Callable[[memoryview, Addr], bool]
 
 
-@dataclass
-class ReceiverStats:
-    """Receiver-wide counters: every datagram is either used or counted here by kind."""
-
-    datagrams: int = 0
-    malformed_short: int = 0        # shorter than the 60 bytes of both headers
-    malformed_header: int = 0       # not a BWN DATA packet, or not transport version 1
-    malformed_length: int = 0       # hdr_words below 9 or beyond the datagram
-    malformed_options: int = 0      # SYN options that do not parse
-    syn_received: int = 0
-    half_open_opened: int = 0
-    half_open_expired: int = 0      # no DATA within half_open_timeout_us
-    half_open_evicted: int = 0      # pushed out by newer SYNs (max_half_open)
-    flows_opened: int = 0           # first DATA/FIN: the flow got its sink
-    flows_refused: int = 0          # max_flows open already: answered by RST
-    flows_completed: int = 0
-    flows_reset: int = 0            # RST from the sender
-    flows_idle_closed: int = 0      # no packet for idle_timeout_us
-    unknown_flow: int = 0           # DATA/FIN of no flow (or a closed one): answered by RST
-    unknown_rst: int = 0            # RST of no flow: ignored
-    ooo_dropped_budget: int = 0     # out-of-order segments not stored: max_ooo_bytes reached
-    resets_sent: int = 0
-    # Summed over the flows (also in each flow's summary):
-    duplicate_segments: int = 0
-    spurious_retransmissions: int = 0
-
-    @property
-    def malformed(self) -> int:
-        return (self.malformed_short + self.malformed_header + self.malformed_length
-                + self.malformed_options)
-
-    def as_dict(self) -> Dict[str, int]:
-        out = asdict(self)
-        out["malformed"] = self.malformed
-        return out
 
 
 SinkFactory = Callable[[Addr, int], Sink]

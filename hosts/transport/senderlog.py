@@ -6,16 +6,49 @@ the summary is ``bwn-send --summary-json`` (docs/transport.md, "Logs" and
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict
+from typing import Any, Dict, Optional, Protocol, Tuple
 
 from bwn.protocol.wire import ebn_decode_kbps
-from hosts.flowlog import rtt_stats_ms
+from hosts.cc.base import CcState, CongestionControl, Feedback
+from hosts.flowlog import RttSamples, rtt_stats_ms
+from hosts.transport.recovery.base import LossRecovery
+from hosts.transport.rto import RtoEstimator
 
-if TYPE_CHECKING:  # only for annotations: sender.py imports this module
-    from hosts.transport.sender import Sender
+
+class ReportingSender(Protocol):
+    """What a sender's row and summary read (:class:`hosts.transport.sender.Sender`)."""
+
+    flow_id: int
+    cc: CongestionControl
+    st: CcState
+    feedback: Optional[Feedback]
+    rto: RtoEstimator
+    recovery: LossRecovery
+    rtt_samples: RttSamples
+    status: str
+    mss_bytes: int
+    sack: bool
+    stream_end: Optional[int]
+    start_us: Optional[int]
+    established_us: Optional[int]
+    data_done_us: Optional[int]
+    end_us: Optional[int]
+    last_rtt_sample_us: Optional[int]
+    receiver_stats: Optional[Tuple[int, int, int, int]]
+    packets_sent: int
+    payload_bytes_sent: int
+    retransmits: int
+    timeouts: int
+    fast_recoveries: int
+    rescue_retransmits: int
+    forced_segments: int
+    sack_reneging: int
+    acks_received: int
+    dupacks_total: int
+    bad_packets: int
 
 
-def log_row(sender: "Sender", now_us: int) -> Dict[str, Any]:
+def log_row(sender: ReportingSender, now_us: int) -> Dict[str, Any]:
     """One row of the flow's time series at ``now_us``."""
     s = sender
     st = s.st
@@ -50,7 +83,7 @@ def log_row(sender: "Sender", now_us: int) -> Dict[str, Any]:
     }
 
 
-def summary(sender: "Sender", now_us: int) -> Dict[str, Any]:
+def summary(sender: ReportingSender, now_us: int) -> Dict[str, Any]:
     """The end-of-flow figures (docs/transport.md, "Summary")."""
     s = sender
     begin = s.established_us

@@ -39,18 +39,15 @@ and writes the sender's fields directly (as a Linux recovery module does its
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
-from hosts.transport.recovery.base import DUPACK_THRESHOLD, LossRecovery
+from hosts.transport.recovery.base import DUPACK_THRESHOLD, LossRecovery, RecoveringSender
 from hosts.transport.recovery.newreno import NewRenoRecovery
 from hosts.transport.recovery.sack import SackRecovery
 
-if TYPE_CHECKING:  # only for annotations: sender.py imports this package
-    from hosts.transport.sender import Sender
 
-__all__ = ["DUPACK_THRESHOLD", "LossRecovery", "NewRenoRecovery", "SackRecovery", "recovery_for"]
+__all__ = ["DUPACK_THRESHOLD", "LossRecovery", "NewRenoRecovery", "RecoveringSender", "SackRecovery", "recovery_for"]
 
 
-def recovery_for(sender: "Sender", sack: bool) -> LossRecovery:
+def recovery_for(sender: RecoveringSender, sack: bool) -> LossRecovery:
     """The loss recovery of a flow that negotiated SACK (``sack``) or not."""
     return SackRecovery(sender) if sack else NewRenoRecovery(sender)

@@ -2,14 +2,45 @@
 steps they share; the package's docstring says when the sender calls each method."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional, Sequence, Tuple
+from typing import Optional, Protocol, Sequence, Tuple
 
+from hosts.cc.base import CcState, CongestionControl
+from hosts.transport.pacing import Pacer
 from hosts.transport.sack import DUP_THRESH
 
-if TYPE_CHECKING:  # only for annotations: sender.py imports this package
-    from hosts.transport.sender import Sender
-
 DUPACK_THRESHOLD = DUP_THRESH  # RFC 5681 sec. 3.2, RFC 6675 DupThresh
+
+
+class RecoveringSender(Protocol):
+    """What a loss recovery reads and writes of its sender
+    (:class:`hosts.transport.sender.Sender` is the one there is): the sequence
+    space, the algorithm and its state, and the steps of sending."""
+
+    mss_bytes: int
+    snd_una: int
+    snd_nxt: int
+    snd_max: int
+    stream_end: Optional[int]          # the FIN's sequence number once known
+    rto_high: int                      # snd_max when the last timeout fired
+    rwnd_bytes: int
+    dupacks: int
+    blocked: bool                      # the last emit would have blocked
+    cc: CongestionControl
+    st: CcState
+    pacer: Pacer
+    fast_recoveries: int
+    forced_segments: int
+    rescue_retransmits: int
+    sack_reneging: int
+    _retx_pending: bool                # resend the first unacknowledged segment now
+
+    def _sync_state(self) -> None: ...
+
+    def _data_left(self, seq: int) -> int: ...
+
+    def _new_data_ready(self, seq: int, seg_len: int, now_us: int) -> bool: ...
+
+    def _send_segment(self, seq: int, now_us: int, retransmit: bool, limit: Optional[int] = None) -> bool: ...
 
 
 class LossRecovery:
@@ -19,7 +50,7 @@ class LossRecovery:
     #: True for SACK-based recovery (the summary's and the algorithms' ``sack``)
     sack = False
 
-    def __init__(self, sender: "Sender") -> None:
+    def __init__(self, sender: RecoveringSender) -> None:
         self.s = sender
         # RFC 6582 "recover" (exclusive: one past the highest seq sent when recovery
         # started or the last timeout fired); RFC 6675's RecoveryPoint.

@@ -21,12 +21,9 @@ What cwnd does meanwhile is the congestion-control algorithm's
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
-from hosts.transport.recovery.base import DUPACK_THRESHOLD, LossRecovery
+from hosts.transport.recovery.base import DUPACK_THRESHOLD, LossRecovery, RecoveringSender
 
-if TYPE_CHECKING:  # only for annotations: sender.py imports this package
-    from hosts.transport.sender import Sender
 
 
 class NewRenoRecovery(LossRecovery):
@@ -34,7 +31,7 @@ class NewRenoRecovery(LossRecovery):
 
     sack = False
 
-    def __init__(self, sender: "Sender") -> None:
+    def __init__(self, sender: RecoveringSender) -> None:
         super().__init__(sender)
         self.rto_recover = 0            # "recover", set only by timeouts (recovery_style "reno")
         self._first_partial_done = False

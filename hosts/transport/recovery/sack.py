@@ -23,13 +23,11 @@ data first, then new data.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
-from hosts.transport.recovery.base import DUPACK_THRESHOLD, LossRecovery
+from hosts.transport.recovery.base import DUPACK_THRESHOLD, LossRecovery, RecoveringSender
 from hosts.transport.sack import Scoreboard
 
-if TYPE_CHECKING:  # only for annotations: sender.py imports this package
-    from hosts.transport.sender import Sender
 
 
 class SackRecovery(LossRecovery):
@@ -37,7 +35,7 @@ class SackRecovery(LossRecovery):
 
     sack = True
 
-    def __init__(self, sender: "Sender") -> None:
+    def __init__(self, sender: RecoveringSender) -> None:
         super().__init__(sender)
         self.sb = Scoreboard(sender.mss_bytes)
         self.dupacks = 0       # RFC 6675 DupAcks: ACKs that SACKed new data

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from bwn.analysis import metrics, report
+from bwn.analysis import metrics
+from bwn.analysis.report.load import ReportError, load_scheme_run
+from bwn.analysis.report.tables import summarize
 from bwn.analysis import stats
 from bwn.analysis.metrics import (  # noqa: F401  (the metric functions, by their old home)
     COUNT_METRICS,
@@ -28,7 +30,8 @@ from bwn.analysis.metrics import (  # noqa: F401  (the metric functions, by thei
     support_of,
 )
 from bwn.reproduce.grid import Case, Claim, Grid
-from bwn.analysis.rejudge import FidelityRecordError, rejudge
+from bwn.analysis.fidelity import FidelityRecordError
+from bwn.analysis.rejudge import rejudge
 from bwn.rundir import RunDir, RunMeta, RunMetaError
 
 
@@ -78,7 +81,7 @@ def load_record(case: str, seed: int, scheme: str, path: Path, metric_names: lis
     try:
         meta = RunDir(path).meta()
     except RunMetaError as exc:
-        raise report.ReportError(str(exc)) from None
+        raise ReportError(str(exc)) from None
     valid, summary = _verdict(meta)
     record = RunRecord(case, seed, scheme, path, meta.ok, valid, summary)
     if meta.duration_s is not None:
@@ -86,9 +89,9 @@ def load_record(case: str, seed: int, scheme: str, path: Path, metric_names: lis
     if not record.complete:
         return record
     try:
-        run = report.load_scheme_run(path, scheme)
-        rows = report.summarize(run)
-    except (report.ReportError, OSError, ValueError) as exc:
+        run = load_scheme_run(path, scheme)
+        rows = summarize(run)
+    except (ReportError, OSError, ValueError) as exc:
         record.complete = False
         record.fidelity = f"{summary}; report failed: {exc}"
         return record

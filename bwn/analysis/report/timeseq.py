@@ -10,17 +10,15 @@ of new data are recoveries.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from bwn.analysis.pcaptrace import PcapError, Trace, read_trace
-
-if TYPE_CHECKING:
-    from bwn.analysis.report import SchemeRun
+from bwn.analysis.report.load import SchemeRun
 
 MB = 1e6
 
 
-def traces(run: "SchemeRun") -> dict[str, Trace]:
+def traces(run: SchemeRun) -> dict[str, Trace]:
     """link -> its capture, read (files that are missing or unreadable are left out)."""
     out = {}
     for link, path in run.captures.items():
@@ -31,11 +29,12 @@ def traces(run: "SchemeRun") -> dict[str, Trace]:
     return out
 
 
-def plot_time_sequence(path: Path, run: "SchemeRun") -> Optional[Path]:
+def plot_time_sequence(path: Path, run: SchemeRun) -> Optional[Path]:
     """Write ``path`` for ``run``; None when the run has no readable capture."""
     read = {link: trace for link, trace in traces(run).items() if trace.flows}
     if not read:
         return None
+    # imported here: matplotlib is the plots extra's, and slow to import
     import matplotlib.pyplot as plt
 
     names = {flow_id: name for name, flow_id in run.flow_ids.items()}
