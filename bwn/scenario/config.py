@@ -164,6 +164,7 @@ class _Resolver:
             reservations=tuple(t.reservations), dataplane=t.dataplane, telemetry=t.telemetry,
             schemes=tuple(t.experiment.schemes), seed=t.experiment.seed, source=source,
             receive_window_bytes=t.experiment.receive_window_bytes, sack=t.experiment.sack,
+            ecn=t.experiment.ecn,
             linkem_rt_priority=t.experiment.linkem_rt_priority,
             linkem_shared=t.experiment.linkem_shared,
             queue_lookahead=t.experiment.queue_lookahead,

@@ -233,6 +233,10 @@ class ExperimentTable(_Table):
     sack: StrictBool = Field(True, description=(
         "senders use SACK (RFC 2018/6675; docs/transport.md); false = bwn-send --no-sack, "
         "the NS-2-like NewReno recovery of the papers' simulations"))
+    ecn: StrictBool = Field(False, description=(
+        "senders offer ECN (bwn-send --ecn, RFC 3168): data leaves ECN-capable and an "
+        "ECN-Echo halves the window once per window of data; with aqm = \"red-ecn\" on a "
+        "link its RED marks their packets instead of dropping them (docs/transport.md, \"ECN\")"))
     linkem_rt_priority: _integer(ge=0, le=99) = Field(DEFAULT_LINKEM_RT_PRIORITY, description=(
         "real-time (SCHED_FIFO) priority of every bwn-link, so that the emulator releases "
         "frames on time while the switches use the CPU (bwn-link --rt-priority; 0 = the "

@@ -136,6 +136,7 @@ class ExperimentConfig:
     source: Optional[Path] = None
     receive_window_bytes: Optional[int] = None  # every receiver's advertised window (bwn-recv --window-bytes)
     sack: bool = True                          # senders use SACK (False: bwn-send --no-sack)
+    ecn: bool = False                          # senders offer ECN (bwn-send --ecn)
     linkem_rt_priority: int = sc.DEFAULT_LINKEM_RT_PRIORITY   # bwn-link --rt-priority (0: off)
     linkem_shared: bool = False                # one bwn-links process for every delayed link
     # BMv2 queues get the schedule's rate when their packets will leave (BwnController
