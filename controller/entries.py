@@ -47,6 +47,9 @@ def port_drops_index(port: int, reason: str) -> int:
 # in-profile packets are marked AF11, its excess AF13.
 DSCP_AF11 = 10
 DSCP_AF13 = 14
+# The guaranteed service's strict-priority queue (p4src/shared/define.p4): in-profile
+# packets at a guaranteed-service port; everything else takes priority 0.
+PRIORITY_GUARANTEED = 1
 
 
 def mac_to_int(mac: str) -> int:
