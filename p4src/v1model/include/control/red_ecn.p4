@@ -5,7 +5,7 @@
  * ECN), for the ports whose routes carry the RED option (define.p4, the
  * options word). docs/dataplane.md, "RED with ECN marking", derives each
  * approximation and its error; the controller computes the parameters
- * (controller/dataplane_math.py RedParams: NS-2's automatic setting, from
+ * (controller/aqm.py RedParams: NS-2's automatic setting, from
  * Floyd, Gummadi and Shenker's Adaptive RED).
  *
  * Per packet that leaves a RED port:
