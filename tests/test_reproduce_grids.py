@@ -121,7 +121,7 @@ WAITING_GRID = ('[schemes.xcp]\nalgorithm = "xcp"\nneeds = ["xcp"]\n\n'
                 + claim("obp high", 'kind = "at_least"\nscheme = "obp"\nthreshold = 0.9\ncases = ["a"]')
                 + claim("obp like xcp", 'kind = "equal"\nscheme = "obp"\nversus = "xcp"\ncases = ["a"]')
                 + claim("obp high on g", 'kind = "at_least"\nscheme = "obp"\nthreshold = 0.9\ncases = ["g"]')
-                + '[[claims]]\nid = "no drops"\nstatement = "s"\nkind = "at_most"\nmetric = "drops:bottleneck"\n'
+                + '[[claims]]\nid = "no drops"\nstatement = "s"\nkind = "at_most"\nmetric = "compliant_bps:f1"\n'
                   'scheme = "obp"\nthreshold = 0\ncases = ["a"]\n')
 
 
@@ -134,7 +134,7 @@ def test_entries_waiting_for_machinery_are_declared_but_neither_planned_nor_judg
     assert {r.key for r in pl.planned_runs(grid, False)} == {pl.RunKey("t", "a", s, "obp") for s in range(1, 6)}
     waits = {c.id: c.waiting for c in grid.claims}
     assert waits == {"obp high": (), "obp like xcp": ("xcp",), "obp high on g": ("cbr-flows",),
-                     "no drops": ("drop-counters",)}
+                     "no drops": ("dscp-counts",)}
     assert [c.id for c in grid.judged_claims] == ["obp high"]
     judged = cl.judge(grid, grid.claims[1], list(grid.cases), [rec("a", 1, "obp", 1.0)])
     assert judged.verdict == stats.WAITING and judged.cases == []
@@ -144,7 +144,7 @@ def test_entries_waiting_for_machinery_are_declared_but_neither_planned_nor_judg
         pl.find_run(grid, pl.RunKey("t", "a", 1, "xcp"), quick=False)
     with pytest.raises(ValueError, match="case g waits for cbr-flows"):
         pl.find_run(grid, pl.RunKey("t", "g", 1, "obp"), quick=False)
-    assert "drops:bottleneck" not in reproduce.metric_names(grid)
+    assert "compliant_bps:f1" not in reproduce.metric_names(grid)
     # the page lists them as waiting, with the machinery, and the tally says so
     text = page.ours_text(judged)
     assert text == "waiting for xcp"
