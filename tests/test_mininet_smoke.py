@@ -281,3 +281,32 @@ def test_red_with_ecn_marks_and_the_sender_halves_instead_of_losing(tmp_path):
     (bottleneck,) = [d for key, d in drops.items() if d["link"] == "bottleneck" and key.endswith(f":{port}")]
     assert bottleneck["marked"] >= receiver["ce_segments"] > 0, drops
     assert _links() - before == set()
+
+
+def test_the_guaranteed_service_keeps_a_reservation_beside_best_effort(tmp_path):
+    """service = "guaranteed" on the smoke's bottleneck (constant 5 Mb/s): a GTCP flow
+    with 2 Mb/s reserved and a best-effort NewReno flow. The switch runs two priority
+    queues; the reserved flow's in-profile packets are served first at the link's
+    rate, the rest at 3 Mb/s: it keeps at least its reservation, the best-effort flow
+    gets the rest, and together they stay within the link."""
+    import json
+
+    text = (REPO / "topologies" / "scenarios" / "smoke.toml").read_text()
+    scenario = tmp_path / "guaranteed.toml"
+    scenario.write_text(
+        text.replace(SMOKE_STEPS, 'service = "guaranteed"\nschedule = { kind = "constant", rate_mbit = 5 }')
+        .replace('[[flows]]\nname = "main"\nsrc = "h1"\ndst = "h2"\n',
+                 '[[reservations]]\nsrc = "h1"\ndst = "h2"\nrate_mbit = 2\nsrc_port = 40001\n\n'
+                 '[[flows]]\nname = "main"\nsrc = "h1"\ndst = "h2"\nscheme = "gtcp"\n'
+                 'reserved_rate_mbit = 2\nsrc_port = 40001\n\n'
+                 '[[flows]]\nname = "be"\nsrc = "h1"\ndst = "h2"\n'))
+    before = _links()
+    out = tmp_path / "run"
+    bwn_run(str(scenario), "--schemes", "newreno", "--duration", "8", "--out", str(out))
+    run = RunDir(out / "newreno")
+    goodput = {f: json.loads(run.flow_summary(f).read_text())["goodput_bps"] for f in ("main", "be")}
+    payload = 1000 / 1102                                        # the agents' 1000-byte segments
+    assert goodput["main"] >= 0.9 * 2e6 * payload, goodput
+    assert goodput["be"] >= 0.3 * 3e6 * payload, goodput
+    assert goodput["main"] + goodput["be"] <= 1.02 * 5e6 * payload, goodput
+    assert _links() - before == set()
