@@ -279,6 +279,8 @@ _TTL = ["queue_tests.TtlTest"]
 _MALFORMED = ["bwn_tests.MalformedPacketsTest", "fuzz_tests.FuzzCorpusTest"]
 _AF = ["queue_tests.AssuredForwardingTest", "queue_tests.AfThresholdTest", "bwn_tests.ReservationMeterTest"]
 _STAMP = ["bwn_tests.StampMinimumTest", "bwn_tests.UdpChecksumRuleTest", "bwn_tests.PathMinimumTwoSwitchesTest"]
+_RED_TESTS = ["red_tests.RedMarksEctAndDropsTheRestTest", "red_tests.RedAverageAndForcedDropTest",
+        "red_tests.RedIdleDecayTest", "red_tests.RedShortIdleKeepsTheAverageTest", "red_tests.RedOnlyAtItsPortTest"]
 HINTS: dict[str, list[str]] = {
     "ttl-checksum-carry-dropped": ["queue_tests.TtlChecksumCarryTest"],
     "ttl-checksum-carry-off-by-one": ["queue_tests.TtlChecksumCarryTest"],
@@ -310,7 +312,7 @@ HINTS: dict[str, list[str]] = {
     "queue-emptied-at-depth-1": ["queue_tests.QueueEmptiedCounterTest"],
     "queue-emptied-never-counted": ["queue_tests.QueueEmptiedCounterTest"],
     "queue-emptied-by-ingress-port": ["queue_tests.QueueEmptiedCounterTest"],
-    **{name: ["red_tests"] for name in (
+    **{name: _RED_TESTS for name in (
         "red-never-applied", "red-on-every-port", "red-weight-halved", "red-weight-doubled", "red-average-not-stored",
         "red-average-from-departures", "red-level-halved", "red-top-threshold-late", "red-never-forced",
         "red-forced-marks-ect", "red-count-not-reset-by-a-mark", "red-drops-ect", "red-marks-not-ect",
