@@ -141,6 +141,60 @@ def test_marks_within_one_window_reduce_once_marks_a_window_later_again():
     assert reductions[1][1] > reductions[0][2]        # the window had grown again
 
 
+class LossThenMark:
+    """Drop the first new data packet sent at or after `t_us` and mark the `nth` one
+    after it: both before the loss is detected, in one window."""
+
+    def __init__(self, t_us: int, nth: int = 5) -> None:
+        self.t_us, self.nth, self.seen = t_us, nth, -1
+
+    def drop_if(self, now_us: int, pkt: bytes) -> bool:
+        if now_us >= self.t_us and is_new_data(pkt) and self.seen < self.nth:
+            self.seen += 1
+            return self.seen == 0
+        return False
+
+    def mark_ce_if(self, now_us: int, pkt: bytes) -> bool:
+        return self.seen == self.nth and is_new_data(pkt) and not getattr(self, "marked", False) \
+            and not setattr(self, "marked", True)
+
+
+@pytest.mark.parametrize("sack", [True, False])
+def test_a_loss_and_a_mark_in_one_window_cut_it_once(sack):
+    """The loss's fast recovery cuts the window; the mark of the same window then cuts
+    nothing more: its ECN-Echoes arrive in recovery, and the CWR the sender sends once
+    recovery starts ends them (RFC 3168 sec. 6.1.2: once per window of data)."""
+    plan = LossThenMark(400_000)
+    sim = Simulation(LinkModel(delay_us=10_000, rate_bps=20e6, queue_packets=1000, drop_if=plan.drop_if,
+                               mark_ce_if=plan.mark_ce_if), LinkModel(delay_us=10_000), window_bytes=64 * 1024)
+    sim.keep_log = True
+    sender = sim.add_flow(NewReno(), PatternSource(None, 1412),
+                          config=SenderConfig(ecn=True, sack=sack, duration_us=3_000_000))
+    sim.run(until_us=3_000_000)
+    assert sim.forward.stats.ce_marked == 1 and sim.forward.stats.dropped_index == 1
+    assert sender.fast_recoveries == 1 and sender.timeouts == 0
+    assert sender.ecn_echoes > 0 and sender.ecn_reductions == 0
+    cwr = [p for _, d, p in sim.sent_log if d == "fwd" and flags_of(p) & F_CWR and not flags_of(p) & F_SYN]
+    assert len(cwr) == 1
+
+
+def test_a_timeout_answers_the_marks_sent_before_it():
+    """Every ACK is lost for 0.6 s just after a packet was marked: the timer fires and
+    cuts the window to one segment; the marks of the data sent before it cut nothing
+    more (the ECN-Echoes that arrive afterwards are for that data, and the CWR of the
+    first new data after the timeout ends them)."""
+    t_us = 400_000
+    sim = Simulation(LinkModel(delay_us=10_000, rate_bps=20e6, queue_packets=1000,
+                               mark_ce_if=MarkAfter(t_us - 15_000)),
+                     LinkModel(delay_us=10_000, drop_if=lambda now, pkt: t_us <= now < t_us + 600_000),
+                     window_bytes=64 * 1024)
+    sim.keep_log = True
+    sender = sim.add_flow(NewReno(), PatternSource(None, 1412), config=SenderConfig(ecn=True, duration_us=3_000_000))
+    sim.run(until_us=3_000_000)
+    assert sim.forward.stats.ce_marked == 1 and sender.timeouts >= 1
+    assert sender.ecn_echoes > 0 and sender.ecn_reductions == 0
+
+
 def test_reno_reacts_to_ecn_as_newreno_does():
     _, sender, reductions = run(MarkAfter(400_000), cc=Reno())
     assert len(reductions) == 1 and sender.retransmits == 0
@@ -154,6 +208,9 @@ def test_on_ecn_sets_ssthresh_from_the_flight_and_cwnd_to_it():
     st = CcState(mss_bytes=1000, cwnd=3.0, bytes_in_flight=3_000)
     NewReno().on_ecn(st)
     assert (st.ssthresh, st.cwnd) == (2.0, 2.0)                # never below 2 segments
+    st = CcState(mss_bytes=1000, cwnd=1.0, bytes_in_flight=10_000)   # after a timeout
+    NewReno().on_ecn(st)
+    assert (st.ssthresh, st.cwnd) == (5.0, 1.0)                # never above the cwnd it had
 
 
 def test_the_sockets_send_ect0_and_read_the_ce_mark():

@@ -191,11 +191,11 @@ class CongestionControl(ABC):
 
     def on_ecn(self, st: CcState) -> None:
         # RFC 3168 sec. 6.1.2: an ECN-Echo halves the window as a loss would (ssthresh =
-        # max(FlightSize / 2, 2 SMSS), RFC 5681 eq. 4) and sets cwnd = ssthresh, with no
-        # retransmission and no fast recovery; the transport calls it at most once per
-        # window of data.
+        # max(FlightSize / 2, 2 SMSS), RFC 5681 eq. 4) and sets cwnd = ssthresh (never
+        # above the cwnd it had), with no retransmission and no fast recovery; the
+        # transport calls it at most once per window of data.
         st.ssthresh = self.ssthresh_after_loss(st)
-        st.cwnd = st.ssthresh
+        st.cwnd = min(st.cwnd, st.ssthresh)
 
     def on_timeout(self, st: CcState) -> None:
         # RFC 5681 eq. (4) and loss window of one segment.

@@ -40,8 +40,8 @@ What the transport owns (docs/transport.md; hosts/cc/base.py owns the numbers):
   sends the data ECN-capable, ECT(0)); an ACK with ECE calls the algorithm's
   ``on_ecn`` unless the flow is in loss recovery or has already reduced for data
   sent before its last reduction (at most once per window of data: only an ACK
-  beyond ``snd_max`` of the last reduction counts), and the next new data
-  segment carries CWR.
+  beyond ``snd_max`` of the last reduction counts; a loss's cut, fast recovery or
+  a timeout, counts as one), and the next new data segment carries CWR.
 
 ACKs are decoded by :mod:`hosts.transport.acks`; the time-series row and the
 summary are :mod:`hosts.transport.senderlog`'s.
@@ -336,6 +336,7 @@ class Sender:
         self.dupacks = 0
         self._retx_pending = False
         self.rto_high = self.snd_max    # what the walk resends (RFC 6675 sec. 5.1: RecoveryPoint)
+        self.note_window_cut()
         self.rto.on_timeout()
         self.snd_nxt = self.snd_una     # go-back-N (with SACK: over the unSACKed ranges)
         self.recovery.on_timeout()      # the recovery point; the scoreboard's pointers
@@ -593,6 +594,15 @@ class Sender:
         if rwnd != self.rwnd_bytes:
             self.rwnd_bytes = rwnd
             self.st.max_cwnd = max(rwnd / self.mss_bytes, 1.0)
+
+    def note_window_cut(self) -> None:
+        """A loss cut the window (fast recovery, a timeout). With ECN that cut answers
+        the marks of the same data too (RFC 3168 sec. 6.1.2: once per window): the
+        ECN-Echoes of data sent before it cut nothing more, and the next new data
+        carries CWR, so that the receiver stops echoing them."""
+        self._ecn_high = self.snd_max
+        if self.ecn:
+            self._cwr_pending = True
 
     def _on_ecn_echo(self, ack: int) -> None:
         """RFC 3168 sec. 6.1.2: an ECN-Echo reduces the window once per window of data
