@@ -116,9 +116,11 @@ def main(argv: list[str] | None = None) -> int:
             nets.veth(f"s1p{p}", f"t1p{p}", ns, ns, mtu=9000)
         nets.veth(f"s1p{SW1_UPLINK}", "s2p1", ns, ns, mtu=9000)
         nets.veth(f"s2p{SW2_PTF_PORT}", f"t2p{SW2_PTF_PORT}", ns, ns, mtu=9000)
+        # Two priority queues per port on sw1: the guaranteed service's (service_tests.py);
+        # every other test's packets take priority 0, one FIFO as before.
         sw1 = Bmv2Switch("sw1", {p: f"s1p{p}" for p in (*SW1_PTF_PORTS, SW1_UPLINK)},
                          grpc_port=50061, thrift_port=9091, netns=ns, log_dir=log_dir,
-                         log_level=args.log_level)
+                         log_level=args.log_level, priority_queues=2)
         sw2 = Bmv2Switch("sw2", {1: "s2p1", SW2_PTF_PORT: f"s2p{SW2_PTF_PORT}"},
                          grpc_port=50062, thrift_port=9092, netns=ns, log_dir=log_dir,
                          log_level=args.log_level)

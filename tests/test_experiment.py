@@ -252,6 +252,57 @@ def test_af_threshold_is_at_least_one_packet_and_dst_port_kept():
     assert by_name["s1"].reservations[0].dst_port == 5001
 
 
+def test_a_red_ecn_link_gets_red_at_both_ends_with_the_automatic_parameters():
+    """aqm = "red-ecn": RED at each switch end's egress port of the link, with NS-2's
+    automatic setting for its rate at the start, in the agents' data frames
+    (C = 10 Mb/s / (8 x 1102 bytes) = 1134 packets/s: min_th = max(5, 0.005 C / 2) = 5,
+    max_th = 3 min_th)."""
+    from controller import aqm
+
+    def red(data: dict[str, Any]) -> None:
+        for link in data["links"]:
+            if link.get("name") == "bottleneck":
+                link["aqm"] = "red-ecn"
+    cfg = scenario("gtcp-reservations", red)
+    by_name, _ = plans(cfg, DATA_FRAME)
+    expected = aqm.RedParams.automatic(10e6, DATA_FRAME)
+    assert (expected.min_th, expected.max_th) == (5.0, 15.0)
+    assert expected.weight_log2 == 10                     # w_q = 1 - exp(-1 / C) = 2^-10.1
+    assert port(by_name["s1"], "bottleneck").red == expected
+    assert port(by_name["s2"], "bottleneck").red == expected
+    assert port(by_name["s1"], link_name(cfg, "h1", "s1")).red is None
+    assert scenario_net.priority_queues(cfg, "s1") == 1
+
+
+def test_a_guaranteed_link_gives_its_reserved_port_the_priority_queue_and_no_af_threshold():
+    def guaranteed(data: dict[str, Any]) -> None:
+        for link in data["links"]:
+            if link.get("name") == "bottleneck":
+                link["service"] = "guaranteed"
+    cfg = scenario("gtcp-reservations", guaranteed)
+    by_name, _ = plans(cfg)
+    out = port(by_name["s1"], "bottleneck")
+    assert (out.guaranteed, out.af_queue_packets, out.reserved_bps) == (True, 0, 7e6)   # 4 + 2 + 1 Mb/s
+    back = port(by_name["s2"], "bottleneck")                  # no reserved flow leaves s2 there
+    assert (back.guaranteed, back.reserved_bps) == (False, 0.0)
+    assert port(by_name["s2"], link_name(cfg, "s2", "h2")).af_queue_packets == 32   # other links: AF
+    assert [scenario_net.priority_queues(cfg, s) for s in ("s1", "s2")] == [2, 2]
+    assert scenario_net.priority_queues(scenario("gtcp-reservations"), "s1") == 1
+
+
+def test_ecn_senders_get_the_option(tmp_path):
+    def ecn(data: dict[str, Any]) -> None:
+        data["experiment"]["ecn"] = True
+        data["flows"] = [{"name": "f", "src": "h1", "dst": "h2"}]
+    cfg = scenario("gtcp-reservations", ecn)
+    net = FakeNet(cfg)
+    senders, receivers = agents.start_agents(cfg, net, "reno", tmp_path, duration_s=5.0)
+    for agent in senders + receivers:
+        agent.proc.wait(5)
+    (cmd,) = net.get("h1").popened
+    assert "--ecn" in cmd
+
+
 def test_first_switch_and_on_path():
     cfg = scenario("obp-parking-lot")
     assert scenario_net._first_switch(cfg, "h0", "h9") == "s1"
@@ -308,7 +359,7 @@ def test_agent_command_lines(tmp_path):
     assert short[short.index("--duration") + 1] == "4.000"
     assert (tmp_path / "send-g4.log").exists() and (tmp_path / "recv-h2.log").exists()
     assert not (tmp_path / "ready").exists()           # the handshake leaves nothing behind
-    assert not any("--no-sack" in cmd or "--log-interval-ms" in cmd for cmd in (g4, late, short))
+    assert not any("--no-sack" in cmd or "--log-interval-ms" in cmd or "--ecn" in cmd for cmd in (g4, late, short))
 
 
 def test_agent_command_lines_without_sack_and_with_a_log_interval(tmp_path):
@@ -940,7 +991,7 @@ def test_build_network_wires_nodes_ports_and_emulators(monkeypatch, tmp_path):
     assert calls[0] == ("mininet", (("autoSetMacs", False), ("build", False), ("controller", None),
                                     ("link", mininet.link.Link), ("topo", None), ("waitConnected", False)))
     assert calls[1] == ("Bmv2MininetSwitch", "s1", (("device_id", 7), ("dpid", "0000000000000001"),
-                                                    ("grpc_port", 50999), ("log_dir", str(tmp_path / "logs")),
+                                                    ("grpc_port", 50999), ("log_dir", str(tmp_path / "logs")), ("priority_queues", 1),
                                                     ("thrift_port", scenario_net.THRIFT_PORT_BASE)))
     assert calls[2:4] == [("BwnHost", "h1", (("ip", "10.0.1.1/24"),)), ("BwnHost", "h2", (("ip", "10.0.2.1/24"),))]
     # Both links have a delay: each gets its emulator node, a = h1 side first.

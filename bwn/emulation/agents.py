@@ -118,6 +118,8 @@ def start_agents(cfg: ExperimentConfig, net: Any, scheme: str, out_dir: Path,
                 cmd += ["--app-rate-mbit", str(f.app_rate_mbit)]
             if not cfg.sack:
                 cmd += ["--no-sack"]
+            if cfg.ecn:
+                cmd += ["--ecn"]
             for k, v in f.params.items():
                 cmd += ["--param", f"{k}={v}"]
             for item in scheme_params if f.scheme == "under-test" else []:
