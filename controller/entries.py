@@ -18,20 +18,38 @@ from typing import Iterable
 import finsy as fy
 
 from bwn.protocol import dataplane_math as dm
+from controller import aqm
 
 INGRESS = "BwnIngress"
 EGRESS = "BwnEgress"
 
 DROP_COUNTER = f"{INGRESS}.drop_counter"
 QUEUE_EMPTIED_COUNTER = f"{EGRESS}.queue_emptied"   # by port: packets that left its queue empty
+# Per-port counts (p4src/v1model/include/control/port_counters.p4, queue.p4, red_ecn.p4):
+# packets handed to each egress port, packets that left its queue (their difference,
+# less the packets still queued, is its tail drops), the drops decided after routing
+# by port (index port * len(DROP_REASONS) + reason), RED's marks and drops by port.
+PORT_ENQUEUED_COUNTER = f"{INGRESS}.port_enqueued"
+PORT_DEQUEUED_COUNTER = f"{EGRESS}.port_dequeued"
+PORT_DROPS_COUNTER = f"{INGRESS}.port_drops"
+RED_MARKED_COUNTER = f"{EGRESS}.red_marked"
+RED_DROPPED_COUNTER = f"{EGRESS}.red_dropped"
 DROP_REASONS = {0: "no_route", 1: "ttl", 2: "ipv4_malformed", 3: "bwn_malformed",
                 4: "random_loss", 5: "not_ipv4", 6: "af_out_of_profile", 7: "ipv4_checksum"}
 DROP_REASON_CODES = {name: code for code, name in DROP_REASONS.items()}
+
+
+def port_drops_index(port: int, reason: str) -> int:
+    """The `port_drops` counter's index of `reason`'s drops at `port`."""
+    return port * len(DROP_REASONS) + DROP_REASON_CODES[reason]
 
 # RFC 2597 Assured Forwarding code points (p4src/shared/define.p4): a reservation's
 # in-profile packets are marked AF11, its excess AF13.
 DSCP_AF11 = 10
 DSCP_AF13 = 14
+# The guaranteed service's strict-priority queue (p4src/shared/define.p4): in-profile
+# packets at a guaranteed-service port; everything else takes priority 0.
+PRIORITY_GUARANTEED = 1
 
 
 def mac_to_int(mac: str) -> int:
@@ -53,6 +71,9 @@ def port_index(port: int) -> int:
     return port
 
 
+MAX_AF_QUEUE_PACKETS = (1 << 29) - 1   # bits 28..0 of the options word
+
+
 @dataclass(frozen=True)
 class PortOptions:
     """What a route to a port must check besides forwarding (all off by default)."""
@@ -60,20 +81,28 @@ class PortOptions:
     loss: float = 0.0                 # random loss probability of the port
     reservations: bool = False        # this switch is the edge of reservations to this destination
     af_queue_packets: int = 0         # Assured Forwarding threshold of the port (0 = off)
+    guaranteed: bool = False          # in-profile (AF11) packets take the port's priority queue
+    red: bool = False                 # the port runs RED with ECN marking (its red_config entries)
 
     def __post_init__(self) -> None:
-        if not 0 <= self.af_queue_packets < 2**31:
-            raise dm.ConfigError(f"AF queue threshold must be 0..2^31-1 packets, got {self.af_queue_packets}")
+        if not 0 <= self.af_queue_packets <= MAX_AF_QUEUE_PACKETS:
+            raise dm.ConfigError(f"AF queue threshold must be 0..{MAX_AF_QUEUE_PACKETS} packets, "
+                                 f"got {self.af_queue_packets}")
+        if self.guaranteed and self.af_queue_packets:
+            raise dm.ConfigError("a port with the guaranteed service has no Assured Forwarding threshold: "
+                                 "in-profile packets take its priority queue, the rest share a FIFO with tail drop")
         dm.loss_threshold(self.loss)  # validates
 
     @property
     def any(self) -> bool:
-        return self.loss > 0 or self.reservations or self.af_queue_packets > 0
+        return self.loss > 0 or self.reservations or self.af_queue_packets > 0 or self.guaranteed or self.red
 
     @property
     def options_word(self) -> int:
-        """route_checked's `options`: bit 31 reservations, bits 30..0 the AF threshold."""
-        return (int(self.reservations) << 31) | self.af_queue_packets
+        """route_checked's `options` (p4src/shared/define.p4): bit 31 reservations, bit 30
+        the guaranteed service, bit 29 RED, bits 28..0 the AF threshold."""
+        return ((int(self.reservations) << 31) | (int(self.guaranteed) << 30) | (int(self.red) << 29)
+                | self.af_queue_packets)
 
 
 ROUTE_TABLES = (f"{INGRESS}.ipv4_lpm", f"{INGRESS}.ipv4_lpm_other")
@@ -220,6 +249,27 @@ def reservation(res: Reservation) -> tuple[fy.P4TableEntry, fy.P4DirectMeterEntr
                                 pir=rates.pir_bytes_per_s, pburst=rates.pburst_bytes),
     )
     return entry, meter
+
+
+def red_entries(port: int, params: aqm.RedParams) -> list[fy.P4TableEntry]:
+    """RED at `port` (p4src/v1model/include/control/red_ecn.p4): its weight and
+    thresholds (`red_config`), its marking probability per 1/4 packet of the
+    average from min_th to 2 max_th (`red_probability`), and the decay of the
+    average after the queue was idle (`red_idle`). The port's routes carry the
+    RED option (PortOptions.red)."""
+    _check_port(port)
+    config = fy.P4TableEntry(f"{EGRESS}.red_config", match=fy.P4TableMatch(egress_port=port),
+                             action=fy.P4TableAction(f"{EGRESS}.red_weight_{params.weight_log2}",
+                                                     min_level=params.min_level, top_level=params.top_level))
+    probability = [fy.P4TableEntry(f"{EGRESS}.red_probability", match=fy.P4TableMatch(egress_port=port, level=level),
+                                   action=fy.P4TableAction(f"{EGRESS}.red_mark_probability", prob=prob))
+                   for level, prob in params.probability_table().items()]
+    idle = [fy.P4TableEntry(f"{EGRESS}.red_idle", match=fy.P4TableMatch(egress_port=port, idle_us=(lo, hi)),
+                            action=fy.P4TableAction(f"{EGRESS}.red_idle_clear" if j is None
+                                                    else f"{EGRESS}.red_idle_decay_{j}"),
+                            priority=1)
+            for lo, hi, j in params.idle_ranges()]
+    return [config, *probability, *idle]
 
 
 # Telemetry: one digest per egress port and closed measurement window

@@ -38,6 +38,7 @@ import finsy as fy
 
 from controller.bmv2 import QueueControl
 from bwn.protocol import dataplane_math as dm
+from controller import aqm
 from controller import entries as ent
 from bwn.rundir import RunDir
 from bwn.scenario.schedule import ConstantSchedule, bmv2_queue_rate_pps
@@ -90,6 +91,14 @@ class PortPlan:
     # False: the link's bwn-link applies the rate (the scenario's shaper = "link"); the
     # port still stamps the schedule's capacity, but its BMv2 queue is not rate-limited.
     shaped_by_switch: bool = True
+    # RED with ECN marking at the port (aqm = "red-ecn"): its parameters; None: drop-tail.
+    red: Optional[aqm.RedParams] = None
+    # The guaranteed service (service = "guaranteed", reserved flows leave by the port):
+    # in-profile packets take priority queue 1, served at the port's rate; the rest take
+    # priority 0, served at the rate less `reserved_bps` (BMv2 rate-limits each priority
+    # queue on its own: no port-wide rate over both). The switch runs --priority-queues 2.
+    guaranteed: bool = False
+    reserved_bps: float = 0.0
 
 
 @dataclass
@@ -294,6 +303,10 @@ class BwnController:
             await sw.insert(batch)
         for batch in ent.chunks(route_entries(plan)):
             await sw.insert(batch)
+        for pp in plan.ports:
+            if pp.red is not None:
+                for batch in ent.chunks(ent.red_entries(pp.port, pp.red)):
+                    await sw.insert(batch)
         try:
             await sw.insert([ent.telemetry_digest()])
         except fy.P4ClientError:  # same switch, new session: the digest is still configured
@@ -309,7 +322,11 @@ class BwnController:
         t_s = 0.0 if self.ready_count[sw.name] == 0 else self.now_s()
         try:
             for pp in plan.ports:
-                queues.set_depth(pp.port, pp.queue_packets)
+                if pp.guaranteed:       # both priority queues of the port
+                    queues.set_depth(pp.port, pp.queue_packets, 0)
+                    queues.set_depth(pp.port, pp.queue_packets, ent.PRIORITY_GUARANTEED)
+                else:
+                    queues.set_depth(pp.port, pp.queue_packets)
                 if pp.schedule is not None:
                     await self._apply_rate(sw, plan, pp, self._target_bps(pp, t_s), queues, first=True)
         finally:
@@ -331,7 +348,11 @@ class BwnController:
             queue_bps = rate_bps if queue_rate_bps is None else queue_rate_bps
             pps = bmv2_queue_rate_pps(queue_bps, pp.frame_bytes)
             schedule_pps = bmv2_queue_rate_pps(rate_bps, pp.frame_bytes)
-            queues.set_rate(pp.port, pps)
+            if pp.guaranteed:
+                queues.set_rate(pp.port, pps, ent.PRIORITY_GUARANTEED)
+                queues.set_rate(pp.port, best_effort_pps(pp, queue_bps), 0)
+            else:
+                queues.set_rate(pp.port, pps)
             self.applied_queue_bps[(plan.name, pp.port)] = queue_bps
         self.applied_bps[(plan.name, pp.port)] = rate_bps
         self._log_rate(plan, pp, rate_bps, pps, schedule_pps)
@@ -519,10 +540,19 @@ class BwnController:
         return rows
 
 
+def best_effort_pps(pp: PortPlan, rate_bps: float) -> float:
+    """Priority 0's rate at a guaranteed-service port: the port's rate less the
+    reservations that leave by it (in-profile traffic is at most those, metered at
+    the edge, and has priority 1 at the full rate), so both together stay within
+    the rate; at least 1 packet/s."""
+    return max(bmv2_queue_rate_pps(max(rate_bps - pp.reserved_bps, 0.0), pp.frame_bytes), 1.0)
+
+
 def route_entries(plan: SwitchPlan, only_port: Optional[int] = None) -> list:
     """The routing entries of `plan` (those that leave by `only_port`, if given),
-    each with the options of its egress port (loss, Assured Forwarding) and
-    whether this switch is the edge of a reservation to the route's destination."""
+    each with the options of its egress port (loss, Assured Forwarding or the
+    guaranteed service, RED) and whether this switch is the edge of a reservation
+    to the route's destination."""
     ports = {pp.port: pp for pp in plan.ports}
     reserved_dsts = {r.dst for r in plan.reservations}
     out = []
@@ -532,6 +562,8 @@ def route_entries(plan: SwitchPlan, only_port: Optional[int] = None) -> list:
         pp = ports.get(port)
         options = ent.PortOptions(loss=pp.loss if pp else 0.0,
                                   reservations=prefix.split("/")[0] in reserved_dsts,
-                                  af_queue_packets=pp.af_queue_packets if pp else 0)
+                                  af_queue_packets=pp.af_queue_packets if pp else 0,
+                                  guaranteed=pp.guaranteed if pp else False,
+                                  red=pp.red is not None if pp else False)
         out += ent.route(prefix, port, dst_mac, src_mac, options)
     return out

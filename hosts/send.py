@@ -112,6 +112,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "go-back-N after a timeout), the baseline of the papers; by default "
                         "SACK (RFC 2018) and RFC 6675 recovery are used when the receiver "
                         "accepts them")
+    p.add_argument("--ecn", action="store_true",
+                   help="offer ECN (RFC 3168): if the receiver accepts, data leaves ECN-capable "
+                        "(ECT(0)) and an ACK with ECN-Echo halves the window once per window "
+                        "of data, as a loss would (the algorithm's on_ecn), with no "
+                        "retransmission; for a network whose queues mark (a link's aqm = "
+                        "\"red-ecn\")")
     p.add_argument("--flow-id", type=_flow_id, metavar="N",
                    help="32-bit flow id the receiver demultiplexes on (default: random)")
     p.add_argument("--log", metavar="FILE",
@@ -202,6 +208,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         duration_us=None if args.duration is None else int(args.duration * 1e6),
         app_rate_bps=None if args.app_rate_mbit is None else args.app_rate_mbit * 1e6,
         sack=not args.no_sack,
+        ecn=args.ecn,
     )
     if config.min_rto_us > config.max_rto_us:
         p.error("--min-rto-ms must be at most 60000")

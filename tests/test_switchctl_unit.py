@@ -29,11 +29,13 @@ class FakeQueues:
     def __init__(self, thrift_port: int) -> None:
         self.thrift_port = thrift_port
 
-    def set_depth(self, port: int, depth_packets: int) -> None:
-        FakeQueues.log.append(("depth", self.thrift_port, port, depth_packets))
+    def set_depth(self, port: int, depth_packets: int, priority: int | None = None) -> None:
+        FakeQueues.log.append(("depth", self.thrift_port, port, depth_packets)
+                              + (() if priority is None else (priority,)))
 
-    def set_rate(self, port: int, rate_pps: float) -> None:
-        FakeQueues.log.append(("rate", self.thrift_port, port, rate_pps))
+    def set_rate(self, port: int, rate_pps: float, priority: int | None = None) -> None:
+        FakeQueues.log.append(("rate", self.thrift_port, port, rate_pps)
+                              + (() if priority is None else (priority,)))
 
     def close(self) -> None:
         FakeQueues.log.append(("close", self.thrift_port))
@@ -181,6 +183,48 @@ def test_route_entries_carry_each_ports_options():
     plan.routes.append(("10.0.9.1/32", 7, "00:00:00:00:09:01", "00:00:00:01:00:07"))
     assert sc.route_entries(plan, only_port=7) == ent.route("10.0.9.1/32", 7, "00:00:00:00:09:01", "00:00:00:01:00:07",
                                                              ent.PortOptions())
+
+
+def test_a_red_port_gets_its_red_entries_and_routes_with_the_red_option(tmp_path):
+    from controller import aqm
+    red = aqm.RedParams.automatic(5e6, 1102)
+    plan = smoke_plan(red=red)
+    ctl = controller(tmp_path, [plan], Clock())
+    sw = ctl.switches[0]
+    asyncio.run(ctl._on_ready(sw))
+    inserted = [e for op, e in sw.written(fy.P4TableEntry) if op == "insert"]
+    red_entries = ent.red_entries(2, red)
+    assert all(e in inserted for e in red_entries)
+    assert not any(e.table_id.endswith("red_config") and e.match["egress_port"] == 1 for e in inserted
+                   if isinstance(e.table_id, str))
+    assert sc.route_entries(plan, only_port=2) == ent.route(
+        "10.0.2.1/32", 2, "00:00:00:00:02:01", "00:00:00:01:00:02", ent.PortOptions(reservations=True, red=True))
+    assert sc.route_entries(plan, only_port=1) == ent.route(
+        "10.0.1.1/32", 1, "00:00:00:00:01:01", "00:00:00:01:00:01", ent.PortOptions())
+
+
+def test_a_guaranteed_port_serves_in_profile_at_the_rate_and_best_effort_at_the_rest(tmp_path):
+    """Priority 1 (in profile) at the port's rate, priority 0 at the rate less the
+    reservations that leave by it, both queues as deep as the port's queue; its
+    routes carry the guaranteed option; the schedule's later rate moves both."""
+    clock = Clock()
+    plan = smoke_plan(guaranteed=True, reserved_bps=1.5e6)
+    ctl = controller(tmp_path, [plan], clock)
+    sw = ctl.switches[0]
+    asyncio.run(ctl._on_ready(sw))
+    assert FakeQueues.log == [("depth", 9190, 1, 64), ("depth", 9190, 2, 30, 0), ("depth", 9190, 2, 30, 1),
+                              ("rate", 9190, 2, bmv2_queue_rate_pps(5e6, 1102), 1),
+                              ("rate", 9190, 2, bmv2_queue_rate_pps(3.5e6, 1102), 0), ("close", 9190)]
+    assert sc.route_entries(plan, only_port=2) == ent.route(
+        "10.0.2.1/32", 2, "00:00:00:00:02:01", "00:00:00:01:00:02",
+        ent.PortOptions(reservations=True, guaranteed=True))
+    FakeQueues.log = []
+    ctl.schedule_interval_s = 0.01
+    asyncio.run(schedule_tick(ctl, clock, 5.0))                  # the step to 2 Mb/s
+    rates = [e for e in FakeQueues.log if e[0] == "rate"]
+    assert rates == [("rate", 9190, 2, bmv2_queue_rate_pps(2e6, 1102), 1),
+                     ("rate", 9190, 2, bmv2_queue_rate_pps(0.5e6, 1102), 0)]
+    assert sc.best_effort_pps(sc.PortPlan(port=2, link="x", reserved_bps=3e6, frame_bytes=1102), 2e6) == 1.0
 
 
 def test_a_pinned_rate_survives_a_reconnect_and_unpinning_resumes_the_schedule(tmp_path):

@@ -170,10 +170,10 @@ def test_two_dupacks_do_not_retransmit(sack: bool) -> None:
     # Hold that one packet back by 2.5 packet times: two packets overtake it.
     orig_send = sim.forward._one
 
-    def one(pkt: bytes, now_us: int) -> None:
+    def one(pkt: bytes, now_us: int, ce: bool = False) -> None:
         count["n"] += 1
         fwd.reorder = 1.0 if count["n"] - 1 == delayed else 0.0
-        orig_send(pkt, now_us)
+        orig_send(pkt, now_us, ce)
 
     sim.forward._one = one  # type: ignore[assignment]
     cc = Recorder()
@@ -599,7 +599,7 @@ class _Draws:
 def _direction(model, rng):
     from hosts.sim.channel import Direction
     out: list = []
-    return Direction(model, rng, lambda t, pkt: out.append((t, pkt))), out
+    return Direction(model, rng, lambda t, pkt, ce: out.append((t, pkt))), out
 
 
 def test_the_simulated_link_serializes_frames_at_its_rate_behind_a_drop_tail_queue():
@@ -878,7 +878,7 @@ def test_the_simulated_link_counts_what_it_drops_and_duplicates():
     from hosts.sim.channel import Direction
     arrivals: list = []
     d = Direction(LinkModel(delay_us=1_000, loss=0.3, duplicate=0.2), random.Random(7),
-                  lambda t, pkt: arrivals.append((t, pkt)))
+                  lambda t, pkt, ce: arrivals.append((t, pkt)))
     replay = random.Random(7)
     expected_lost = expected_dup = expected_copies = 0
     for i in range(400):
@@ -949,10 +949,10 @@ def _lost_thrice_then_late(sack: bool, log: Any = None) -> Tuple[Simulation, Any
     sent = {"n": 0}
     orig_send = sim.forward._one
 
-    def one(pkt: bytes, now_us: int) -> None:
+    def one(pkt: bytes, now_us: int, ce: bool = False) -> None:
         fwd.reorder = 1.0 if sent["n"] in held else 0.0
         sent["n"] += 1
-        orig_send(pkt, now_us)
+        orig_send(pkt, now_us, ce)
 
     sim.forward._one = one  # type: ignore[assignment]
     cc = Recorder()

@@ -297,12 +297,12 @@ def test_duplicate_out_of_order_and_spurious_counters_reach_the_sender() -> None
     sim = Simulation(fwd, LinkModel(delay_us=10_000), seed=1)
     orig = sim.forward.send
 
-    def send(pkt: bytes, now_us: int) -> None:
+    def send(pkt: bytes, now_us: int, ect: bool = False) -> None:
         i = count["n"]
         count["n"] += 1
         fwd.duplicate = 1.0 if i == dup_at else 0.0
         fwd.reorder = 1.0 if i == late_at else 0.0
-        orig(pkt, now_us)
+        orig(pkt, now_us, ect)
 
     sim.forward.send = send  # type: ignore[assignment]
     s = sim.add_flow(NewReno(), PatternSource(40 * MSS, MSS), config=cfg())

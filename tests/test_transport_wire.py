@@ -136,15 +136,16 @@ def test_receiver_summary_and_log_row_name_each_counter() -> None:
     flow = ReceiverFlow(("10.0.0.1", 4242), 9, MemorySink(), 65536, 1_000_000, sack_ok=True)
     counters = {"segments": 11, "duplicate_segments": 2, "out_of_order_segments": 3,
                 "spurious_retransmissions": 4, "beyond_window_segments": 5, "reordered_segments": 6,
-                "acks_sent": 7, "sack_blocks_sent": 8}
+                "acks_sent": 7, "sack_blocks_sent": 8, "ce_segments": 9}
     for name, value in counters.items():
         setattr(flow, name, value)
+    flow.ecn_ok = True
     flow.rcv_nxt, flow.ooo_bytes, flow.last_us = 250_000, 3000, 2_000_000
     flow.echo = (2, 98, 10_000, -500)
     open_summary = flow.summary(5_000_000)
     assert open_summary == {"flow_id": 9, "peer": "10.0.0.1:4242", "status": "incomplete",
                             "bytes": 250_000, "duration_s": 1.0, "goodput_bps": 2e6, "sack": True,
-                            **counters, "out": None}
+                            "ecn": True, **counters, "out": None}
     flow.closed_us, flow.complete = 3_000_000, True
     assert flow.summary(9_000_000)["status"] == "complete"
     assert (flow.summary(0)["duration_s"], flow.summary(0)["goodput_bps"]) == (2.0, 1e6)
@@ -174,7 +175,7 @@ def test_sender_summary_names_each_counter_and_the_status() -> None:
     s = Sender(NewReno(), PatternSource(10_000, 1000), lambda v: True, flow_id=5)
     counters = {"packets_sent": 12, "payload_bytes_sent": 11_000, "retransmits": 2, "timeouts": 1,
                 "fast_recoveries": 3, "rescue_retransmits": 4, "forced_segments": 5, "sack_reneging": 6,
-                "acks_received": 7, "bad_packets": 8}
+                "acks_received": 7, "bad_packets": 8, "ecn_echoes": 10, "ecn_reductions": 11}
     for name, value in counters.items():
         setattr(s, name, value)
     s.dupacks_total = 9
@@ -182,7 +183,8 @@ def test_sender_summary_names_each_counter_and_the_status() -> None:
     s.st.delivered_bytes, s.st.cwnd, s.st.ssthresh, s.st.min_rtt_us = 10_000, 12.34567, 8.0, 41_500
     summary = s.summary(9_000_000)
     expected = {"flow_id": 5, "algo": "newreno", "status": "complete", "bytes": 10_000,
-                "duration_s": 2.0, "goodput_bps": 40_000.0, "mss_bytes": 1412, "sack": False, **counters,
+                "duration_s": 2.0, "goodput_bps": 40_000.0, "mss_bytes": 1412, "sack": False,
+                "ecn": False, **counters,
                 "dupacks": 9, "receiver_segments": None, "duplicate_segments": None,
                 "out_of_order_segments": None, "spurious_retransmits": None, "final_cwnd": 12.346,
                 "final_ssthresh": 8.0, "min_rtt_ms": 41.5}

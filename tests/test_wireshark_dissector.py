@@ -223,3 +223,25 @@ def test_dissector_declares_every_field():
                 if line.startswith("F\t") and line.split("\t")[4] in ("bwn", "bwnt")}
     assert {f"bwn.{k}" for k in BWN_KEYS} <= declared
     assert {f"bwnt.{k}" for k in TRANSPORT_KEYS} <= declared
+
+
+TRANSPORT_VECTORS = json.loads((REPO / "docs" / "transport-vectors.json").read_text())["header"]
+FLAG_NAMES = ("syn", "fin", "data", "ack", "rst", "retx", "ece", "cwr")
+
+
+def test_every_transport_flag_of_the_transport_vectors(tmp_path):
+    """Each flag bit of every transport vector (ECN's ECE and CWR too) as its own field."""
+    frames = [udp_packet(BwnHeader(kind=1 if v["fields"]["flags"] & F_ACK else 0).pack()
+                         + bytes.fromhex(v["hex"]), bool(v["fields"]["flags"] & F_ACK))
+              for v in TRANSPORT_VECTORS]
+    pcap = tmp_path / "transport-vectors.pcap"
+    write_pcap(pcap, frames)
+    fields = [f"bwnt.flags.{n}" for n in FLAG_NAMES] + ["_ws.expert.message"]
+    rows = tshark(pcap, fields)
+    assert len(rows) == len(TRANSPORT_VECTORS)
+    assert any(v["fields"]["flags"] & 0xC0 for v in TRANSPORT_VECTORS)
+    for vector, row in zip(TRANSPORT_VECTORS, rows):
+        flags = vector["fields"]["flags"]
+        assert [row[f"bwnt.flags.{n}"] for n in FLAG_NAMES] == [str((flags >> b) & 1) for b in range(8)], \
+            vector["name"]
+        assert row["_ws.expert.message"] == "", vector["name"]

@@ -34,6 +34,7 @@ its busier one.
 | ``target_error:SEL=TARGET``, ``target_ratio:SEL=TARGET``, ``target_diff:SEL=TARGET`` | \\|goodput - TARGET\\| / TARGET, goodput / TARGET, goodput - TARGET (b/s; TARGET in b/s, or a case parameter) |
 | ``share_fraction:SEL`` | goodput / max-min fair share (payload, the share averaged over the flow's log rows) |
 | ``reordered:FLOW`` | first transmissions the flow's receiver got after a later one (``all``: summed) |
+| ``drops:L1,L2`` | packets dropped at the links' switch egress ports, both directions, over the run: tail drops, RED's and Assured Forwarding's (the fidelity sampler's ``port_drops``; not random loss) |
 
 Each metric has a support that decides its interval (:func:`support_of`): counts,
 fractions in [0, 1], and real numbers.
@@ -57,7 +58,7 @@ KINDS = ("goodput_bps", "utilization", "retransmissions", "timeouts", "rtt_mean_
          "epoch_jain", "convergence_time_s", "goodput_cv", "floor_fraction", "estimate_error",
          "estimate_error_rate", "estimate_bias", "estimate_bps", "estimate_cv", "estimate_settling_s",
          "queue_fraction", "link_utilization", "algo_ratio", "target_error", "target_ratio", "target_diff",
-         "share_fraction", "reordered")
+         "share_fraction", "reordered", "drops")
 #: Metric kinds whose value per run is a count, or a fraction in [0, 1].
 COUNT_METRICS = ("retransmissions", "timeouts", "reordered", "drops")
 FRACTION_METRICS = ("utilization", "jain", "jain_share", "epoch_jain", "queue_fraction", "link_utilization",
@@ -145,6 +146,8 @@ def check(name: str) -> None:
         raise MetricError(f"{name!r}: {m.kind} needs =VALUE after the flows")
     if m.kind == "algo_ratio" and "/" not in m.arg:
         raise MetricError(f"{name!r}: algo_ratio is A/B")
+    if m.kind == "drops" and not [n for n in m.arg.split(",") if n]:
+        raise MetricError(f"{name!r}: drops names its links, drops:L1,L2")
 
 
 WINDOWED = ("goodput_bps", "goodput_cv", "floor_fraction", "estimate_error", "estimate_bias", "estimate_bps",
@@ -539,6 +542,18 @@ def metric_value(name: str, run: SchemeRun, rows: list[dict[str, Any]], fidelity
         return (sum(ga) / len(ga)) / (sum(gb) / len(gb))
     if kind == "share_fraction":
         return over_flows(arg, lambda f: _share_fraction(run, f, column("goodput_bps", f.name)))
+    if kind == "drops":
+        counts = (fidelity.get("measurements") or {}).get("port_drops")
+        links = [n for n in arg.split(",") if n]
+        if counts is None or not links:
+            return None
+        total = 0
+        for link in links:
+            ports = [c for c in counts.values() if c.get("link") == link]
+            if not ports:
+                return None
+            total += sum(int(c["drops"]) for c in ports)
+        return float(total)
     if kind == "reordered":
         counts = receiver_counts(run_dir, "reordered_segments") if run_dir is not None else {}
         names = list(run.flow_ids) if arg in ("", "all") else [arg]

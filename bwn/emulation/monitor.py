@@ -5,8 +5,10 @@ It samples what the invariants of :mod:`bwn.analysis.fidelity` are judged from
 ``interval_s`` the machine's CPU ticks (/proc/stat) and, for each rate-limited
 egress port, its interface's ``tx_packets`` and the P4 program's
 ``queue_emptied`` counter; at the start and the end, each switch's interface
-counters, P4 drop counters, receive-ring drops, and every switch's and
-bwn-link's CPU and run delay. :meth:`Monitor.result` gathers these with the
+counters, P4 drop counters, receive-ring drops, every switch's and
+bwn-link's CPU and run delay, and each egress port's counts of packets given,
+sent, and dropped by RED and by Assured Forwarding (the end counts once the
+queues have drained): the ``port_drops`` measurement. :meth:`Monitor.result` gathers these with the
 controller's files (telemetry.csv, capacity.csv) and the bwn-links' statistics
 into a :class:`bwn.analysis.fidelity.Recording` and judges it; the recording goes
 into run.json with the verdict, so a run can be judged again from run.json alone.
@@ -41,6 +43,7 @@ from bwn.emulation.probes import (
     read_net_dev,
     read_cpu_times,
     read_p4_drops,
+    read_port_counts,
     read_proc_stat,
 )
 from bwn.rundir import LINKEM_STATS_SUFFIX, RunDir
@@ -111,6 +114,8 @@ class Monitor:
         self._wait_start: dict[str, Optional[float]] = {}
         self._wait: dict[str, Optional[float]] = {}
         self._cpu_times: list[dict[str, float]] = []      # at start and at stop
+        self._port_counts_start: dict[str, dict[str, int]] = {}    # "switch:port" -> counts
+        self._port_counts_end: dict[str, dict[str, int]] = {}
 
     @classmethod
     def for_network(cls, out_dir: Path, built: Any, telemetry_interval_s: float,
@@ -143,6 +148,7 @@ class Monitor:
 
     # -- sampling ---------------------------------------------------------------------
     def start(self) -> None:
+        self._port_counts_start = self._read_port_counts()
         for s in self.switches:
             self._p4_start[s.name] = read_p4_drops(s.thrift_port, s.pipe_id)
             if s.pid is not None:
@@ -237,6 +243,7 @@ class Monitor:
         self._counters = {}
         if self._intfs:
             self.net.append((self._stopped_s, read_net_dev(self._intfs)))
+        self._port_counts_end = settled(self._read_port_counts)
         for s in self.switches:
             self._p4_end[s.name] = read_p4_drops(s.thrift_port, s.pipe_id)
             self._ring[s.name] = packet_socket_stats(s.pid) if s.pid is not None else None
@@ -246,6 +253,43 @@ class Monitor:
         for name, pid in self.linkem_pids.items():
             self._proc_cpu[name] = _delta(process_cpu_s(pid), self._proc_cpu_start.get(name))
             self._wait[name] = _delta(process_run_delay_s(pid), self._wait_start.get(name))
+
+    def _read_port_counts(self) -> dict[str, dict[str, int]]:
+        """Every port's counts now, "switch:port" -> counts (a port left out when its
+        switch does not answer or its program has no such counters)."""
+        out: dict[str, dict[str, int]] = {}
+        thrift_ports = {s.name: s.thrift_port for s in self.switches}
+        for switch in sorted({p.switch for p in self.ports}):
+            if switch not in thrift_ports:
+                continue
+            reader = CounterReader(thrift_ports[switch])
+            try:
+                if not reader.open():
+                    continue
+                for p in self.ports:
+                    if p.switch == switch:
+                        counts = read_port_counts(reader, p.port % MAX_PORTS)
+                        if counts is not None:
+                            out[f"{p.switch}:{p.port}"] = counts
+            finally:
+                reader.close()
+        return out
+
+    def port_drops(self) -> dict[str, dict[str, Any]]:
+        """Per port over the run: "link", "tail" (handed to the port less sent: its
+        queue's tail drops, the queues being empty at both ends), "red" (RED's drops),
+        "af" (AF drops), "drops" (their sum) and "marked" (RED's CE marks)."""
+        out: dict[str, dict[str, Any]] = {}
+        links = {f"{p.switch}:{p.port}": p.link for p in self.ports}
+        for key, end in self._port_counts_end.items():
+            start = self._port_counts_start.get(key)
+            if start is None:
+                continue
+            d = {name: end[name] - start.get(name, 0) for name in end}
+            tail = max(d["enqueued"] - d["dequeued"], 0)
+            out[key] = {"link": links.get(key), "tail": tail, "red": d["red_dropped"], "af": d["af_dropped"],
+                        "drops": tail + d["red_dropped"] + d["af_dropped"], "marked": d["red_marked"]}
+        return out
 
     # -- judging ----------------------------------------------------------------------
     def _switch_counts(self) -> dict[str, dict[str, Any]]:
@@ -323,9 +367,33 @@ class Monitor:
             "machine_cpu_s": self._machine_cpu(),
             # time the process's threads were runnable but had no CPU (not judged: evidence)
             "process_wait_s": {k: (round(v, 2) if v is not None else None) for k, v in self._wait.items()},
+            # per egress port: tail, RED and AF drops and RED's marks (metric drops:LINKS)
+            "port_drops": self.port_drops(),
             **recorded_measurements(recording),
         }
         return judge(recording, self.thresholds, measurements)
+
+
+#: The end counts are read once no port has sent a packet for QUIET_S (its queue has
+#: drained: nothing sends once the agents are stopped), at most after SETTLE_MAX_S.
+QUIET_S = 0.3
+SETTLE_POLL_S = 0.1
+SETTLE_MAX_S = 5.0
+
+
+def settled(read: Any, sleep: Any = time.sleep, clock: Any = time.monotonic) -> dict[str, dict[str, int]]:
+    """``read()``'s port counts once every port's "dequeued" count has held still for
+    QUIET_S (a packet still queued would be counted as a tail drop), or at SETTLE_MAX_S."""
+    last = read()
+    deadline = clock() + SETTLE_MAX_S
+    still_since = clock()
+    while clock() < deadline and clock() - still_since < QUIET_S:
+        sleep(SETTLE_POLL_S)
+        now = read()
+        if {k: c["dequeued"] for k, c in now.items()} != {k: c["dequeued"] for k, c in last.items()}:
+            still_since = clock()
+        last = now
+    return last
 
 
 def _delta(end: Optional[float], start: Optional[float]) -> Optional[float]:

@@ -31,6 +31,7 @@ from bwn.rundir import RunDir
 from bwn.scenario import seeding
 from bwn.scenario.resolved import ExperimentConfig, LinkConfig
 from bwn.scenario.schedule import ConstantSchedule, table_of
+from controller import aqm
 from controller import entries as ent
 from controller.switchctl import BwnController, PortPlan, SwitchPlan
 
@@ -48,6 +49,15 @@ def check_target(target: str) -> str:
     if target not in TARGETS:
         raise ValueError(f"unknown switch target {target!r} (one of {', '.join(TARGETS)})")
     return target
+
+
+def ebpf_unsupported(cfg: ExperimentConfig) -> list[str]:
+    """The links of `cfg` the eBPF switch cannot serve: RED with ECN and the
+    guaranteed service are the v1model program's only (p4src/psa has neither)."""
+    return [f"link {link.name}: " + " and ".join(
+                what for what, on in (('aqm = "red-ecn"', link.red_ecn), ('service = "guaranteed"', link.guaranteed))
+                if on)
+            for link in cfg.links if link.red_ecn or link.guaranteed]
 
 
 @dataclass
@@ -91,7 +101,8 @@ def build_network(cfg: ExperimentConfig, log_dir: Path, frame_bytes: Optional[in
             net.addSwitch(sw.name, cls=Bmv2MininetSwitch, dpid=f"{i + 1:016x}",
                           grpc_port=sw.grpc_port or GRPC_PORT_BASE + i,
                           thrift_port=sw.thrift_port or THRIFT_PORT_BASE + i,
-                          device_id=sw.device_id, log_dir=str(log_dir))
+                          device_id=sw.device_id, log_dir=str(log_dir),
+                          priority_queues=priority_queues(cfg, sw.name))
     for h in cfg.hosts:
         net.addHost(h.name, cls=BwnHost, ip=str(h.ip))
     built = BuiltNetwork(net=net, plans=[])
@@ -151,13 +162,21 @@ def _switch_plans(cfg: ExperimentConfig, net: Any, ends: dict[str, tuple[Any, An
             # with the data frame size would let ACKs fill the packet budget
             # at a tenth of the link's bit rate (seen in the parking lot).
             carries_data = any(_on_path(cfg, f.src, f.dst, link, sw.name) for f in cfg.flows)
+            # The guaranteed service instead of AF (service = "guaranteed"): in-profile
+            # packets in the priority queue at the link's rate, the rest in priority 0's
+            # FIFO at the rate less the reservations that leave by the port.
+            guaranteed = carries_reserved and link.guaranteed
+            reserved_bps = sum(r.rate_bps for r in cfg.reservations
+                               if _on_path(cfg, r.src, r.dst, link, sw.name)) if guaranteed else 0.0
             plan.ports.append(PortPlan(port=sw.port_of(mine.name), link=link.name,
                                        schedule=link.capacity.schedule if applies else None,
                                        queue_packets=link.queue_packets,
                                        frame_bytes=data_frame_bytes if carries_data else ack_frame_bytes,
                                        loss=link.loss,
-                                       af_queue_packets=link.af_queue_packets if carries_reserved else 0,
-                                       shaped_by_switch=not link.shaped_by_link))
+                                       af_queue_packets=link.af_queue_packets if carries_reserved and not guaranteed else 0,
+                                       shaped_by_switch=not link.shaped_by_link,
+                                       red=red_params(link, data_frame_bytes) if link.red_ecn else None,
+                                       guaranteed=guaranteed, reserved_bps=reserved_bps))
         for r in cfg.reservations:
             first_switch = _first_switch(cfg, r.src, r.dst)
             if first_switch == sw.name:
@@ -218,6 +237,19 @@ def _first_switch(cfg: ExperimentConfig, src: str, dst: str) -> Optional[str]:
     return first.b if first.a == src else first.a
 
 
+def red_params(link: LinkConfig, frame_bytes: int) -> aqm.RedParams:
+    """RED's parameters at a port of `link` (aqm = "red-ecn"): NS-2's automatic setting
+    (controller/aqm.py) for the link's rate at the schedule's start, in packets of the
+    agents' data frames (docs/dataplane.md, "RED with ECN marking")."""
+    return aqm.RedParams.automatic(link.capacity.schedule.rate_bps(0.0), frame_bytes)
+
+
+def priority_queues(cfg: ExperimentConfig, switch: str) -> int:
+    """BMv2's priority queues per port of `switch`: 2 when one of its links has the
+    guaranteed service (its priority queue), else 1 (one FIFO)."""
+    return 2 if any(link.guaranteed and switch in (link.a, link.b) for link in cfg.links) else 1
+
+
 def _on_path(cfg: ExperimentConfig, src: str, dst: str, link: LinkConfig, switch: str) -> bool:
     """Whether `link` is on the src->dst path and is left by `switch` in that direction."""
     node = src
@@ -272,6 +304,9 @@ class ScenarioNetwork:
         self.p4info: Optional[Path] = None
         self.p4blob: Optional[Path] = None
         if target == "ebpf":
+            unsupported = ebpf_unsupported(cfg)
+            if unsupported:
+                raise ValueError(f"the eBPF switch cannot run {'; '.join(unsupported)} (BMv2 only: --target bmv2)")
             ebpf_object()       # a clear error now if `make build-ebpf` has not run
         else:
             self.p4info, self.p4blob = pipeline_files()

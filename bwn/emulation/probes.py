@@ -28,7 +28,17 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from bwn.analysis.soak import SAMPLE_FIELDS, Sample, Watched
-from controller.entries import DROP_COUNTER, DROP_REASONS, QUEUE_EMPTIED_COUNTER
+from controller.entries import (
+    DROP_COUNTER,
+    DROP_REASONS,
+    PORT_DEQUEUED_COUNTER,
+    PORT_DROPS_COUNTER,
+    PORT_ENQUEUED_COUNTER,
+    QUEUE_EMPTIED_COUNTER,
+    RED_DROPPED_COUNTER,
+    RED_MARKED_COUNTER,
+    port_drops_index,
+)
 
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 
@@ -160,6 +170,20 @@ def read_p4_drops(thrift_port: int, pipe_id: Optional[int] = None) -> Optional[d
         counts = {name: reader.read(DROP_COUNTER, index) for index, name in DROP_REASONS.items()}
     finally:
         reader.close()
+    return None if None in counts.values() else {k: v for k, v in counts.items() if v is not None}
+
+
+#: A port's counts (p4src/v1model: port_counters.p4, queue.p4, red_ecn.p4), by the names
+#: the per-port drop measurement uses: packets handed to the port, packets that left its
+#: queue, RED's drops and marks; "af" is read from port_drops under its AF reason.
+PORT_COUNTERS = {"enqueued": PORT_ENQUEUED_COUNTER, "dequeued": PORT_DEQUEUED_COUNTER,
+                 "red_dropped": RED_DROPPED_COUNTER, "red_marked": RED_MARKED_COUNTER}
+
+
+def read_port_counts(reader: "CounterReader", port: int) -> Optional[dict[str, int]]:
+    """One port's counts (PORT_COUNTERS and "af_dropped"), or None if any is unreadable."""
+    counts = {name: reader.read(counter, port) for name, counter in PORT_COUNTERS.items()}
+    counts["af_dropped"] = reader.read(PORT_DROPS_COUNTER, port_drops_index(port, "af_out_of_profile"))
     return None if None in counts.values() else {k: v for k, v in counts.items() if v is not None}
 
 

@@ -50,7 +50,7 @@ INVENTORY_KINDS = ("direction", "magnitude", "bound", "trend", "equal")
 MACHINERY: dict[str, str] = {
     "xcp": "XCP (scheme xcp): its sender and the switches' per-packet feedback",
     "red-ecn": "RED with ECN marking at a switch's egress queue (a link's aqm = \"red-ecn\") and Reno and "
-               "NewReno senders that react to ECN marks",
+               "NewReno senders that react to ECN marks ([experiment] ecn = true)",
     "guaranteed-service": "a guaranteed-service edge (a link's service = \"guaranteed\"): in-profile packets in "
                           "a strict-priority class that is never dropped",
     "cbr-flows": "constant-rate, unresponsive flows (flows of kind = \"cbr\" with a rate_mbit)",
@@ -64,8 +64,7 @@ MACHINERY: dict[str, str] = {
 #: Machinery not built yet. Remove a name when it lands: every grid entry that needs
 #: only it is then planned, run and judged (tests/test_reproduce_grids.py checks each
 #: name here is still missing).
-WAITING = frozenset({"xcp", "red-ecn", "guaranteed-service", "cbr-flows", "drop-counters", "dscp-counts",
-                     "dft-ssthresh-update"})
+WAITING = frozenset({"xcp", "cbr-flows", "dscp-counts", "dft-ssthresh-update"})
 
 
 #: Metric kinds computed from what that machinery records.

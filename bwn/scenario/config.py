@@ -21,14 +21,25 @@ import ipaddress
 from pathlib import Path
 from typing import Annotated, Any, Mapping, Optional, Union
 
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser, as a package
+    import tomli as tomllib  # type: ignore[no-redef]
 
 from pydantic import Field, TypeAdapter, ValidationError
 
 from bwn.protocol import dataplane_math as dm
 from bwn.scenario import model as sc
 from bwn.scenario.messages import messages
-from bwn.scenario.model import APPLY_BOTH, MIN_RATE_BPS, SHAPER_LINK, UNDER_TEST
+from bwn.scenario.model import (
+    APPLY_BOTH,
+    AQM_DROP_TAIL,
+    MIN_RATE_BPS,
+    SERVICE_ASSURED,
+    SERVICE_GUARANTEED,
+    SHAPER_LINK,
+    UNDER_TEST,
+)
 from bwn.scenario.resolved import (
     CapacityConfig,
     ExperimentConfig,
@@ -164,6 +175,7 @@ class _Resolver:
             reservations=tuple(t.reservations), dataplane=t.dataplane, telemetry=t.telemetry,
             schemes=tuple(t.experiment.schemes), seed=t.experiment.seed, source=source,
             receive_window_bytes=t.experiment.receive_window_bytes, sack=t.experiment.sack,
+            ecn=t.experiment.ecn,
             linkem_rt_priority=t.experiment.linkem_rt_priority,
             linkem_shared=t.experiment.linkem_shared,
             queue_lookahead=t.experiment.queue_lookahead,
@@ -267,9 +279,23 @@ class _Resolver:
                 self.error(f"{loc}.af_threshold_packets", f"{link.af_threshold_packets} is more than "
                                                           f"the queue's {link.queue_packets} packets "
                                                           f"(queue_packets)")
+            for key, value, default in (("aqm", link.aqm, AQM_DROP_TAIL), ("service", link.service, SERVICE_ASSURED)):
+                if value != default and link.shaper == SHAPER_LINK:
+                    self.error(f"{loc}.{key}", f"{key} = \"{value}\" needs the switch's queue to serve "
+                                               f"the link (shaper = \"switch\"): with shaper = \"link\" "
+                                               f"that queue stays empty")
+            if (link.service == SERVICE_GUARANTEED and link.af_threshold_packets is not None
+                    and link.af_threshold_packets != link.queue_packets):
+                self.error(f"{loc}.af_threshold_packets", f"service = \"guaranteed\" has no Assured "
+                                                          f"Forwarding threshold (out-of-profile and best-"
+                                                          f"effort packets share a FIFO with tail drop): "
+                                                          f"leave it out or set it to queue_packets "
+                                                          f"({link.queue_packets}), got "
+                                                          f"{link.af_threshold_packets}")
             out.append(LinkConfig(name, link.a, link.b, capacity, float(link.delay_ms),
                                   float(link.loss), link.queue_packets, apply_at,
-                                  link.a_port, link.b_port, link.shaper, link.af_threshold_packets))
+                                  link.a_port, link.b_port, link.shaper, link.af_threshold_packets,
+                                  link.aqm, link.service))
         return out
 
     def link_port(self, loc: str, port: Optional[int], node: Optional[str],

@@ -46,6 +46,10 @@ SCHEDULE_KINDS = ("constant", "steps", "sine", "trace")
 APPLY_BOTH = "both"
 SHAPER_SWITCH = "switch"   # a link's rate served by the switch's egress queue (packets/s)
 SHAPER_LINK = "link"       # ... by its bwn-link, in bytes
+AQM_DROP_TAIL = "drop-tail"   # a link's switch queues drop what does not fit
+AQM_RED_ECN = "red-ecn"       # ... run RED, marking ECN-capable packets (docs/dataplane.md)
+SERVICE_ASSURED = "assured"       # reservations as RFC 2597 Assured Forwarding
+SERVICE_GUARANTEED = "guaranteed"  # ... as the guaranteed service: a strict-priority queue
 MIN_RATE_BPS = 1000.0            # the dataplane's smallest capacity: 1 kb/s
 MAX_RATE_MBIT = dm.INT32_MAX / 1000   # AB in kb/s is an int32 (port_config also checks IC per window)
 MAX_NODE_NAME = 10               # Mininet names interfaces "<node>-eth<N>" (IFNAMSIZ 16)
@@ -233,6 +237,10 @@ class ExperimentTable(_Table):
     sack: StrictBool = Field(True, description=(
         "senders use SACK (RFC 2018/6675; docs/transport.md); false = bwn-send --no-sack, "
         "the NS-2-like NewReno recovery of the papers' simulations"))
+    ecn: StrictBool = Field(False, description=(
+        "senders offer ECN (bwn-send --ecn, RFC 3168): data leaves ECN-capable and an "
+        "ECN-Echo halves the window once per window of data; with aqm = \"red-ecn\" on a "
+        "link its RED marks their packets instead of dropping them (docs/transport.md, \"ECN\")"))
     linkem_rt_priority: _integer(ge=0, le=99) = Field(DEFAULT_LINKEM_RT_PRIORITY, description=(
         "real-time (SCHED_FIFO) priority of every bwn-link, so that the emulator releases "
         "frames on time while the switches use the CPU (bwn-link --rt-priority; 0 = the "
@@ -386,6 +394,18 @@ class LinkTable(_Table):
         "every frame's bytes at the rate, as NS-2 and real links do; constant, steps or "
         "sine schedules, each frame at the rate in force when it starts; the switch still stamps the link's capacity but its queue stays empty, so "
         "not for OBP or GTCP: docs/config.md, \"Where a link's rate is applied\")"))
+    aqm: Literal["drop-tail", "red-ecn"] = Field(AQM_DROP_TAIL, description=(
+        "the switch queues' discipline at both ends: \"drop-tail\" or \"red-ecn\" (RED, "
+        "Floyd and Jacobson, with NS-2's automatic parameters for the link's rate: ECN-capable "
+        "packets are marked CE, others dropped; senders offer ECN with [experiment] ecn; "
+        "docs/dataplane.md, \"RED with ECN marking\"); needs shaper = \"switch\""))
+    service: Literal["assured", "guaranteed"] = Field(SERVICE_ASSURED, description=(
+        "how its ports that reserved flows leave by treat them: \"assured\" (RFC 2597 "
+        "Assured Forwarding: out-of-profile and best-effort packets are dropped above "
+        "af_threshold_packets, one FIFO) or \"guaranteed\" (the service GTCP assumes: "
+        "in-profile packets take a strict-priority queue served at the link's rate, the rest "
+        "share a FIFO with tail drop served at the rate less the reservations; docs/dataplane.md, "
+        "\"Reservations: the guaranteed service\"); needs shaper = \"switch\""))
 
 
 class ReservationConfig(_Table):

@@ -15,8 +15,12 @@ from typing import Any, Mapping, Optional, Sequence
 
 from bwn.scenario import model as sc
 from bwn.scenario.model import (
+    AQM_DROP_TAIL,
+    AQM_RED_ECN,
     DEFAULT_QUEUE_PACKETS,
     MIN_RATE_BPS,
+    SERVICE_ASSURED,
+    SERVICE_GUARANTEED,
     SHAPER_LINK,
     SHAPER_SWITCH,
     UNDER_TEST,
@@ -74,6 +78,8 @@ class LinkConfig:
     # assumed frame size) or the link's bwn-link (bytes; constant, steps or sine).
     shaper: str = SHAPER_SWITCH
     af_threshold_packets: Optional[int] = None   # GTCP's AF drop threshold; None: half the queue
+    aqm: str = AQM_DROP_TAIL                     # the switch queues' discipline ("red-ecn": RED, ECN)
+    service: str = SERVICE_ASSURED               # reservations as AF or the guaranteed service
 
     def other_end(self, node: str) -> str:
         return self.b if node == self.a else self.a
@@ -96,6 +102,14 @@ class LinkConfig:
         if self.af_threshold_packets is not None:
             return self.af_threshold_packets
         return max(1, self.queue_packets // 2)
+
+    @property
+    def red_ecn(self) -> bool:
+        return self.aqm == AQM_RED_ECN
+
+    @property
+    def guaranteed(self) -> bool:
+        return self.service == SERVICE_GUARANTEED
 
     def needs_emulator(self) -> bool:
         """Whether the link runs through a bwn-link node (a delay, or its rate)."""
@@ -136,6 +150,7 @@ class ExperimentConfig:
     source: Optional[Path] = None
     receive_window_bytes: Optional[int] = None  # every receiver's advertised window (bwn-recv --window-bytes)
     sack: bool = True                          # senders use SACK (False: bwn-send --no-sack)
+    ecn: bool = False                          # senders offer ECN (bwn-send --ecn)
     linkem_rt_priority: int = sc.DEFAULT_LINKEM_RT_PRIORITY   # bwn-link --rt-priority (0: off)
     linkem_shared: bool = False                # one bwn-links process for every delayed link
     # BMv2 queues get the schedule's rate when their packets will leave (BwnController

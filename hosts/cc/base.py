@@ -20,6 +20,8 @@ duplicate ACK         :meth:`CongestionControl.on_dupack` (always, also in recov
                       trigger, which may also be a new ACK, after its ``on_ack``)
 full ACK              :meth:`CongestionControl.on_exit_recovery`
 RTO expiry            :meth:`CongestionControl.on_timeout`
+ECN-Echo (ECE)        :meth:`CongestionControl.on_ecn` (ECN negotiated; at most once per
+                      window of data, never in recovery: RFC 3168 sec. 6.1.2)
 every ACK             :meth:`CongestionControl.on_feedback` (before the above,
                       with the BWN echo section the ACK carried)
 ====================  =========================================================
@@ -186,6 +188,14 @@ class CongestionControl(ABC):
     def on_exit_recovery(self, st: CcState, ack: AckInfo) -> None:
         # RFC 6582 step 6, option (1): cwnd = min(ssthresh, FlightSize + SMSS)
         st.cwnd = min(st.ssthresh, st.flight_segments + 1.0)
+
+    def on_ecn(self, st: CcState) -> None:
+        # RFC 3168 sec. 6.1.2: an ECN-Echo halves the window as a loss would (ssthresh =
+        # max(FlightSize / 2, 2 SMSS), RFC 5681 eq. 4) and sets cwnd = ssthresh (never
+        # above the cwnd it had), with no retransmission and no fast recovery; the
+        # transport calls it at most once per window of data.
+        st.ssthresh = self.ssthresh_after_loss(st)
+        st.cwnd = min(st.cwnd, st.ssthresh)
 
     def on_timeout(self, st: CcState) -> None:
         # RFC 5681 eq. (4) and loss window of one segment.

@@ -4,7 +4,9 @@ Drives real :class:`~hosts.transport.sender.Sender` and
 :class:`~hosts.transport.receiver.Receiver` objects over a simulated link
 (fake clock in microseconds, seeded randomness): propagation delay, a
 drop-tail bottleneck (rate + queue), random loss, duplication and reordering,
-and drops of chosen packet numbers for exact unit tests. ``stamp`` lets a test
+and drops of chosen packet numbers for exact unit tests, and ECN: ``mark_ce_if``
+sets the CE mark on the ECN-capable packets it picks (those of a sender that
+negotiated ECN), as a marking queue would. ``stamp`` lets a test
 play the BWN switch on DATA packets (see :func:`stamp_constant`), ``reverse_stamp``
 rewrites (or drops, returning None) what the receiver sends back.
 
@@ -49,6 +51,7 @@ class LinkModel:
     reorder_extra_us: int = 5_000
     drop_indices: Set[int] = field(default_factory=set)  # 0-based packet numbers to drop
     drop_if: Optional[Callable[[int, bytes], bool]] = None  # (now_us, packet) -> drop?
+    mark_ce_if: Optional[Callable[[int, bytes], bool]] = None  # (now_us, ECT packet) -> CE?
     frame_overhead_bytes: int = 42         # Ethernet + IPv4 + UDP, for the rate
 
 
@@ -58,13 +61,14 @@ class LinkStats:
     dropped_loss: int = 0
     dropped_queue: int = 0
     dropped_index: int = 0
+    ce_marked: int = 0
     duplicated: int = 0
     reordered: int = 0
 
 
 class Direction:
     def __init__(self, model: LinkModel, rng: random.Random,
-                 schedule: Callable[[int, bytes], None]) -> None:
+                 schedule: Callable[[int, bytes, bool], None]) -> None:
         self.model = model
         self.rng = rng
         self.schedule = schedule
@@ -72,7 +76,8 @@ class Direction:
         self._busy_until_us = 0.0
         self._departures: Deque[float] = deque()
 
-    def send(self, pkt: bytes, now_us: int) -> None:
+    def send(self, pkt: bytes, now_us: int, ect: bool = False) -> None:
+        """``ect``: the packet is ECN-capable (its sender negotiated ECN)."""
         m = self.model
         index = self.stats.packets
         self.stats.packets += 1
@@ -82,14 +87,17 @@ class Direction:
         if m.loss and self.rng.random() < m.loss:
             self.stats.dropped_loss += 1
             return
+        ce = ect and m.mark_ce_if is not None and m.mark_ce_if(now_us, pkt)
+        if ce:
+            self.stats.ce_marked += 1
         copies = 1
         if m.duplicate and self.rng.random() < m.duplicate:
             copies = 2
             self.stats.duplicated += 1
         for _ in range(copies):
-            self._one(pkt, now_us)
+            self._one(pkt, now_us, ce)
 
-    def _one(self, pkt: bytes, now_us: int) -> None:
+    def _one(self, pkt: bytes, now_us: int, ce: bool = False) -> None:
         m = self.model
         depart = float(now_us)
         if m.rate_bps:
@@ -107,7 +115,7 @@ class Direction:
         if m.reorder and self.rng.random() < m.reorder:
             arrive += m.reorder_extra_us
             self.stats.reordered += 1
-        self.schedule(int(arrive), pkt)
+        self.schedule(int(arrive), pkt, ce)
 
 
 def stamp_constant(*, ebn_code: int, narrow_kbps: int, tight_kbps: int) -> Callable[[bytes, int], bytes]:
@@ -138,7 +146,7 @@ class Simulation:
     ) -> None:
         self.rng = random.Random(seed)
         self.now_us = 0
-        self._events: List[Tuple[int, int, int, Addr, bytes]] = []
+        self._events: List[Tuple[int, int, int, Addr, bytes, bool]] = []
         self._counter = 0
         self.forward = Direction(forward or LinkModel(), self.rng, self._to_receiver)
         self.reverse = Direction(reverse or LinkModel(), self.rng, self._to_sender)
@@ -160,17 +168,17 @@ class Simulation:
         self.sinks[(addr, flow_id)] = sink
         return sink
 
-    def _push(self, at_us: int, direction: int, addr: Addr, pkt: bytes) -> None:
+    def _push(self, at_us: int, direction: int, addr: Addr, pkt: bytes, ce: bool = False) -> None:
         self._counter += 1
-        heapq.heappush(self._events, (at_us, self._counter, direction, addr, pkt))
+        heapq.heappush(self._events, (at_us, self._counter, direction, addr, pkt, ce))
 
-    def _to_receiver(self, at_us: int, pkt: bytes) -> None:
+    def _to_receiver(self, at_us: int, pkt: bytes, ce: bool = False) -> None:
         assert self._pending_src is not None
-        self._push(at_us, 0, self._pending_src, pkt)
+        self._push(at_us, 0, self._pending_src, pkt, ce)
 
-    def _to_sender(self, at_us: int, pkt: bytes) -> None:
+    def _to_sender(self, at_us: int, pkt: bytes, ce: bool = False) -> None:
         assert self._pending_dst is not None
-        self._push(at_us, 1, self._pending_dst, pkt)
+        self._push(at_us, 1, self._pending_dst, pkt, ce)
 
     def _receiver_emit(self, view: memoryview, addr: Addr) -> bool:
         pkt: Optional[bytes] = bytes(view)
@@ -196,7 +204,7 @@ class Simulation:
             if self.stamp is not None:
                 pkt = self.stamp(pkt, self.now_us)
             self._pending_src = addr
-            self.forward.send(pkt, self.now_us)
+            self.forward.send(pkt, self.now_us, ect=sender.ecn)
             return True
 
         sender = Sender(cc, source, emit, flow_id=flow_id, config=config, **sender_kw)  # type: ignore[arg-type]
@@ -241,9 +249,9 @@ class Simulation:
                 return
             self.now_us = t
             if t_event is not None and t_event <= t:
-                _, _, direction, addr, pkt = heapq.heappop(self._events)
+                _, _, direction, addr, pkt, ce = heapq.heappop(self._events)
                 if direction == 0:
-                    self.receiver.on_datagram(pkt, addr, t)
+                    self.receiver.on_datagram(pkt, addr, t, ce)
                 else:
                     sender = self.senders.get(addr)
                     if sender is not None:

@@ -158,6 +158,27 @@ def socket_emitter(sock: socket.socket,
     return emit
 
 
+#: ECN codepoints of the IP header's two low TOS bits (RFC 3168 sec. 5).
+ECN_MASK = 0x03
+ECT0 = 0x02
+ECN_CE = 0x03
+IP_RECVTOS = getattr(socket, "IP_RECVTOS", 13)
+TOS_CMSG_SPACE = socket.CMSG_SPACE(4)
+
+
+def set_ect(sock: socket.socket) -> None:
+    """Send the socket's datagrams ECN-capable, ECT(0) (RFC 3168 sec. 5)."""
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, ECT0)
+
+
+def is_ce(cmsgs: list) -> bool:
+    """Whether a datagram's ancillary data (IP_RECVTOS) says it arrived CE-marked."""
+    for level, kind, data in cmsgs:
+        if level == socket.IPPROTO_IP and kind == socket.IP_TOS and data:
+            return data[0] & ECN_MASK == ECN_CE
+    return False
+
+
 def run_sender(sender: Sender, sock: socket.socket, wake: SignalWakeup,
                on_tick: Optional[Callable[[int], None]] = None) -> None:
     """Run one flow until it is done or failed (SIGINT/SIGTERM: FIN after the bytes
@@ -171,6 +192,8 @@ def run_sender(sender: Sender, sock: socket.socket, wake: SignalWakeup,
     view = memoryview(buf)
     recv_into = sock.recv_into
     on_datagram = sender.on_datagram
+    if sender.on_ecn_ok is None:
+        sender.on_ecn_ok = lambda: set_ect(sock)
     handled_signals = 0
     try:
         sender.start(now_us())
@@ -228,7 +251,9 @@ def run_receiver(receiver: Receiver, sock: socket.socket, wake: SignalWakeup,
     ep.register(wake.fd, select.EPOLLIN)
     buf = bytearray(MAX_DATAGRAM_BYTES)
     view = memoryview(buf)
-    recvfrom_into = sock.recvfrom_into
+    bufs = [buf]
+    recvmsg_into = sock.recvmsg_into
+    sock.setsockopt(socket.IPPROTO_IP, IP_RECVTOS, 1)
     on_datagram = receiver.on_datagram
     try:
         while wake.count == 0:
@@ -242,12 +267,12 @@ def run_receiver(receiver: Receiver, sock: socket.socket, wake: SignalWakeup,
                 if efd == fd:
                     for _ in range(RECV_BATCH):
                         try:
-                            n, addr = recvfrom_into(buf)
+                            n, cmsgs, _flags, addr = recvmsg_into(bufs, TOS_CMSG_SPACE)
                         except BlockingIOError:
                             break
                         except (ConnectionRefusedError, InterruptedError):
                             continue
-                        on_datagram(view[:n], addr, time.monotonic_ns() // 1000)
+                        on_datagram(view[:n], addr, time.monotonic_ns() // 1000, is_ce(cmsgs))
                 else:
                     wake.drain()
             t = now_us()

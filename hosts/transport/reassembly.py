@@ -44,6 +44,7 @@ class ReceiverStats:
     unknown_rst: int = 0            # RST of no flow: ignored
     ooo_dropped_budget: int = 0     # out-of-order segments not stored: max_ooo_bytes reached
     resets_sent: int = 0
+    ce_segments: int = 0            # segments of ECN flows that arrived CE-marked
     # Summed over the flows (also in each flow's summary):
     duplicate_segments: int = 0
     spurious_retransmissions: int = 0
@@ -126,6 +127,7 @@ class ReceiverFlow:
         "first_us", "last_us", "closed_us", "segments", "duplicate_segments",
         "out_of_order_segments", "spurious_retransmissions", "beyond_window_segments",
         "acks_sent", "sack_blocks_sent", "reordered_segments", "_first_end", "totals",
+        "ecn_ok", "ece", "ce_segments",
     )
 
     def __init__(self, addr: Addr, flow_id: int, sink: Optional[Sink], window_bytes: int,
@@ -141,6 +143,11 @@ class ReceiverFlow:
         self.window_bytes = window_bytes
         self.budget = budget
         self.sack_ok = sack_ok
+        # ECN (RFC 3168 sec. 6.1): accepted when the SYN offered it; ``ece`` is set by a
+        # CE-marked segment and cleared by a CWR one, and every ACK carries it while set.
+        self.ecn_ok = False
+        self.ece = False
+        self.ce_segments = 0
         self.rcv_nxt = 0
         self.ooo: Dict[int, bytes] = {}
         self._ooo_keys: List[int] = []  # heap of keys (lazy deletion) to find overlaps
@@ -354,5 +361,7 @@ class ReceiverFlow:
             "reordered_segments": self.reordered_segments,
             "acks_sent": self.acks_sent,
             "sack_blocks_sent": self.sack_blocks_sent,
+            "ecn": self.ecn_ok,
+            "ce_segments": self.ce_segments,
             "out": self.sink.path,
         }

@@ -36,6 +36,10 @@ the demultiplexing, the flows' life, the ACKs and the limits.
   acknowledged (``ack = stream length + 1``, FIN|ACK, with the flow's counters in
   an RCV_STATS option). The flow then lingers for ``time_wait_us`` to answer
   retransmitted FINs.
+* ECN (RFC 3168 sec. 6.1), when the SYN offered it (ECE|CWR): the SYN|ACK carries
+  ECE; a data segment that arrived with the CE mark (the event loop reads the IP
+  header's ECN field, ``on_datagram(..., ce=True)``) makes every following ACK
+  carry ECE until a segment with CWR arrives.
 * Bounds (docs/transport.md "Receiver limits"): at most ``max_flows`` open and
   ``max_half_open`` half-open flows (the oldest half-open one is evicted for a new
   SYN; a first DATA beyond ``max_flows`` is refused with RST); half-open flows time
@@ -54,6 +58,8 @@ from hosts.transport.wire import (
     DATA_IN_STRUCT,
     DATA_VK,
     F_ACK,
+    F_CWR,
+    F_ECE,
     F_FIN,
     F_RETX,
     F_RST,
@@ -166,7 +172,8 @@ class Receiver:
         return self._open_count
 
     # -- packets ------------------------------------------------------------------------
-    def on_datagram(self, data: Any, addr: Addr, now_us: int) -> None:
+    def on_datagram(self, data: Any, addr: Addr, now_us: int, ce: bool = False) -> None:
+        """One datagram from ``addr``; ``ce``: its IP header carried the CE mark (ECN)."""
         stats = self.stats
         stats.datagrams += 1
         n = len(data)
@@ -197,11 +204,14 @@ class Receiver:
                 if flow is not None:
                     self._forget(key)
                 flow = self._open_half(key, addr, flow_id, now_us, self.sack and sack_offered)
+                # RFC 3168 sec. 6.1.1: a SYN with ECE and CWR offers ECN; the SYN|ACK's ECE accepts.
+                flow.ecn_ok = flags & (F_ECE | F_CWR) == F_ECE | F_CWR
             elif not flow.established:
                 self._half_open.move_to_end(key)
             self._take_echo(flow, hop, ebn, narrow, tight, ts_val, flags, not flow.established)
             flow.last_us = now_us
-            self._send_ack(flow, now_us, F_SYN, self._syn_ack_options if flow.sack_ok else b"")
+            self._send_ack(flow, now_us, F_SYN | (F_ECE if flow.ecn_ok else 0),
+                           self._syn_ack_options if flow.sack_ok else b"")
             return
         if flow is None:
             if flags & F_RST:
@@ -221,6 +231,15 @@ class Receiver:
         if not flow.established and not self._establish(flow, key, now_us, ts_val):
             return
         flow.last_us = now_us
+        if flow.ecn_ok:
+            # RFC 3168 sec. 6.1.3: CWR ends the echo of the marks before it; a CE mark
+            # (this segment's too) starts it again.
+            if flags & F_CWR:
+                flow.ece = False
+            if ce:
+                flow.ece = True
+                flow.ce_segments += 1
+                stats.ce_segments += 1
         was_complete = flow.complete
         ooo_before = flow.ooo_bytes
         delivered_before = flow.rcv_nxt
@@ -293,7 +312,7 @@ class Receiver:
 
     def _send_ack(self, flow: ReceiverFlow, now_us: int, extra_flags: int = 0,
                   options: bytes = b"") -> None:
-        flags = F_ACK | extra_flags | flow.ts_retx
+        flags = F_ACK | extra_flags | flow.ts_retx | (F_ECE if flow.ece else 0)
         if flow.complete:
             flags |= F_FIN
             options = options + encode_options(rcv_stats=flow.stats_tuple())

@@ -34,7 +34,14 @@ What the transport owns (docs/transport.md; hosts/cc/base.py owns the numbers):
 * an application-limited source (``SenderConfig.app_rate_bps``): new data exists
   only at that rate, sent in whole segments as it appears;
 * pacing (:mod:`hosts.transport.pacing`): when ``CcState.pacing_rate_bps`` is set,
-  segments leave at most at that rate.
+  segments leave at most at that rate;
+* ECN (``SenderConfig.ecn``, RFC 3168 sec. 6.1): the SYN offers it (ECE|CWR), a
+  SYN|ACK with ECE accepts it (:attr:`Sender.ecn` is then true and the event loop
+  sends the data ECN-capable, ECT(0)); an ACK with ECE calls the algorithm's
+  ``on_ecn`` unless the flow is in loss recovery or has already reduced for data
+  sent before its last reduction (at most once per window of data: only an ACK
+  beyond ``snd_max`` of the last reduction counts; a loss's cut, fast recovery or
+  a timeout, counts as one), and the next new data segment carries CWR.
 
 ACKs are decoded by :mod:`hosts.transport.acks`; the time-series row and the
 summary are :mod:`hosts.transport.senderlog`'s.
@@ -63,7 +70,9 @@ from hosts.transport.wire import (
     DEFAULT_MSS_BYTES,
     ETHERNET_OVERHEAD_BYTES,
     F_ACK,
+    F_CWR,
     F_DATA,
+    F_ECE,
     F_FIN,
     F_RETX,
     F_RST,
@@ -105,6 +114,7 @@ class SenderConfig:
     fin_give_up_timeouts: int = 3        # all data ACKed but no FIN-ACK: done after this
     app_rate_bps: Optional[float] = None # application-limited source: data appears at this rate
     sack: bool = True                    # offer SACK (RFC 2018); --no-sack: NewReno recovery
+    ecn: bool = False                    # offer ECN (RFC 3168); bwn-send --ecn
 
 
 class Sender:
@@ -146,6 +156,12 @@ class Sender:
         # Loss recovery (hosts/transport/recovery/): NewReno's until the handshake
         # says whether the receiver takes SACK.
         self.sack = False      # negotiated in the handshake (cfg.sack and the receiver's answer)
+        self.ecn = False       # negotiated in the handshake (cfg.ecn and the receiver's ECE)
+        self._ecn_high = 0     # snd_max at the last ECN reduction: ECE counts only for later data
+        self._cwr_pending = False   # the next new data segment carries CWR
+        # Called once when ECN is negotiated, before any data leaves: the event loop
+        # makes the socket's datagrams ECN-capable (ECT(0)) there.
+        self.on_ecn_ok: Optional[Callable[[], None]] = None
         self.recovery: LossRecovery = recovery_for(self, sack=False)
         self.dupacks = 0       # RFC 5681 duplicate ACKs in a row (AckInfo.dupacks)
         self.rto_high = 0      # snd_max when the last timeout fired (what the walk resends)
@@ -176,6 +192,8 @@ class Sender:
         self.forced_segments = 0
         self.rescue_retransmits = 0
         self.sack_reneging = 0
+        self.ecn_echoes = 0    # ACKs with ECE received (ECN negotiated)
+        self.ecn_reductions = 0
         self.receiver_stats: Optional[Tuple[int, int, int, int]] = None
         self.rtt_samples = RttSamples()
         self.last_rtt_sample_us: Optional[int] = None
@@ -292,7 +310,7 @@ class Sender:
         self.pump(now_us)
 
     def _send_syn(self, now_us: int, retransmit: bool) -> None:
-        flags = F_SYN | (F_RETX if retransmit else 0)
+        flags = F_SYN | (F_RETX if retransmit else 0) | (F_ECE | F_CWR if self.cfg.ecn else 0)
         n = pack_data_headers(self._buf, flags, self.flow_id, 0, now_us, self._syn_options)
         if self.emit(self._view[:n]):
             self.packets_sent += 1
@@ -318,6 +336,7 @@ class Sender:
         self.dupacks = 0
         self._retx_pending = False
         self.rto_high = self.snd_max    # what the walk resends (RFC 6675 sec. 5.1: RecoveryPoint)
+        self.note_window_cut()
         self.rto.on_timeout()
         self.snd_nxt = self.snd_una     # go-back-N (with SACK: over the unSACKed ranges)
         self.recovery.on_timeout()      # the recovery point; the scoreboard's pointers
@@ -474,6 +493,9 @@ class Sender:
             self._buf[HEADERS_LEN:HEADERS_LEN + seg_len] = self.source.view(seq, seg_len)
         if retransmit:
             flags |= F_RETX
+        elif self._cwr_pending and seg_len:
+            flags |= F_CWR     # RFC 3168 sec. 6.1.2: the first new data after the reduction
+            self._cwr_pending = False
         pack_data_headers(self._buf, flags, self.flow_id, seq, now_us)
         if not self.emit(self._view[:HEADERS_LEN + seg_len]):
             self.blocked = True
@@ -539,7 +561,7 @@ class Sender:
 
         if self.state is SenderState.CONNECTING:
             if flags & F_SYN:
-                self._on_syn_ack(now_us, rwnd, rtt_us, opts)
+                self._on_syn_ack(now_us, rwnd, rtt_us, opts, flags)
             return
         if ack > self.snd_max:
             self.bad_packets += 1  # acknowledges what was never sent
@@ -548,6 +570,8 @@ class Sender:
             self.receiver_stats = opts.rcv_stats
         self._set_rwnd(rwnd)
         new_sacked = self.recovery.on_ack(ack, opts.sack_blocks)
+        if flags & F_ECE and self.ecn and not flags & F_SYN:
+            self._on_ecn_echo(ack)
         if ack > self.snd_una:
             self._on_new_ack(now_us, ack, rtt_us, new_sacked)
         elif ack == self.snd_una and self.snd_max > self.snd_una and not flags & F_SYN:
@@ -571,12 +595,38 @@ class Sender:
             self.rwnd_bytes = rwnd
             self.st.max_cwnd = max(rwnd / self.mss_bytes, 1.0)
 
+    def note_window_cut(self) -> None:
+        """A loss cut the window (fast recovery, a timeout). With ECN that cut answers
+        the marks of the same data too (RFC 3168 sec. 6.1.2: once per window): the
+        ECN-Echoes of data sent before it cut nothing more, and the next new data
+        carries CWR, so that the receiver stops echoing them."""
+        self._ecn_high = self.snd_max
+        if self.ecn:
+            self._cwr_pending = True
+
+    def _on_ecn_echo(self, ack: int) -> None:
+        """RFC 3168 sec. 6.1.2: an ECN-Echo reduces the window once per window of data
+        and not again while a loss has already reduced it (fast recovery)."""
+        self.ecn_echoes += 1
+        st = self.st
+        if st.in_recovery or ack <= max(self._ecn_high, st.recovery_point):
+            return
+        self._ecn_high = self.snd_max
+        self._cwr_pending = True
+        self.ecn_reductions += 1
+        self._sync_state()
+        self.cc.on_ecn(st)
+        st.clamp()
+
     def _on_syn_ack(self, now_us: int, rwnd: int, rtt_us: Optional[int],
-                    opts: TransportOptions) -> None:
+                    opts: TransportOptions, flags: int = 0) -> None:
         self.state = SenderState.ESTABLISHED
         self.established_us = now_us
         self._syn_deadline_us = None
         self.sack = self.cfg.sack and opts.sack_permitted   # RFC 2018 sec. 2
+        self.ecn = self.cfg.ecn and bool(flags & F_ECE)      # RFC 3168 sec. 6.1.1
+        if self.ecn and self.on_ecn_ok is not None:
+            self.on_ecn_ok()
         self.st.sack = self.sack
         self.recovery = recovery_for(self, self.sack)
         self._set_rwnd(rwnd)

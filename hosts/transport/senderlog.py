@@ -43,6 +43,9 @@ class ReportingSender(Protocol):
     rescue_retransmits: int
     forced_segments: int
     sack_reneging: int
+    ecn: bool
+    ecn_echoes: int
+    ecn_reductions: int
     acks_received: int
     dupacks_total: int
     bad_packets: int
@@ -110,6 +113,9 @@ def summary(sender: ReportingSender, now_us: int) -> Dict[str, Any]:
         "rescue_retransmits": s.rescue_retransmits,
         "forced_segments": s.forced_segments,
         "sack_reneging": s.sack_reneging,
+        "ecn": s.ecn,
+        "ecn_echoes": s.ecn_echoes,
+        "ecn_reductions": s.ecn_reductions,
         "acks_received": s.acks_received,
         "dupacks": s.dupacks_total,
         "bad_packets": s.bad_packets,

@@ -14,7 +14,9 @@ from typing import Any, Dict, List
 
 from hosts.transport.wire import (
     F_ACK,
+    F_CWR,
     F_DATA,
+    F_ECE,
     F_FIN,
     F_RETX,
     F_SYN,
@@ -61,6 +63,15 @@ def header_vectors() -> List[Dict[str, Any]]:
                                         (2**40, 2**40 + 1412)]),
             flags=F_ACK | F_RETX, flow_id=9, ack=2000, rwnd_bytes=65536, ts_val_us=11,
             ts_ecr_us=21)),
+        _vector("SYN offering SACK and ECN (ECE|CWR, RFC 3168 sec. 6.1.1)", H.with_options(
+            encode_options(sack_permitted=True), flags=F_SYN | F_ECE | F_CWR, flow_id=11,
+            ts_val_us=1_000)),
+        _vector("SYN|ACK accepting ECN (ECE)", H(flags=F_SYN | F_ACK | F_ECE, flow_id=11,
+                                                rwnd_bytes=65536, ts_val_us=3, ts_ecr_us=1_000)),
+        _vector("ACK echoing a CE mark (ECE)", H(flags=F_ACK | F_ECE, flow_id=11, ack=14_120,
+                                                 rwnd_bytes=65536, ts_val_us=4, ts_ecr_us=2_000)),
+        _vector("DATA after the window was reduced (CWR)", H(flags=F_DATA | F_CWR, flow_id=11,
+                                                             seq=28_240, ts_val_us=3_000)),
         _vector("FIN|ACK with the receiver's counters", H.with_options(
             encode_options(rcv_stats=(1000, 12, 40, 3)), flags=F_FIN | F_ACK, flow_id=9,
             ack=1_000_001, rwnd_bytes=65536, ts_val_us=12, ts_ecr_us=22)),

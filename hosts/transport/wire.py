@@ -8,7 +8,8 @@ Transport header (network byte order)::
 
     off size field
      0   1   version      1
-     1   1   flags        SYN 0x01, FIN 0x02, DATA 0x04, ACK 0x08, RST 0x10, RETX 0x20
+     1   1   flags        SYN 0x01, FIN 0x02, DATA 0x04, ACK 0x08, RST 0x10, RETX 0x20,
+                          ECE 0x40, CWR 0x80 (ECN, RFC 3168)
      2   1   hdr_words    header length in 32-bit words (9); receivers skip extensions
      3   1   reserved     0
      4   4   flow_id      chosen by the sender; demux key with (src addr, src port)
@@ -60,6 +61,10 @@ F_DATA = 0x04
 F_ACK = 0x08
 F_RST = 0x10
 F_RETX = 0x20  # DATA: this segment is a retransmission; ACK: ts_ecr echoes one (Karn)
+# ECN (RFC 3168 sec. 6.1): ECE on an ACK echoes a CE mark ("ECN-Echo"), CWR on DATA says
+# the sender reduced its window. On a SYN, ECE|CWR offers ECN; on the SYN|ACK, ECE accepts.
+F_ECE = 0x40
+F_CWR = 0x80
 
 TS_MOD = 1 << 32
 TS_MASK = TS_MOD - 1

@@ -48,8 +48,11 @@
 
 /* The `options` word of a route to a port with options (route_checked):
  * bit 31 says this switch is the edge of reservations to the destination
- * (meter and mark them), bits 30..0 are the port's Assured Forwarding
- * threshold in packets (0: off). controller/entries.py PortOptions.options_word. */
+ * (meter and mark them), bit 30 that the port gives in-profile (AF11)
+ * packets the guaranteed service (a strict-priority queue), bit 29 that the
+ * port runs RED with ECN marking, bits 28..0 are the port's Assured
+ * Forwarding threshold in packets (0: off). controller/entries.py
+ * PortOptions.options_word. */
 
 /* Reason codes of the drop counter (controller/entries.py DROP_REASONS). */
 #define DROP_NO_ROUTE 0
@@ -70,6 +73,18 @@
  * in profile AF11 (low drop precedence), the excess of a reservation AF13. */
 #define DSCP_AF11 10
 #define DSCP_AF13 14
+
+/* The guaranteed service (GTCP's service model): the egress queue in-profile
+ * packets take, above best effort's 0 (BMv2 --priority-queues 2: 1 is served
+ * first; Tofino: the queue id the controller gives strict priority). */
+#define PRIORITY_GUARANTEED 1
+
+/* IPv4's ECN field (RFC 3168 sec. 5): ECN-capable transport ECT(1), ECT(0),
+ * and Congestion Experienced. */
+#define ECN_NOT_ECT 0
+#define ECN_ECT1 1
+#define ECN_ECT0 2
+#define ECN_CE 3
 
 typedef bit<48> mac_addr_t;
 typedef bit<32> ipv4_addr_t;

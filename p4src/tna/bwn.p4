@@ -44,8 +44,11 @@
 #include "include/control/window.p4"
 #include "include/control/flows.p4"
 #include "include/control/reservations.p4"
+#include "include/control/guaranteed.p4"
+#include "include/control/port_counters.p4"
 #include "include/control/port_config.p4"
 #include "include/control/queue.p4"
+#include "include/control/red_ecn.p4"
 #include "include/control/stamp.p4"
 
 /*************************************************************************
@@ -69,6 +72,9 @@ control BwnIngress(inout tna_headers_t hdr,
     @name(".BwnIngress") Reservations() reservations;
     @name(".BwnIngress") AssuredForwarding() assured_forwarding;
     @name(".BwnIngress") TtlDecrement() ttl;
+    @name(".BwnIngress") GuaranteedService() guaranteed_service;
+    @name(".BwnIngress") RedOption() red_option;
+    @name(".BwnIngress") PortCounters() port_counters;
 
     /* A drop is decided in several places and counted once, at the end of the
      * ingress (a counter is used from one place per packet on Tofino). */
@@ -90,9 +96,12 @@ control BwnIngress(inout tna_headers_t hdr,
                 flows.apply(hdr, ig_md);
                 reservations.apply(hdr, ig_md);           /* meter and mark (edge) */
                 assured_forwarding.apply(hdr, ig_md, ig_tm_md);
+                guaranteed_service.apply(hdr, ig_md, ig_tm_md);
                 ttl.apply(hdr, ig_md);
             }
+            red_option.apply(hdr, ig_md);
         }
+        port_counters.apply(hdr, ig_md);
         if (ig_md.drop == 1) {
             count_and_drop();
         }
@@ -114,6 +123,7 @@ control BwnEgress(inout tna_headers_t hdr,
     @name(".BwnEgress") QueueMonitor() queue_monitor;
     @name(".BwnEgress") Share() share;
     @name(".BwnEgress") AvailableBandwidth() available_bandwidth;
+    @name(".BwnEgress") RedEcn() red_ecn;
     @name(".BwnEgress") Stamp() stamp;
 
     apply {
@@ -126,6 +136,7 @@ control BwnEgress(inout tna_headers_t hdr,
         share.apply(hdr, eg_md, pidx);
         available_bandwidth.apply(hdr, eg_md, eg_intr_md, pidx, is_data);
         stamp.apply(hdr, eg_md, is_data);
+        red_ecn.apply(hdr, eg_md, eg_intr_md, eg_dprsr_md, pidx);
         hdr.bridge.setInvalid();
     }
 }

@@ -8,9 +8,11 @@
  *   - OBP (Loureiro & Monteiro): "narrow link" (min capacity) and "tight link"
  *     (min available bandwidth, AB = IC - BR - BI, OBP eq. 6),
  * plus what the papers' scenarios need from a switch: IPv4 LPM forwarding,
- * per-port random loss (lossy wireless links: SARBE, DFT), and GTCP
- * reservations as RFC 2597 Assured Forwarding (meter and mark at the edge,
- * drop out-of-profile traffic first at a congested port, never reorder a flow).
+ * per-port random loss (lossy wireless links: SARBE, DFT), GTCP reservations
+ * (meter and mark at the edge; then either RFC 2597 Assured Forwarding: drop
+ * out-of-profile traffic first at a congested port, never reorder a flow; or
+ * the guaranteed service: in-profile packets in a strict-priority queue), RED
+ * with ECN marking (OBP's TCP baselines), and per-port drop counts.
  *
  * Arithmetic is Tofino-friendly: no division, no multiplication or shift by a
  * runtime value. Measurement windows are powers of two (aligned by a mask),
@@ -42,7 +44,10 @@
 #include "include/control/window.p4"
 #include "include/control/flows.p4"
 #include "include/control/telemetry.p4"
+#include "include/control/guaranteed.p4"
+#include "include/control/port_counters.p4"
 #include "include/control/queue.p4"
+#include "include/control/red_ecn.p4"
 #include "include/control/stamp.p4"
 
 /*************************************************************************
@@ -62,6 +67,8 @@ control BwnIngress(inout headers_t hdr,
     @name(".BwnIngress") Window() window;
     @name(".BwnIngress") Flows() flows;
     @name(".BwnIngress") Telemetry() telemetry;
+    @name(".BwnIngress") GuaranteedService() guaranteed_service;
+    @name(".BwnIngress") PortCounters() port_counters;
 
     /* Every drop is decided by one control and carried out here, counted
      * once under its reason. */
@@ -83,6 +90,7 @@ control BwnIngress(inout headers_t hdr,
                     if (!meta.drop) {
                         reservations.apply(hdr, meta);
                         assured_forwarding.apply(hdr, meta, standard_metadata);
+                        guaranteed_service.apply(hdr, meta, standard_metadata);
                     }
                 }
                 /* OBP: every routed packet counts in BR; a dropped one
@@ -94,6 +102,7 @@ control BwnIngress(inout headers_t hdr,
                 }
             }
         }
+        port_counters.apply(meta, standard_metadata);   /* before a drop clears egress_spec */
         if (meta.drop) {
             count_and_drop();
         }
@@ -101,7 +110,7 @@ control BwnIngress(inout headers_t hdr,
 }
 
 /*************************************************************************
- *  Egress: TTL, the queue, BWN stamping
+ *  Egress: TTL, the queue, RED, BWN stamping
  *************************************************************************/
 control BwnEgress(inout headers_t hdr,
                   inout local_metadata_t meta,
@@ -109,11 +118,15 @@ control BwnEgress(inout headers_t hdr,
 
     @name(".BwnEgress") TtlDecrement() ttl;
     @name(".BwnEgress") QueueMonitor() queue_monitor;
+    @name(".BwnEgress") RedEcn() red_ecn;
     @name(".BwnEgress") Stamp() stamp;
 
     apply {
         ttl.apply(hdr);
         queue_monitor.apply(standard_metadata);
+        if (meta.route.red == 1) {
+            red_ecn.apply(hdr, meta, standard_metadata);
+        }
         stamp.apply(hdr, meta, standard_metadata);
     }
 }

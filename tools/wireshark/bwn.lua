@@ -89,6 +89,7 @@ local BWN_FIELDS = {
 local TRANSPORT_FLAGS = {
   { "syn", "SYN", 0x01 }, { "fin", "FIN", 0x02 }, { "data", "DATA", 0x04 },
   { "ack", "ACK", 0x08 }, { "rst", "RST", 0x10 }, { "retx", "RETX", 0x20 },
+  { "ece", "ECE", 0x40 }, { "cwr", "CWR", 0x80 },
 }
 
 local TRANSPORT_FIELDS = {

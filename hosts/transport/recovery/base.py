@@ -66,6 +66,7 @@ class LossRecovery:
         st.in_recovery = True
         st.recovery_point = s.snd_max
         s.fast_recoveries += 1
+        s.note_window_cut()
 
     # -- the hooks -----------------------------------------------------------------------
     @property

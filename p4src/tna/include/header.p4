@@ -43,7 +43,8 @@ header bridge_t {
     bit<32> win_prev;         /* id of the window before it: win - W */
     bit<32> flows;            /* EBN's N: max(flows this flow window, last), <= FLOW_SLOTS */
     bit<8>  pidx;             /* the route's port index */
-    bit<8>  pad;
+    bit<1>  red;              /* the port runs RED with ECN marking (the route's option) */
+    bit<7>  pad;
 }
 
 struct tna_headers_t {
@@ -67,7 +68,7 @@ struct ingress_metadata_t {
     bit<3>  drop_reason;
     /* route */
     bit<16> loss_threshold;       /* the route's threshold, top 16 bits */
-    bit<32> options;              /* bit 31 reservations, bits 30..0 AF threshold */
+    bit<32> options;              /* bit 31 reservations, 30 guaranteed, 29 RED, 28..0 AF threshold */
     bit<16> loss_draw;
     bit<16> loss_margin;          /* threshold |-| draw: non-zero <=> draw < threshold */
     bit<16> frame_bytes;
@@ -122,6 +123,9 @@ struct egress_metadata_t {
     bit<8>   n_frac;              /* log7(N) & 15 */
     bit<8>   n_borrow;            /* != 0 when n_frac > cap_frac */
     bit<8>   ebn;                 /* EBN code of the port's share (<= 254, controller/tofino.py) */
+    /* RED */
+    bit<8>   red_verdict;         /* the Wred unit's pick (RED_PICKED) */
+    bit<1>   ipv4_csum;           /* the egress changed IPv4 (ECN): the deparser recomputes the checksum */
 }
 
 

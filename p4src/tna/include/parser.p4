@@ -103,6 +103,7 @@ parser BwnEgressParser(packet_in pkt,
         pkt.extract(eg_intr_md);
         eg_md.port_configured = 0;
         eg_md.rate_k = 0;
+        eg_md.ipv4_csum = 0;
         pkt.extract(hdr.bridge);   /* every packet that reaches the egress was routed */
         transition parse_ethernet;
     }

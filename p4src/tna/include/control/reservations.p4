@@ -60,7 +60,7 @@ control AssuredForwarding(in tna_headers_t hdr,
                           in ingress_metadata_t ig_md,
                           inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
     apply {
-        if (ig_md.options[30:0] != 0 && hdr.ipv4.dscp != DSCP_AF11) {
+        if (ig_md.options[28:0] != 0 && hdr.ipv4.dscp != DSCP_AF11) {
             ig_tm_md.packet_color = COLOR_YELLOW;
         }
     }

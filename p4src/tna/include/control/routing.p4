@@ -43,9 +43,9 @@ control Routing(inout tna_headers_t hdr,
     }
 
     /* A route whose port has options: random loss (threshold = round(p *
-     * 2^32), 0 = none), and `options` = reservations (bit 31) | AF threshold
-     * (bits 30..0, enforced by the traffic manager on Tofino: only != 0 is
-     * used here). */
+     * 2^32), 0 = none), and `options` = reservations (bit 31) | the
+     * guaranteed service (bit 30) | RED (bit 29) | AF threshold (bits 28..0,
+     * enforced by the traffic manager on Tofino: only != 0 is used here). */
     action route_checked(PortId_t port, bit<32> pidx, bit<32> slot_base, bit<96> macs,
                          bit<32> loss_threshold, bit<32> options) {
         forward(port, pidx, macs);

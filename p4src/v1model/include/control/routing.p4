@@ -5,10 +5,11 @@
  * Ingress (Routing): longest-prefix match on the destination gives the egress
  * port, both MAC addresses, and what the port needs checked besides
  * forwarding (a route with options: random loss, reservations, Assured
- * Forwarding). The controller writes every route to both tables: packets
- * whose flows EBN counts (TCP and UDP, IPv4 without options, not fragments)
- * take `ipv4_lpm`, whose routes also carry the port's first flow hash slot;
- * every other IPv4 packet takes `ipv4_lpm_other`.
+ * Forwarding, the guaranteed service, RED). The controller writes every
+ * route to both tables: packets whose flows EBN counts (TCP and UDP, IPv4
+ * without options, not fragments) take `ipv4_lpm`, whose routes also carry
+ * the port's first flow hash slot; every other IPv4 packet takes
+ * `ipv4_lpm_other`.
  *
  * Egress (TtlDecrement): the TTL and the header checksum, for every packet.
  */
@@ -33,13 +34,16 @@ control Routing(inout headers_t hdr,
 
     /* The port's options (define.p4: the options word): random loss with
      * threshold round(p * 2^32) (0: none), this switch as the edge of
-     * reservations (bit 31), the Assured Forwarding threshold (bits 30..0).
-     * The controller never writes a route with options that are all off. */
+     * reservations (bit 31), the guaranteed service (bit 30), RED with ECN
+     * (bit 29), the Assured Forwarding threshold (bits 28..0). The
+     * controller never writes a route with options that are all off. */
     action set_options(bit<32> loss_threshold, bit<32> options) {
         meta.route.has_options = true;
         meta.route.loss_threshold = loss_threshold;
         meta.route.reservation_edge = options[31:31];
-        meta.route.af_threshold_pkts = options[30:0];
+        meta.route.guaranteed = options[30:30];
+        meta.route.red = options[29:29];
+        meta.route.af_threshold_pkts = (bit<31>)options[28:0];
     }
 
     action route(PortId_t port, bit<32> slot_base, bit<96> macs) {
