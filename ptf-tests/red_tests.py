@@ -50,6 +50,7 @@ class RedTest(BwnTest):
         if param("target", "bmv2") == "ebpf":   # before connecting: nothing to close
             self.skipTest("not on ebpf: RED is the v1model program's only (p4src/psa has no red_* tables)")
         super().setUp()
+        self.p4rt = self.sw1.sw      # the P4Runtime session itself (targets.P4RuntimeSwitch)
 
     def setup_red(self, params: aqm.RedParams, depth: int, ports=(1, 3), rate_pps: float = SERVICE_PPS) -> None:
         """RED at PORT. BMv2 keeps registers between tests: the average an earlier test
@@ -57,13 +58,13 @@ class RedTest(BwnTest):
         quiet time, which this waits out."""
         self.add_hosts(ports)
         self.add_hosts((self.PORT,), {self.PORT: ent.PortOptions(red=True)})
-        self.sw1.insert(ent.red_entries(self.PORT, params))
+        self.p4rt.insert(ent.red_entries(self.PORT, params))
         self.set_queue(self.PORT, rate_pps, depth)
         ranges = params.idle_ranges()
         time.sleep(ranges[-1][0] / 1e6 + 0.2 if ranges else 0.2)
 
     def counter(self, name: str, index: int) -> int:
-        [entry] = self.sw1.read(fy.P4CounterEntry(name, index=index))
+        [entry] = self.p4rt.read(fy.P4CounterEntry(name, index=index))
         return int(entry.data.packet_count)
 
     def counts(self) -> dict[str, int]:
@@ -220,7 +221,7 @@ class RedShortIdleKeepsTheAverageTest(RedTest):
         # No wait for an earlier test's average to decay: the burst sets its own.
         self.add_hosts((1, 3))
         self.add_hosts((self.PORT,), {self.PORT: ent.PortOptions(red=True)})
-        self.sw1.insert(ent.red_entries(self.PORT, self.PARAMS))
+        self.p4rt.insert(ent.red_entries(self.PORT, self.PARAMS))
         self.set_queue(self.PORT, SERVICE_PPS, self.DEPTH)
         start = self.counter(ent.PORT_DEQUEUED_COUNTER, self.PORT)
         out1, d1 = self.burst(frames(46500, self.BURST, ECT0), 0.2)
@@ -247,7 +248,7 @@ class RedOnlyAtItsPortTest(RedTest):
         self.add_hosts((1, 3, 4))
         self.add_hosts((2,), {2: ent.PortOptions(red=True)})
         params = aqm.RedParams(min_th=1, max_th=2, weight_log2=0, rate_pps=SERVICE_PPS)
-        self.sw1.insert(ent.red_entries(3, params))
+        self.p4rt.insert(ent.red_entries(3, params))
         self.set_queue(3, SERVICE_PPS, 30)
         try:
             before = [self.counter(n, 3) for n in (ent.RED_MARKED_COUNTER, ent.RED_DROPPED_COUNTER)]

@@ -39,9 +39,10 @@ class CountingTest(BwnTest):
             self.skipTest("not on ebpf: the priority queues and per-port counts are the v1model "
                           "program's and BMv2's only (p4src/psa has neither)")
         super().setUp()
+        self.p4rt = self.sw1.sw      # the P4Runtime session itself (targets.P4RuntimeSwitch)
 
     def counter(self, name: str, index: int) -> int:
-        [entry] = self.sw1.read(fy.P4CounterEntry(name, index=index))
+        [entry] = self.p4rt.read(fy.P4CounterEntry(name, index=index))
         return int(entry.data.packet_count)
 
     def set_priority_queue(self, port: int, priority: int, rate_pps: float, depth: int) -> None:
@@ -71,8 +72,8 @@ class GuaranteedServiceTest(CountingTest):
         res = ent.Reservation(src=HOST_IP[1], dst=HOST_IP[2], rate_bps=400e3, src_port=45500, dst_port=5001,
                               burst_bytes=20_000)
         entry, meter = ent.reservation(res)
-        self.sw1.insert([entry])
-        self.sw1.modify([meter])
+        self.p4rt.insert([entry])
+        self.p4rt.modify([meter])
         self.set_priority_queue(self.PORT, 0, self.BE_PPS, self.BE_DEPTH)
         self.set_priority_queue(self.PORT, 1, self.HIGH_PPS, self.HIGH_DEPTH)
         try:
