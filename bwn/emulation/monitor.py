@@ -258,7 +258,8 @@ class Monitor:
         """Every port's counts now, "switch:port" -> counts (a port left out when its
         switch does not answer or its program has no such counters)."""
         out: dict[str, dict[str, int]] = {}
-        thrift_ports = {s.name: s.thrift_port for s in self.switches}
+        # the eBPF switch (a NIKSS pipeline) has none of these counters (p4src/psa/README.md)
+        thrift_ports = {s.name: s.thrift_port for s in self.switches if s.pipe_id is None}
         for switch in sorted({p.switch for p in self.ports}):
             if switch not in thrift_ports:
                 continue
