@@ -39,6 +39,7 @@ import finsy as fy
 from controller.bmv2 import QueueControl
 from bwn.protocol import dataplane_math as dm
 from controller import entries as ent
+from controller.xr_math import RcpConfig, XcpConfig
 from bwn.rundir import RunDir
 from bwn.scenario.schedule import ConstantSchedule, bmv2_queue_rate_pps
 
@@ -90,6 +91,15 @@ class PortPlan:
     # False: the link's bwn-link applies the rate (the scenario's shaper = "link"); the
     # port still stamps the schedule's capacity, but its BMv2 queue is not rate-limited.
     shaped_by_switch: bool = True
+    # XCP's and RCP's routers on this port (explicit feedback in the XR header), with
+    # their parameters; None: off. Both need the port's capacity (a schedule).
+    xcp: Optional[XcpConfig] = None
+    rcp: Optional[RcpConfig] = None
+
+    def __post_init__(self) -> None:
+        if (self.xcp is not None or self.rcp is not None) and self.schedule is None:
+            raise dm.ConfigError(f"port {self.port} ({self.link}): XCP and RCP need the port's capacity "
+                                 "(a rate schedule), and it has none")
 
 
 @dataclass
@@ -261,6 +271,9 @@ class BwnController:
             await sw.insert(batch)
         for batch in ent.chunks(route_entries(plan)):
             await sw.insert(batch)
+        xr = xr_entries(plan)
+        if xr:
+            await sw.insert(xr)
         try:
             await sw.insert([ent.telemetry_digest()])
         except fy.P4ClientError:  # same switch, new session: the digest is still configured
@@ -496,6 +509,17 @@ def route_entries(plan: SwitchPlan, only_port: Optional[int] = None) -> list:
                                   reservations=prefix.split("/")[0] in reserved_dsts,
                                   af_queue_packets=pp.af_queue_packets if pp else 0)
         out += ent.route(prefix, port, dst_mac, src_mac, options)
+    return out
+
+
+def xr_entries(plan: SwitchPlan) -> list:
+    """The XCP and RCP port entries of the switch's ports that run them."""
+    out = []
+    for pp in plan.ports:
+        if pp.xcp is not None:
+            out.append(ent.xcp_port(pp.port, pp.xcp))
+        if pp.rcp is not None:
+            out.append(ent.rcp_port(pp.port, pp.rcp))
     return out
 
 

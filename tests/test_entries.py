@@ -9,6 +9,7 @@ import pytest
 
 from bwn.protocol import dataplane_math as dm
 from controller import entries as ent
+from controller.xr_math import RcpConfig, XcpConfig
 
 REPO = Path(__file__).resolve().parents[1]
 H2_MAC, SW_MAC = "00:00:00:00:02:01", "00:00:00:01:00:02"
@@ -109,8 +110,26 @@ def test_entries_encode_against_the_compiled_program():
     entries = (ent.route("10.0.2.0/24", 2, H2_MAC, SW_MAC)
                + ent.route("10.0.3.0/24", 3, H2_MAC, SW_MAC, ent.PortOptions(loss=0.1, reservations=True)))
     entry, meter = ent.reservation(ent.Reservation("10.0.1.1", "10.0.2.2", 4e6, src_port=1, dst_port=2))
-    for e in entries + [entry, meter]:
+    xr = [ent.xcp_port(3), ent.rcp_port(3), ent.xcp_port(4, XcpConfig(alpha=0.1, d_max_us=2**32 - 1))]
+    for e in entries + [entry, meter] + xr:
         e.encode(schema)          # raises on an unknown name or a value wider than its field
+
+
+def test_xcp_and_rcp_port_entries_carry_the_models_parameters():
+    """The switch gets log7 of the papers' constants as 32-bit two's complement
+    (alpha 0.4 -> -169, beta 0.226 -> -275, gamma 0.1 -> -425), exactly what the
+    reference model computes with (controller/xr_math.py)."""
+    x = ent.xcp_port(3)
+    assert (x.table_id, dict(x.match), x.action.name) == ("BwnEgress.xcp_port", {"port": 3}, "BwnEgress.set_xcp")
+    assert x.action.args == XcpConfig().params
+    assert x.action.args["log_alpha"] == (-169) & 0xFFFFFFFF
+    assert x.action.args["log_beta"] == (-275) & 0xFFFFFFFF
+    assert x.action.args["log_gamma"] == (-425) & 0xFFFFFFFF
+    r = ent.rcp_port(4, RcpConfig(rate_min_kbps=100))
+    assert (r.table_id, dict(r.match), r.action.name) == ("BwnEgress.rcp_port", {"port": 4}, "BwnEgress.set_rcp")
+    assert r.action.args["rate_min_kbps"] == 100 and r.action.args["log_beta"] == 0
+    with pytest.raises(dm.ConfigError, match="out of range"):
+        ent.xcp_port(dm.MAX_PORTS)
 
 
 def test_port_capacity_installs_the_windows_action_with_ic_in_three_units():
