@@ -306,8 +306,8 @@ def xcp_packet(port: XcpPort, cfg: XcpConfig, *, now_us: int, rx_bytes: int, siz
 
 # -- RCP ---------------------------------------------------------------------------------
 
-#: RCP's moving average of the RTT gains 2**-RCP_RTT_GAIN_SHIFT of each sample (the
-#: RCP implementation's 0.02, as a shift: 1/64 = 0.0156).
+#: RCP's moving average of the RTT gains 2**-RCP_RTT_GAIN_SHIFT (1/64) of each
+#: sample's difference: the gain is a shift.
 RCP_RTT_GAIN_SHIFT = 6
 
 

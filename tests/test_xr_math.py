@@ -97,3 +97,49 @@ def test_configs_reject_values_the_switch_cannot_hold():
         xm.RcpConfig(d_min_us=10, d_init_us=5)
     with pytest.raises(ValueError, match="rate_min_kbps"):
         xm.RcpConfig(rate_min_kbps=0)
+
+
+def test_end_to_end_errors_are_within_the_documented_bounds():
+    """docs/dataplane.md's table: each computed term against exact arithmetic, over
+    20,000 random inputs (worst cases printed; the bounds are the table's)."""
+    rng = random.Random(1)
+    cfg, rcfg = xm.XcpConfig(), xm.RcpConfig()
+    worst: dict[str, float] = {}
+
+    def note(key: str, got: float, exact: float) -> None:
+        if 1000 < exact < 2**60:
+            worst[key] = max(worst.get(key, 0.0), abs(got / exact - 1))
+
+    for _ in range(20000):
+        n, rtt, cwnd, s = (rng.randint(1, 2000), rng.randint(2000, 1_900_000),
+                           rng.randint(1500, 50_000_000), rng.randint(64, 1514))
+        cap = rng.choice([1000, 10_000, 100_000, 1_000_000, 10_000_000])
+        y, t, q = rng.randint(1, 10**8), rng.randint(1000, 2_000_000), rng.randint(1, 4000)
+        la = xm.log7(rtt) + xm.log7(s) - xm.log7(cwnd)
+        a, b = xm.exp7(la + xm.A_SCALE_LOG7), xm.exp7(la + xm.log7(rtt))
+        if a == 0:
+            continue
+        c = xm.xcp_close(xm.XcpPort(sum_a=n * a, sum_b=n * b, sum_s=n * s, queue_min=q), cfg, t, y,
+                         xm.log7(cap))
+        note("d", c.d_us, rtt)                       # every packet alike: d is their RTT
+        note("xcp", c.t1, 0.4 * rtt * cap / 8000)
+        note("xcp", c.t2, 0.4 * rtt * y / t)
+        note("xcp", c.t4, 0.1 * rtt * y / t)
+        note("queue", c.t3, 0.226 * q * 1514)
+        pos, neg = c.h + max(c.phi, 0), c.h + max(-c.phi, 0)
+        _, _, p, m = xm.xcp_packet_terms(xm.log7(rtt), xm.log7(cwnd), xm.log7(s), c.log_xi_p, c.log_xi_n)
+        # exact: xi_p rtt^2 s / cwnd with xi_p = pos / (d n rtt s / cwnd) and d = rtt is
+        # pos / n (each of the n alike packets gets its share); n_i likewise neg / n
+        note("packet", p, pos / n)
+        note("packet", m, neg / n)
+        r = rng.randint(100, 10_000_000)
+        rcap, d0 = max(r, cap), rng.randint(1000, 2_000_000)
+        rc = xm.rcp_close(xm.RcpPort(rate_kbps=r, d0_us=d0), rcfg, t, y, q, rcap, xm.log7(rcap))
+        note("rcp", rc.up, r * 0.1 * t / d0)
+        note("rcp", rc.down, r * 0.1 * y * 8000 / (d0 * rcap))
+        note("rcp", rc.queue, r * t * q * 1514 * 8000 / (d0 * d0 * rcap))
+    bounds = {"d": 0.03, "xcp": 0.03, "queue": 0.01, "packet": 0.02, "rcp": 0.025}
+    print({k: f"{100 * v:.2f} %" for k, v in worst.items()})
+    assert set(worst) == set(bounds)
+    for key, bound in bounds.items():
+        assert worst[key] <= bound, (key, worst[key])
