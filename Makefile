@@ -1,5 +1,6 @@
 # bwn: bandwidth notification on programmable switches.
-#   make deps   Debian/Ubuntu packages, the P4 toolchain (scripts/p4-toolchain.sh), the Python venv
+#   make deps   Debian/Ubuntu packages, the P4 toolchain (scripts/p4-toolchain.sh), the Python venv,
+#               and a summary per component (scripts/deps.sh)
 #   make toolchain  only the P4 toolchain (prebuilt, packages or source; see its help)
 #   make build  compile the P4 program with p4c into build/
 #   make build-tofino  compile p4src/tna/bwn.p4 with p4c's Tofino back end into build/tofino{,2}/
@@ -23,24 +24,12 @@ SLURM_PACKAGES := slurm-wlm munge git
 APT_PACKAGES := python3 python3-venv python3-pip python3-scapy python3-thrift iproute2 iputils-ping \
 	ethtool tcpdump tshark iperf3 mininet make $(SLURM_PACKAGES)
 
-.PHONY: deps toolchain toolchain-tofino toolchain-pack build build-tofino build-bench bench-switch run test ptf mutants schema clean
+.PHONY: test-py310 deps toolchain toolchain-tofino toolchain-pack build build-tofino build-bench bench-switch run test ptf mutants schema clean
 
+# scripts/deps.sh: each step's result and `bwn doctor`'s table at the end; exit 1 when
+# the P4 toolchain could not be installed, unless BWN_WITHOUT_P4=1.
 deps:
-	@if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
-	  export DEBIAN_FRONTEND=noninteractive; \
-	  (apt-get update -q && apt-get install -y -q --no-install-recommends $(APT_PACKAGES)) \
-	    || echo "deps: WARNING: apt-get failed; continuing with what is installed (tests skip what is missing)"; \
-	else echo "deps: not root or no apt-get: install these yourself: $(APT_PACKAGES)"; fi
-	@# The P4 toolchain: a prebuilt tree (P4_TOOLCHAIN=...tar.zst), the p4lang
-	@# packages, or a build from source (P4_SRC=DIR offline); see scripts/p4-toolchain.sh.
-	@if [ "$$(id -u)" = 0 ]; then \
-	  scripts/p4-toolchain.sh install || { \
-	    if [ "$${BWN_REQUIRE_P4:-0}" = 1 ]; then echo "deps: BWN_REQUIRE_P4=1 and the P4 toolchain could not be installed"; exit 1; fi; \
-	    echo "deps: WARNING: no P4 toolchain; tests that need p4c, BMv2 or PTF will be skipped (see the lines above)"; }; \
-	else echo "deps: not root: the P4 toolchain is not installed (run 'sudo make toolchain')"; fi
-	@if [ ! -x $(PY) ]; then /usr/bin/python3 -m venv --system-site-packages $(VENV); fi
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,p4rt,plots]'
+	@APT_PACKAGES="$(APT_PACKAGES)" VENV=$(VENV) scripts/deps.sh
 
 # The P4 toolchain alone (p4c, BMv2 with PI and Thrift, PI; and a BMv2 built for
 # speed in /opt/bmv2-perf). P4_TOOLCHAIN=FILE.tar.zst, P4_SRC=DIR, P4_FORCE=1: see
@@ -129,3 +118,13 @@ schema:
 clean:
 	rm -rf $(BUILD) .pytest_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+
+# The unit tier under Python 3.10 (Ubuntu 22.04's): a venv from PY310 (default: the
+# first python3.10 found), bwn and its test extras from PyPI, then the tests that
+# need neither root nor the P4 toolchain's Python modules.
+PY310 ?= $(shell command -v python3.10 2>/dev/null || ls $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.10*/bin/python3.10 2>/dev/null | head -n 1)
+test-py310:
+	@[ -n "$(PY310)" ] || { echo "test-py310: no python3.10 (PY310=/path/to/python3.10)"; exit 1; }
+	$(PY310) -m venv $(BUILD)/venv310 && $(BUILD)/venv310/bin/pip install -q -e '.[test,plots]'
+	$(BUILD)/venv310/bin/python -m pytest -q -p no:cacheprovider -m "not scenario" \
+	  --ignore=tests/test_ptf_suite.py --ignore=tests/test_slurm.py --ignore=tests/test_reproduce_slurm.py

@@ -54,9 +54,23 @@ def linkem_netns_missing() -> Optional[str]:
 
 
 def bmv2_missing() -> Optional[str]:
-    """BMv2's ``simple_switch_grpc`` and its Thrift CLI."""
+    """BMv2's ``simple_switch_grpc``, its Thrift CLI, and its Thrift runtime in this
+    Python (the controller sets queue rates through it)."""
     gone = tools_missing(SWITCH_BINARY, CLI_BINARY)
-    return None if gone is None else f"BMv2 is not installed ({gone}); see README, 'Set up'"
+    if gone is not None:
+        return f"BMv2 is not installed ({gone}); see README, 'Supported systems and setup'"
+    return thrift_runtime_missing()
+
+
+def thrift_runtime_missing() -> Optional[str]:
+    """BMv2's Thrift stubs (``sswitch_runtime``) and python3-thrift, importable here."""
+    try:
+        import sswitch_runtime  # noqa: F401  (imported to check it is there)
+        import thrift  # noqa: F401
+    except ImportError as exc:
+        return (f"BMv2's Thrift runtime is not importable in {sys.executable} ({exc}): make the venv "
+                f"from /usr/bin/python3 with --system-site-packages (make deps does)")
+    return None
 
 
 def mininet_missing() -> Optional[str]:

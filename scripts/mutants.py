@@ -60,7 +60,10 @@ import shutil
 import signal
 import subprocess
 import sys
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser, as a package
+    import tomli as tomllib  # type: ignore[no-redef]
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path

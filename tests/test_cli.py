@@ -49,7 +49,23 @@ def test_list_names_every_scenario_and_scheme(capsys):
     for name in KNOWN_SCENARIOS.split(", "):
         assert f"\n  {name} " in out
     assert "  smoke              " in out and out.split("smoke", 1)[1].split("\n")[0].strip()
-    assert "  " + ", ".join(ALGORITHMS) in out
+    # a line per scheme, saying what it is (its class's first docstring line)
+    for name in ALGORITHMS:
+        assert f"\n  {name:<18} {cli.scheme_summary(name)}\n" in out + "\n"
+        assert cli.scheme_summary(name)
+    assert "\n  obp                OBP: rate-based MICMDC" in out
+
+
+def test_version(capsys):
+    from importlib import metadata
+    rc, out, _ = run(capsys, "--version")
+    assert (rc, out) == (0, f"bwn {metadata.version('bwn')}\n")
+
+
+def test_run_without_out_writes_a_new_folder_under_runs(monkeypatch, tmp_path):
+    when = 1_795_000_000.0                                   # 2026-11-18 11:06:40 UTC
+    assert cli.default_run_out(Path("x/smoke.toml"), when) == Path("runs/smoke-20261118-110640")
+    assert cli.default_run_out(Path("smoke.toml")) != cli.default_run_out(Path("smoke.toml"), when)
 
 
 @pytest.mark.parametrize("command", ["run", "net"])
@@ -117,6 +133,7 @@ def test_a_machine_that_cannot_run_it_is_exit_3(capsys, monkeypatch, no_experime
 
 
 def test_pcap_needs_tcpdump(capsys, monkeypatch, no_experiment, tmp_path):
+    pytest.importorskip("mininet.log")          # the run gets as far as Mininet's import
     monkeypatch.setattr(requirements, "experiment_missing", lambda: None)
     monkeypatch.setattr(requirements, "tcpdump_missing", lambda: "tcpdump is not installed (test)")
     rc, _, err = run(capsys, "run", "smoke", "--pcap", "--out", str(tmp_path))
@@ -151,8 +168,48 @@ def test_report_prints_the_summary(capsys, tmp_path):
 def test_usage_errors_are_exit_2(capsys):
     rc, _, err = run(capsys)
     assert rc == 2 and "the following arguments are required: command" in err
-    rc, _, err = run(capsys, "run", "smoke")
-    assert rc == 2 and "the following arguments are required: --out" in err
+    rc, _, err = run(capsys, "run")
+    assert rc == 2 and "the following arguments are required: scenario" in err
+
+
+class _FakeRun:
+    """run_scheme's stand-in for the exit-status tests: a run.json per scheme with
+    the verdict given, and no network."""
+
+    def __init__(self, verdicts: dict[str, tuple[bool, bool]]):
+        self.verdicts = verdicts      # scheme -> (ok, valid)
+
+    def __call__(self, cfg, scheme, out_dir, duration_s, progress=None, pcap=False):
+        from bwn.rundir import RunMeta
+        ok, valid = self.verdicts[scheme]
+        summary = "valid" if valid else "INVALID: queue: the egress queue overflowed"
+        meta = RunMeta(scheme=scheme, duration_s=duration_s, ok=ok,
+                       fidelity={"valid": valid, "summary": summary})
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        meta.save(RunDir(out_dir).run_json)
+        return meta
+
+
+@pytest.mark.parametrize("verdicts, rc_expected, says", [
+    ({"newreno": (True, True), "ebn": (True, True)}, 0, ""),
+    ({"newreno": (True, True), "ebn": (True, False)}, 1, "bwn run: INVALID (the emulation broke an invariant"),
+    ({"newreno": (False, True), "ebn": (True, True)}, 1, "bwn run: some flows did not complete for: newreno"),
+])
+def test_an_invalid_or_incomplete_run_is_exit_1(capsys, monkeypatch, tmp_path, verdicts, rc_expected, says):
+    pytest.importorskip("mininet.log")
+    from bwn.emulation import runner as experiment
+    monkeypatch.setattr(requirements, "experiment_missing", lambda: None)
+    monkeypatch.setattr(experiment, "run_scheme", _FakeRun(verdicts))
+    monkeypatch.setattr(cli, "load_run_dir", lambda out: [])
+    monkeypatch.setattr(cli, "write_report", lambda out, runs: (out / "summary.md").write_text("s\n")
+                        or out / "summary.md")
+    rc, _, err = run(capsys, "run", "smoke", "--schemes", "newreno,ebn", "--out", str(tmp_path), "--duration", "1")
+    assert rc == rc_expected, err
+    assert err.startswith(says) if says else err == ""
+    if "INVALID" in says:
+        assert err.strip().endswith(": ebn")
+    # documented where a user looks
+    assert "1    some run is INVALID" in cli.RUN_EPILOG
 
 
 def test_the_installed_command_returns_the_code():
@@ -174,7 +231,7 @@ def test_the_cli_reference_matches_the_code():
 def test_every_command_and_subcommand_has_its_section():
     from bwn.cli import doc as clidoc
     text = clidoc.render()
-    for title in ("bwn", "bwn run", "bwn reproduce", "bwn net", "bwn report", "bwn list",
+    for title in ("bwn", "bwn run", "bwn reproduce", "bwn net", "bwn doctor", "bwn report", "bwn list",
                   "bwn-send", "bwn-recv", "bwn-link", "python -m bwn.analysis.report",
                   "python -m bwn.analysis.rejudge", "python -m bwn.scenario.schema"):
         assert f"`{title}`\n\n```text\nusage: {title}" in text, title
@@ -215,3 +272,12 @@ def test_a_command_takes_back_sigint_a_shell_left_ignored():
             "print(rc, signal.getsignal(signal.SIGINT) is signal.default_int_handler)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip().splitlines()[-1] == "0 True", out.stderr
+
+
+def test_every_command_documents_its_exit_status():
+    from bwn.cli import doc as clidoc
+    parser = cli.build_parser()
+    assert "exit status" in parser.format_help()
+    for name, sub in clidoc._subcommands(parser):
+        text = sub.format_help()
+        assert "exit status" in text.lower(), f"bwn {name} --help says nothing of its exit status"

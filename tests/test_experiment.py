@@ -16,14 +16,19 @@ import copy
 import signal
 import subprocess
 import sys
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser, as a package
+    import tomli as tomllib  # type: ignore[no-redef]
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from needs import missing
 
+from bwn import requirements
 from bwn.emulation import agents, controller_thread
 from bwn.emulation import network as scenario_net
 from bwn.emulation import runner as ex
@@ -98,6 +103,12 @@ class FakeNet:
 
     def get(self, name: str) -> FakeNode:
         return self.nodes[name]
+
+
+def needs_mininet() -> None:
+    """The runner's network tests build Mininet objects (with fakes for what needs
+    root): without Mininet they skip, or fail under BWN_REQUIRE_P4=1."""
+    missing(requirements.mininet_missing(), "runner tests that build Mininet objects")
 
 
 def plans(cfg: ExperimentConfig, frame_bytes: int | None = None) -> tuple[dict[str, scenario_net.SwitchPlan], FakeNet]:
@@ -254,6 +265,8 @@ def test_first_switch_and_on_path():
 
 def test_parse_scheme():
     assert agents.parse_scheme("obp") == ("obp", [])
+    assert agents.parse_scheme("ebn:variant=relative:k=2") == ("ebn", ["variant=relative", "k=2"])
+    # the grids' run keys and older run folders joined parameters with ";"
     assert agents.parse_scheme("ebn:variant=relative;k=2;") == ("ebn", ["variant=relative", "k=2"])
     with pytest.raises(ValueError) as err:
         agents.parse_scheme("ebn:variant")
@@ -529,6 +542,7 @@ def network(monkeypatch, tmp_path, fail: set = frozenset(), linkem_args=None, fr
 
 
 def test_configure_hosts_routes_and_static_arp(monkeypatch, tmp_path):
+    needs_mininet()
     sn, _, _, cfg = network(monkeypatch, tmp_path)
     scenario_net.configure_hosts(cfg, sn.net)
     assert sn.net.get("h1").commands == [
@@ -539,6 +553,7 @@ def test_configure_hosts_routes_and_static_arp(monkeypatch, tmp_path):
 
 
 def test_start_brings_up_net_emulators_and_controller_in_order(monkeypatch, tmp_path):
+    needs_mininet()
     sn, log, lines, cfg = network(monkeypatch, tmp_path, linkem_args={"bottleneck": ["--jitter-ms", "1"]})
     sn.start()
     seed_args = ("--seed", str(seeding.linkem_seed(11, "em1")))
@@ -558,6 +573,7 @@ def test_start_brings_up_net_emulators_and_controller_in_order(monkeypatch, tmp_
 
 
 def test_queue_unit_is_the_fixed_frame_size_when_given(monkeypatch, tmp_path):
+    needs_mininet()
     sn, log, _, _ = network(monkeypatch, tmp_path, frame_bytes=1500)
     sn.start()
     (ctl,) = [e for e in log if e[0] == "controller"]
@@ -565,6 +581,7 @@ def test_queue_unit_is_the_fixed_frame_size_when_given(monkeypatch, tmp_path):
 
 
 def test_stop_tears_down_in_order_once(monkeypatch, tmp_path):
+    needs_mininet()
     sn, log, lines, _ = network(monkeypatch, tmp_path)
     sn.start()
     log.clear()
@@ -578,6 +595,7 @@ def test_stop_tears_down_in_order_once(monkeypatch, tmp_path):
 
 
 def test_a_failed_teardown_step_ends_everything_directly_then_raises(monkeypatch, tmp_path):
+    needs_mininet()
     sn, log, lines, _ = network(monkeypatch, tmp_path, fail={("stop_linkem", "em1"), ("terminate", "h1")})
     sn.start()
     log.clear()
@@ -590,6 +608,7 @@ def test_a_failed_teardown_step_ends_everything_directly_then_raises(monkeypatch
 
 
 def test_a_failed_start_is_torn_down(monkeypatch, tmp_path):
+    needs_mininet()
     sn, log, _, _ = network(monkeypatch, tmp_path, fail={("thread.start", "")})
     with pytest.raises(RuntimeError, match="controller failed"):
         with sn:
@@ -876,6 +895,7 @@ def test_build_network_wires_nodes_ports_and_emulators(monkeypatch, tmp_path):
     """Mininet's calls for a scenario (not started): a switch per [[switches]] with its
     ports and ids, a host per [[hosts]], an emulator node in the middle of each delayed
     link, and the plans computed from the result."""
+    needs_mininet()
     import mininet.link
     import mininet.net
     from topologies import nodes
@@ -967,6 +987,7 @@ def _fake_mininet(monkeypatch) -> list[tuple]:
 
 
 def test_build_network_without_delay_links_directly(monkeypatch, tmp_path):
+    needs_mininet()
     links = _fake_mininet(monkeypatch)
 
     def edit(d):
@@ -990,6 +1011,7 @@ def test_build_network_without_delay_links_directly(monkeypatch, tmp_path):
 
 
 def test_build_network_puts_a_link_shaped_link_through_bwn_link_without_delay(monkeypatch, tmp_path):
+    needs_mininet()
     links = _fake_mininet(monkeypatch)
 
     def edit(d):
@@ -1232,6 +1254,7 @@ def test_a_link_shaped_port_is_planned_without_a_switch_rate():
 
 
 def test_the_runner_starts_bwn_link_with_the_links_rate(monkeypatch, tmp_path):
+    needs_mininet()
     sn, log, _, cfg = network(monkeypatch, tmp_path)
     shaped = scenario("smoke", _serve_by_link).link("bottleneck")
     sn.built.linkem_nodes[0].link_config = shaped
@@ -1394,6 +1417,7 @@ def test_controller_runs_in_a_daemon_thread_named_controller():
 
 
 def test_a_network_never_started_stops_quietly_and_a_started_one_runs_its_controller(monkeypatch, tmp_path):
+    needs_mininet()
     sn, log, lines, _ = network(monkeypatch, tmp_path)
     sn.stop()                                  # no controller, no thread: nothing of theirs to stop
     assert ("thread.stop",) not in log
@@ -1403,6 +1427,7 @@ def test_a_network_never_started_stops_quietly_and_a_started_one_runs_its_contro
 
 
 def test_without_a_seed_bwn_link_draws_its_own(monkeypatch, tmp_path):
+    needs_mininet()
     sn, log, _, cfg = network(monkeypatch, tmp_path, seed=None)
     sn.start()
     (start,) = [e for e in log if e[0] == "start_linkem"]
@@ -1410,6 +1435,7 @@ def test_without_a_seed_bwn_link_draws_its_own(monkeypatch, tmp_path):
 
 
 def test_a_failed_teardown_step_is_logged_by_name_and_the_switch_ports_deleted(monkeypatch, tmp_path, caplog):
+    needs_mininet()
     sn, log, _, _ = network(monkeypatch, tmp_path, fail={("stop_linkem", "em1")})
     monkeypatch.setattr(scenario_net, "_delete_root_interfaces", lambda net: log.append(("delete_root", net)))
     sn.start()
@@ -1420,6 +1446,7 @@ def test_a_failed_teardown_step_is_logged_by_name_and_the_switch_ports_deleted(m
 
 
 def test_progress_lines_carry_no_label_unless_given(monkeypatch, tmp_path):
+    needs_mininet()
     sn, _, _, _ = network(monkeypatch, tmp_path)
     lines: list[str] = []
     bare = scenario_net.ScenarioNetwork(sn.cfg, tmp_path, lines.append)
@@ -1431,6 +1458,7 @@ def test_progress_lines_carry_no_label_unless_given(monkeypatch, tmp_path):
 
 def test_shared_emulators_start_as_one_group_with_each_links_options_and_the_priority_once(
         monkeypatch, tmp_path):
+    needs_mininet()
     from topologies import nodes
     sn, log, _, cfg = network(monkeypatch, tmp_path, linkem_args={"bottleneck": ["--jitter-ms", "1"]})
     sn.cfg = dataclasses.replace(cfg, linkem_shared=True)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import copy
 import json
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser, as a package
+    import tomli as tomllib  # type: ignore[no-redef]
 from pathlib import Path
 
 import jsonschema

@@ -1,17 +1,19 @@
 """`bwn`: run the papers' scenarios and compare sender schemes.
 
     bwn list
-    bwn run SCENARIO --schemes ebn,newreno,vegas,westwood --duration 60 --out DIR [--pcap]
+    bwn run SCENARIO [--schemes ebn,newreno,vegas] [--duration 60] [--out DIR] [--pcap]
     bwn report DIR
     bwn reproduce PAPER [--quick] [--plan] [--out DIR]
     bwn reproduce-run PAPER/CASE/seedN/SCHEME
     bwn net SCENARIO     the scenario's network and the Mininet CLI, to try things by hand
+    bwn doctor           what this machine has for bwn, component by component
 """
 # Mininet is imported only where a network is built (it needs root and Debian's
 # package): `bwn list`, `bwn report` and `--help` work on a machine without it.
 from __future__ import annotations
 
 import argparse
+import inspect
 import logging
 import shutil
 import signal
@@ -24,7 +26,7 @@ from typing import Optional
 from bwn import requirements
 from bwn.analysis.report import write_report
 from bwn.analysis.report.load import ReportError, load_run_dir
-from bwn.cli import reproduce
+from bwn.cli import doctor, reproduce
 from bwn.emulation import runner as experiment
 from bwn.emulation.agents import parse_scheme
 from bwn.emulation.session import run_session
@@ -32,6 +34,7 @@ from bwn.paths import REPO
 from bwn.rundir import ExperimentDir, RunDir
 from bwn.scenario.config import ConfigError, load_config
 from hosts.cc.registry import ALGORITHMS, RegistryError, create
+from hosts.cc.registry import load as load_algorithm
 
 SCENARIO_DIR = REPO / "topologies" / "scenarios"
 
@@ -51,13 +54,30 @@ def scheme_names() -> list[str]:
     return list(ALGORITHMS)
 
 
+def scheme_summary(name: str) -> str:
+    """The first line of the scheme's class docstring (what `bwn list` prints)."""
+    try:
+        doc = inspect.getdoc(load_algorithm(name)) or ""
+    except RegistryError as exc:
+        return f"(unavailable: {exc})"
+    return doc.strip().splitlines()[0] if doc.strip() else ""
+
+
 def cmd_list(_: argparse.Namespace) -> int:
     print("scenarios (topologies/scenarios/*.toml, or pass a path to your own):")
     for name, path in scenario_files().items():
         print(f"  {name:<18} {_describe(path)}")
-    print("\nschemes (hosts/cc/, see `bwn-send --list-algos`):")
-    print("  " + ", ".join(scheme_names()))
+    print("\nschemes (hosts/cc/; parameters: `bwn-send --list-algos`; e.g. --schemes 'ebn:variant=relative'):")
+    for name in scheme_names():
+        print(f"  {name:<18} {scheme_summary(name)}")
     return 0
+
+
+def default_run_out(scenario: Path, now: Optional[float] = None) -> Path:
+    """`runs/<scenario>-<UTC time>` under the working directory: `bwn run`'s --out
+    when none is given (one new folder per run; an old run is never overwritten)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(time.time() if now is None else now))
+    return Path("runs") / f"{scenario.stem}-{stamp}"
 
 
 def resolve_scenario(name: str, command: str = "run") -> Path:
@@ -120,7 +140,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     setLogLevel("warning")
     logging.getLogger("finsy").setLevel(logging.ERROR)  # e.g. "gNMI is not implemented" on BMv2
-    out = Path(args.out)
+    out = Path(args.out) if args.out else default_run_out(path)
     out.mkdir(parents=True, exist_ok=True)
     shutil.copy(path, ExperimentDir(out).scenario_toml)
 
@@ -128,7 +148,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
-    failed = []
+    failed: list[str] = []
+    invalid: list[str] = []
     started = time.monotonic()
     try:
         for i, scheme in enumerate(schemes):
@@ -137,6 +158,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                                          progress=lambda m: print(m, flush=True), pcap=args.pcap)
             if not meta.ok:
                 failed.append(scheme)
+            elif meta.validity[0] is False:
+                invalid.append(scheme)
     except KeyboardInterrupt:
         print("interrupted: torn down; partial results stay in", out, file=sys.stderr)
         return 130
@@ -146,8 +169,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     print((out / "summary.md").read_text())
     if failed:
         print(f"bwn run: some flows did not complete for: {', '.join(failed)}", file=sys.stderr)
-        return 1
-    return 0
+    if invalid:
+        print(f"bwn run: INVALID (the emulation broke an invariant; docs/fidelity.md): "
+              f"{', '.join(invalid)}", file=sys.stderr)
+    return 1 if failed or invalid else 0
 
 
 def cmd_net(args: argparse.Namespace) -> int:
@@ -191,20 +216,48 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+RUN_EPILOG = """examples:
+  bwn run smoke --duration 10
+  bwn run obp-single --schemes obp,newreno --out /tmp/obp
+  bwn run ebn-sine --schemes ebn,ebn:variant=relative,newreno --pcap
+
+exit status:
+  0    every scheme's run completed and is valid
+  1    some run is INVALID (the emulation broke an invariant: docs/fidelity.md)
+       or did not complete; the report is written all the same
+  2    bad arguments or scenario
+  3    this machine cannot run experiments (it says what is missing)
+  130  interrupted (Ctrl-C or SIGTERM): torn down, partial results kept"""
+
+
+def version() -> str:
+    """The installed distribution's version (pyproject.toml)."""
+    from importlib import metadata
+    try:
+        return metadata.version("bwn")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed: pip install -e .)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """`bwn` and its subcommands (docs/cli.md shows their --help)."""
     parser = argparse.ArgumentParser(prog="bwn", description=__doc__,
+                                     epilog="Each command's --help ends with its exit status. "
+                                            "Documentation: docs/README.md.",
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"bwn {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("list", help="name the scenarios and schemes")
+    p = sub.add_parser("list", help="name the scenarios and schemes", epilog="exit status: 0")
     p.set_defaults(func=cmd_list)
-    p = sub.add_parser("run", help="run a scenario once per scheme and write the report")
+    p = sub.add_parser("run", help="run a scenario once per scheme and write the report",
+                       epilog=RUN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("scenario", help="scenario name (bwn list) or path to a TOML config")
     p.add_argument("--schemes", help="comma-separated sender algorithms for the flows under test, "
-                                     "each optionally with parameters: ebn,newreno,'ebn:variant=relative' "
-                                     "(several parameters: algo:k=v;k=v) (default: the scenario's)")
+                                     "each optionally with parameters: ebn,newreno,ebn:variant=relative "
+                                     "(several parameters: algo:k=v:k=v) (default: the scenario's)")
     p.add_argument("--duration", type=float, help="seconds per scheme (default: the scenario's)")
-    p.add_argument("--out", required=True, help="output folder (summary.md, summary.csv, plots, logs)")
+    p.add_argument("--out", help="output folder (summary.md, summary.csv, plots, logs) "
+                                 "(default: runs/<scenario>-<UTC time>)")
     p.add_argument("--pcap", action="store_true",
                    help="keep a headers-only capture of each bottleneck link (or the scenario's "
                         "[capture] links) in OUT/<scheme>/capture/ and draw seq-<scheme>.png "
@@ -236,7 +289,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="folder for the controller's capacity.csv and telemetry.csv and the "
                                  "switch logs (default: a new folder under the system's temp dir)")
     p.set_defaults(func=cmd_net)
-    p = sub.add_parser("report", help="regenerate the summary and plots of a finished run")
+    p = sub.add_parser("doctor", help="what this machine has for bwn, component by component",
+                       description=doctor.__doc__, epilog=doctor.EXIT_CODES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    doctor.add_arguments(p)
+    p.set_defaults(func=doctor.main)
+    p = sub.add_parser("report", help="regenerate the summary and plots of a finished run",
+                       epilog="exit status: 0 written, 1 the folder is not a run (or a file in it is broken), "
+                              "2 bad arguments")
     p.add_argument("dir", help="a `bwn run` output folder (its <scheme>/ folders are read)")
     p.set_defaults(func=cmd_report)
     return parser

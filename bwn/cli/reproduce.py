@@ -45,7 +45,13 @@ from bwn.reproduce.plan import (
 from bwn.reproduce.slurm_executor import SlurmExecutor
 
 DEFAULT_OUT = REPO / "docs" / "results"
-EXIT_CODES = """exit status:
+EXIT_CODES = """examples:
+  bwn reproduce all --plan             what is left to run for every paper, and its time
+  bwn reproduce sarbe --quick          a short pass of one paper (not judged against the paper)
+  bwn reproduce obp --cases f3-single  one case of a paper's grid, every seed and scheme
+  bwn reproduce ebn --report-only      rebuild the page from the runs on record
+
+exit status:
   0  done: every planned run has a valid run (or, with --plan/--report-only, nothing went wrong)
   1  some planned run still has no valid run (INVALID or incomplete after its attempts)
   2  bad arguments or a grid/scenario that is not valid

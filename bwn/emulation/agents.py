@@ -8,6 +8,7 @@ and :func:`stop_process` end them, by pid, however far a run got.
 """
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import subprocess
@@ -41,10 +42,13 @@ class Agent:
 
 
 def parse_scheme(spec: str) -> tuple[str, list[str]]:
-    """`algo` or `algo:key=value;key=value` (e.g. `ebn:variant=relative`) ->
-    (algorithm, ["key=value", ...]) for bwn-send --param."""
+    """`algo` or `algo:key=value:key=value` (e.g. `ebn:variant=relative`) ->
+    (algorithm, ["key=value", ...]) for bwn-send --param.
+
+    `:` separates the parameters, so a spec needs no quoting in a shell; `;`
+    is read the same way (the grids' run keys and older run folders use it)."""
     algo, _, params = spec.partition(":")
-    items = [p for p in params.split(";") if p]
+    items = [p for p in re.split(r"[:;]", params) if p]
     for item in items:
         if "=" not in item:
             raise ValueError(f"scheme {spec!r}: parameter {item!r} is not key=value")

@@ -6,7 +6,10 @@ else ``topologies/scenarios/``), which :mod:`bwn.reproduce.render` fills per run
 """
 from __future__ import annotations
 
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser, as a package
+    import tomli as tomllib  # type: ignore[no-redef]
 from pathlib import Path
 from typing import Any, Mapping, Optional
 

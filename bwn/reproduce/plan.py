@@ -12,7 +12,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser, as a package
+    import tomli as tomllib  # type: ignore[no-redef]
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence

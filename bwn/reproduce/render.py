@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import copy
 import string
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser, as a package
+    import tomli as tomllib  # type: ignore[no-redef]
 from typing import Any
 
 from bwn.reproduce.grid import GridError, template_path

@@ -21,7 +21,10 @@ import ipaddress
 from pathlib import Path
 from typing import Annotated, Any, Mapping, Optional, Union
 
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser, as a package
+    import tomli as tomllib  # type: ignore[no-redef]
 
 from pydantic import Field, TypeAdapter, ValidationError
 
