@@ -3,7 +3,7 @@
 and of bwn on eBPF against bwn on the fast BMv2.
 
     sudo .venv/bin/python benchmarks/switch_pps.py [--seconds 8] [--rounds 7]
-        [--builds default,fast] [--programs plain,bwn] [--classes data,plain,window-first]
+        [--builds default,fast] [--programs plain,bwn] [--classes data,plain,window-first,xcp,rcp]
         [--callgrind 2000] [--candidate build/try] [--threads] [--target ebpf]
 
 --target ebpf adds a build `ebpf`: p4src/psa/bwn.p4 (build/ebpf/bwn.o) loaded by
@@ -35,7 +35,13 @@ Traffic classes (bwn.p4 only; the plain program forwards them all alike):
   data          BWN DATA packets (UDP 16983) that every switch stamps, 8 flows;
   plain         UDP packets of 8 flows that are not BWN (forwarded, counted, not stamped);
   window-first  BWN DATA with 1 us measurement and flow windows, so that every
-                packet is the first of its window (the window-close path).
+                packet is the first of its window (the window-close path);
+  xcp           BWN DATA with the XR header of an XCP sender (RTT 10 ms, a 50 kB
+                window): every packet gets XCP's per-packet feedback, and the
+                port's control interval (10 ms) closes about every 10 ms;
+  rcp           BWN DATA with the XR header of an RCP sender (RTT 10 ms): every
+                packet is stamped with the port's rate, which is updated about
+                every 10 ms.
 
 --candidate DIR adds a third program, `candidate`: bwn.p4 as compiled into DIR
 (bwn.json and bwn.p4info.txtpb, e.g. `p4c ... -o build/try` from a changed copy),
@@ -127,14 +133,17 @@ def frames(traffic: str) -> list[bytes]:
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
 
-    from bwn.protocol.scapy_layer import BWN
-    from bwn.protocol.wire import BWN_UDP_PORT
+    from bwn.protocol.scapy_layer import BWN, XR
+    from bwn.protocol.wire import BWN_UDP_PORT, FLAG_XR
 
     out = []
     for i in range(N_FLOWS):
         l2l3 = Ether(src="00:00:00:00:00:01", dst=SW_MAC) / IP(src="10.0.1.1", dst=DST_IP, ttl=64)
         if traffic == "plain":
             pkt = l2l3 / UDP(sport=40000 + i, dport=5001)
+        elif traffic in ("xcp", "rcp"):
+            xr = XR(rtt_us=10_000, cwnd_bytes=50_000 if traffic == "xcp" else 0)
+            pkt = l2l3 / UDP(sport=40000 + i, dport=BWN_UDP_PORT) / BWN(kind=0, flags=FLAG_XR) / xr
         else:
             pkt = l2l3 / UDP(sport=40000 + i, dport=BWN_UDP_PORT) / BWN(kind=0)
         pad = FRAME_BYTES - len(pkt)
@@ -166,7 +175,8 @@ def program_switch(sw: Bmv2Switch, program: str, window_us: int | None,
     # What the controller installs (controller/switchctl.py, _on_ready).
     s.modify(ent.window_config(window))
     s.insert(ent.static_tables(window))
-    s.insert(ent.route("10.0.2.0/24", 2, H2_MAC, SW_MAC) + [ent.port_capacity(2, 1e9, window)])
+    s.insert(ent.route("10.0.2.0/24", 2, H2_MAC, SW_MAC) + [ent.port_capacity(2, 1e9, window)]
+             + [ent.xcp_port(2), ent.rcp_port(2)])     # the xcp and rcp classes' routers
     s.insert([ent.telemetry_digest()])
     s.digests = s.start_digests(ent.TELEMETRY_DIGEST)
     if window_us == 1:
@@ -581,7 +591,7 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"BMv2 build {b!r} is not installed (scripts/p4-toolchain.sh installs both)")
     classes = [c for c in args.classes.split(",") if c]
     for c in classes:
-        if c not in ("data", "plain", "window-first"):
+        if c not in ("data", "plain", "window-first", "xcp", "rcp"):
             ap.error(f"unknown traffic class {c!r}")
     programs = [p for p in args.programs.split(",") if p]
     if args.candidate:

@@ -220,3 +220,35 @@ class QueueControl:
 
     def close(self) -> None:
         self._transport.close()
+
+
+class RegisterAccess:
+    """BMv2's registers over Thrift (its standard runtime): BMv2's P4Runtime server
+    cannot read them. The PTF tests read XCP's and RCP's per-port state with it
+    (p4src/v1model/include/control/xcp.p4, rcp.p4) and reset it between tests."""
+
+    def __init__(self, thrift_port: int, host: str = "127.0.0.1") -> None:
+        try:
+            from bm_runtime.standard import Standard  # type: ignore[import-not-found]
+            # imported here: as QueueControl, BMv2's Thrift stubs and Debian's python3-thrift
+            from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
+            from thrift.transport import TSocket, TTransport
+        except ImportError as exc:
+            raise ImportError(f"BMv2's Thrift runtime is not importable ({exc}); install BMv2 with its "
+                              f"Python modules and python3-thrift, and use a venv with system site-packages") from exc
+        self._transport = TTransport.TBufferedTransport(TSocket.TSocket(host, thrift_port))
+        protocol = TMultiplexedProtocol.TMultiplexedProtocol(
+            TBinaryProtocol.TBinaryProtocol(self._transport), "standard")
+        self._client = Standard.Client(protocol)
+        self._transport.open()
+
+    def read(self, name: str, index: int) -> int:
+        """Register array `name` (its full name, e.g. "BwnEgress.xcp_d_us") at `index`."""
+        return int(self._client.bm_register_read(0, name, index))
+
+    def reset(self, name: str) -> None:
+        """Every cell of register array `name` back to 0."""
+        self._client.bm_register_reset(0, name)
+
+    def close(self) -> None:
+        self._transport.close()

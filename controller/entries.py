@@ -19,6 +19,7 @@ import finsy as fy
 
 from bwn.protocol import dataplane_math as dm
 from controller import aqm
+from controller.xr_math import RcpConfig, XcpConfig
 
 INGRESS = "BwnIngress"
 EGRESS = "BwnEgress"
@@ -205,6 +206,28 @@ def flows_log_table() -> list[fy.P4TableEntry]:
 def static_tables(cfg: WindowConfig) -> list[fy.P4TableEntry]:
     """Everything that depends only on the window configuration (no topology)."""
     return queue_tables(cfg) + flows_log_table()
+
+
+XCP_PORT_TABLE = f"{EGRESS}.xcp_port"
+RCP_PORT_TABLE = f"{EGRESS}.rcp_port"
+
+
+def xcp_port(port: int, cfg: XcpConfig = XcpConfig()) -> fy.P4TableEntry:
+    """XCP on egress `port` (Katabi, Handley, Rohrs; p4src/v1model/include/control/xcp.p4):
+    its packets with an XCP sender's XR header get the port's feedback. The port's
+    capacity C is the one `port_capacity` installs (the stamp's narrow link)."""
+    _check_port(port)
+    return fy.P4TableEntry(XCP_PORT_TABLE, match=fy.P4TableMatch(port=port),
+                           action=fy.P4TableAction(f"{EGRESS}.set_xcp", **cfg.params))
+
+
+def rcp_port(port: int, cfg: RcpConfig = RcpConfig()) -> fy.P4TableEntry:
+    """RCP on egress `port` (Dukkipati, McKeown; p4src/v1model/include/control/rcp.p4):
+    its packets with an RCP sender's XR header are stamped with the port's rate R(t),
+    which starts at and never exceeds the capacity `port_capacity` installs."""
+    _check_port(port)
+    return fy.P4TableEntry(RCP_PORT_TABLE, match=fy.P4TableMatch(port=port),
+                           action=fy.P4TableAction(f"{EGRESS}.set_rcp", **cfg.params))
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from controller.bmv2 import QueueControl
 from bwn.protocol import dataplane_math as dm
 from controller import aqm
 from controller import entries as ent
+from controller.xr_math import RcpConfig, XcpConfig
 from bwn.rundir import RunDir
 from bwn.scenario.schedule import ConstantSchedule, bmv2_queue_rate_pps
 
@@ -99,6 +100,15 @@ class PortPlan:
     # queue on its own: no port-wide rate over both). The switch runs --priority-queues 2.
     guaranteed: bool = False
     reserved_bps: float = 0.0
+    # XCP's and RCP's routers on this port (explicit feedback in the XR header), with
+    # their parameters; None: off. Both need the port's capacity (a schedule).
+    xcp: Optional[XcpConfig] = None
+    rcp: Optional[RcpConfig] = None
+
+    def __post_init__(self) -> None:
+        if (self.xcp is not None or self.rcp is not None) and self.schedule is None:
+            raise dm.ConfigError(f"port {self.port} ({self.link}): XCP and RCP need the port's capacity "
+                                 "(a rate schedule), and it has none")
 
 
 @dataclass
@@ -307,6 +317,9 @@ class BwnController:
             if pp.red is not None:
                 for batch in ent.chunks(ent.red_entries(pp.port, pp.red)):
                     await sw.insert(batch)
+        xr = xr_entries(plan)
+        if xr:
+            await sw.insert(xr)
         try:
             await sw.insert([ent.telemetry_digest()])
         except fy.P4ClientError:  # same switch, new session: the digest is still configured
@@ -567,3 +580,15 @@ def route_entries(plan: SwitchPlan, only_port: Optional[int] = None) -> list:
                                   red=pp.red is not None if pp else False)
         out += ent.route(prefix, port, dst_mac, src_mac, options)
     return out
+
+
+def xr_entries(plan: SwitchPlan) -> list:
+    """The XCP and RCP port entries of the switch's ports that run them."""
+    out = []
+    for pp in plan.ports:
+        if pp.xcp is not None:
+            out.append(ent.xcp_port(pp.port, pp.xcp))
+        if pp.rcp is not None:
+            out.append(ent.rcp_port(pp.port, pp.rcp))
+    return out
+

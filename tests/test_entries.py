@@ -10,6 +10,7 @@ import pytest
 from bwn.protocol import dataplane_math as dm
 from controller import aqm
 from controller import entries as ent
+from controller.xr_math import RcpConfig, XcpConfig
 
 REPO = Path(__file__).resolve().parents[1]
 H2_MAC, SW_MAC = "00:00:00:00:02:01", "00:00:00:01:00:02"
@@ -126,7 +127,8 @@ def test_entries_encode_against_the_compiled_program():
     entries += ent.route("10.0.4.0/24", 4, H2_MAC, SW_MAC, ent.PortOptions(guaranteed=True, red=True))
     entries += ent.red_entries(4, aqm.RedParams.automatic(10e6, 1102))
     entry, meter = ent.reservation(ent.Reservation("10.0.1.1", "10.0.2.2", 4e6, src_port=1, dst_port=2))
-    for e in entries + [entry, meter]:
+    xr = [ent.xcp_port(3), ent.rcp_port(3), ent.xcp_port(4, XcpConfig(alpha=0.1, d_max_us=2**32 - 1))]
+    for e in entries + [entry, meter] + xr:
         e.encode(schema)          # raises on an unknown name or a value wider than its field
     for counter in (ent.PORT_ENQUEUED_COUNTER, ent.PORT_DEQUEUED_COUNTER, ent.PORT_DROPS_COUNTER,
                     ent.RED_MARKED_COUNTER, ent.RED_DROPPED_COUNTER):
@@ -157,6 +159,23 @@ def test_port_drops_are_indexed_by_port_then_reason():
     assert ent.port_drops_index(0, "no_route") == 0
     assert ent.port_drops_index(2, "af_out_of_profile") == 2 * 8 + 6
     assert ent.port_drops_index(5, "random_loss") == 5 * 8 + 4
+
+
+def test_xcp_and_rcp_port_entries_carry_the_models_parameters():
+    """The switch gets log7 of the papers' constants as 32-bit two's complement
+    (alpha 0.4 -> -169, beta 0.226 -> -275, gamma 0.1 -> -425), exactly what the
+    reference model computes with (controller/xr_math.py)."""
+    x = ent.xcp_port(3)
+    assert (x.table_id, dict(x.match), x.action.name) == ("BwnEgress.xcp_port", {"port": 3}, "BwnEgress.set_xcp")
+    assert x.action.args == XcpConfig().params
+    assert x.action.args["log_alpha"] == (-169) & 0xFFFFFFFF
+    assert x.action.args["log_beta"] == (-275) & 0xFFFFFFFF
+    assert x.action.args["log_gamma"] == (-425) & 0xFFFFFFFF
+    r = ent.rcp_port(4, RcpConfig(rate_min_kbps=100))
+    assert (r.table_id, dict(r.match), r.action.name) == ("BwnEgress.rcp_port", {"port": 4}, "BwnEgress.set_rcp")
+    assert r.action.args["rate_min_kbps"] == 100 and r.action.args["log_beta"] == 0
+    with pytest.raises(dm.ConfigError, match="out of range"):
+        ent.xcp_port(dm.MAX_PORTS)
 
 
 def test_port_capacity_installs_the_windows_action_with_ic_in_three_units():

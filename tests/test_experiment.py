@@ -35,6 +35,7 @@ from bwn.emulation import network as scenario_net
 from bwn.emulation import runner as ex
 from bwn.scenario import seeding
 from bwn.scenario.config import ConfigError, load_config, validate
+from controller.xr_math import RcpConfig, XcpConfig
 from bwn.scenario.resolved import ExperimentConfig
 from controller.entries import Reservation
 from bwn.protocol.wire import BWN_UDP_PORT
@@ -959,6 +960,8 @@ def test_run_scheme_holds_the_experiment_lock_and_passes_everything_on(monkeypat
     assert got["run"][-2] is False        # no capture unless asked
     ex.run_scheme(cfg, "ebn", tmp_path, 3.0, lines.append, target="ebpf")
     assert got["run"][-1] == "ebpf"       # the switches the user asked for
+    with pytest.raises(ValueError, match="no XCP router"):
+        ex.run_scheme(cfg, "xcp", tmp_path, 3.0, lines.append, target="ebpf")
 
 
 def test_delete_root_interfaces_deletes_only_those_still_there(monkeypatch):
@@ -1624,3 +1627,19 @@ def test_bwn_net_describes_the_shared_emulator_and_the_links_it_serves(tmp_path)
     text = session.describe(shared, tmp_path)
     assert "  bwn-links pid 77 serves every delayed link (em0, em1; [experiment] linkem_shared)" in text
     assert "  em1: bwn-links pid 77, link bottleneck, 10 ms each way" in text
+
+
+def test_xcp_and_rcp_run_at_every_port_that_applies_a_capacity_unless_turned_off():
+    """[dataplane] explicit_feedback: by default both routers at each port with a
+    schedule, their queue counted in the windows' unit; [] turns them off."""
+    cfg = scenario("obp-parking-lot")
+    by_name, _ = plans(cfg)
+    ports = [p for plan in by_name.values() for p in plan.ports]
+    assert ports and all(p.schedule is not None for p in ports)
+    assert all(p.xcp == XcpConfig(queue_unit_bytes=DATA_FRAME) and p.rcp == RcpConfig(queue_unit_bytes=DATA_FRAME)
+               for p in ports)
+    off, _ = plans(scenario("obp-parking-lot", lambda d: d.setdefault("dataplane", {}).update(
+        explicit_feedback=["rcp"])))
+    assert all(p.xcp is None and p.rcp is not None for plan in off.values() for p in plan.ports)
+    with pytest.raises(ConfigError, match="explicit_feedback"):
+        scenario("obp-parking-lot", lambda d: d.setdefault("dataplane", {}).update(explicit_feedback=["tcp"]))

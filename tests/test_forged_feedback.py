@@ -1,4 +1,4 @@
-"""Senders under forged or absurd feedback: each of the nine algorithms,
+"""Senders under forged or absurd feedback: each of the algorithms,
 behind the real transport on a simulated 10 Mb/s link, keeps cwnd and its pacing
 rate within the bounds docs/algorithms.md ("Bounds under forged feedback") writes
 down, after every ACK, and never stalls: the stream arrives intact."""
@@ -15,12 +15,13 @@ from hosts.transport.sender import Sender, SenderConfig, SenderState
 from hosts.sim.channel import LinkModel, Simulation
 from hosts.transport.source import PatternSource, pattern_bytes
 from hosts.transport.wire import ACK_VK, DATA_VK, F_ACK, HEADERS_LEN, pack_ack_headers
-from bwn.protocol.wire import FLAG_ECHO_VALID, NARROW_KBPS_UNSET, TIGHT_KBPS_MAX, TIGHT_KBPS_MIN
+from bwn.protocol.wire import FLAG_ECHO_VALID, FLAG_XR, NARROW_KBPS_UNSET, TIGHT_KBPS_MAX, TIGHT_KBPS_MIN
 
 MSS = 1000
 NBYTES = 300 * MSS
 FWD = struct.Struct("!BBBBIi")          # vk, hop, ebn, echo_ebn, narrow, tight
 ECHO_TAIL = struct.Struct("!IiBB")      # at byte 12: echo_narrow, echo_tight, echo_hop, flags
+XR_ECHO = struct.Struct("!iI")          # at byte 16 of the XR header: echo_feedback, echo_rate
 
 
 def forward_forger(fields: Callable[[int], Tuple[int, int, int]]) -> Callable[[bytes, int], bytes]:
@@ -53,7 +54,25 @@ def echo_of_another_flow() -> Callable[[bytes, int], Optional[bytes]]:
         count["n"] += 1
         out = bytearray(pkt)
         out[3] = ebn                                          # echo_ebn_code
-        ECHO_TAIL.pack_into(out, 12, narrow, tight, hop, FLAG_ECHO_VALID)
+        # the other flags (XR: the XR header follows) describe the packet's layout: kept
+        ECHO_TAIL.pack_into(out, 12, narrow, tight, hop, FLAG_ECHO_VALID | (pkt[21] & ~FLAG_ECHO_VALID))
+        return bytes(out)
+    return rewrite
+
+
+def xr_echo_extremes() -> Callable[[bytes, int], Optional[bytes]]:
+    """Rewrites the XR echo of every ACK that has one (XCP, RCP): feedback at the
+    ends of int32, rates of 0 and nearly 2^32 kb/s, in turn."""
+    count = {"n": 0}
+    values = [(-(2**31), 0), (2**31 - 2, 2**32 - 2), (-(2**31), 2**32 - 2), (2**31 - 2, 0)]
+
+    def rewrite(pkt: bytes, now_us: int) -> Optional[bytes]:
+        if pkt[0] != ACK_VK or not pkt[21] & FLAG_XR:
+            return pkt
+        feedback, rate = values[count["n"] % len(values)]
+        count["n"] += 1
+        out = bytearray(pkt)
+        XR_ECHO.pack_into(out, 24 + 16, feedback, rate)
         return bytes(out)
     return rewrite
 
@@ -72,6 +91,8 @@ FORGERIES: Dict[str, dict] = {
     "narrow-huge": {"stamp": forward_forger(lambda n: (254, NARROW_KBPS_UNSET - 1, TIGHT_KBPS_MAX - 1))},
     # feedback echoed on our ACKs that belongs to another flow's path
     "other-flows-echo": {"reverse": echo_of_another_flow()},
+    # XCP's feedback and RCP's rate at the ends of their fields
+    "xr-echo-extremes": {"reverse": xr_echo_extremes()},
 }
 
 
@@ -80,8 +101,12 @@ def check_bounds(s: Sender, max_narrow_bps: float) -> None:
     assert math.isfinite(st.cwnd) and 1.0 <= st.cwnd <= st.max_cwnd, st.cwnd
     assert st.ssthresh == float("inf") or (math.isfinite(st.ssthresh) and st.ssthresh >= 2.0)
     rate = st.pacing_rate_bps
-    if rate is not None:
-        assert s.cc.name == "obp", "only OBP paces"
+    if rate is not None and s.cc.name == "rcp":
+        # RCP sends at the echoed rate, at least two frames per RTT
+        assert math.isfinite(rate) and rate > 0
+        assert st.cwnd >= 2.0
+    elif rate is not None:
+        assert s.cc.name == "obp", "only OBP and RCP pace"
         assert math.isfinite(rate) and rate > 0
         rtt = st.srtt_us or st.latest_rtt_us
         floor = 4 * st.frame_bytes * 8e6 / rtt if rtt else 0.0

@@ -16,7 +16,9 @@ import finsy as fy
 import pytest
 
 from controller import entries as ent
+from controller.xr_math import RcpConfig, XcpConfig
 from controller import switchctl as sc
+from bwn.protocol import dataplane_math as dm
 from bwn.rundir import RunDir
 from bwn.scenario.schedule import ConstantSchedule, StepSchedule, bmv2_queue_rate_pps
 
@@ -170,6 +172,21 @@ def test_state_push_installs_tables_routes_digest_and_the_reservation_meter(tmp_
     asyncio.run(ctl._on_ready(again))
     assert again.written(fy.P4DigestEntry) == [("modify", ent.telemetry_digest())]
     assert ctl.ready_count["s1"] == 2
+
+
+def test_state_push_turns_xcp_and_rcp_on_where_the_port_says(tmp_path):
+    """A port with XCP or RCP gets its xcp_port / rcp_port entry with the port's
+    parameters, on every session; a port without gets none."""
+    plan = smoke_plan(xcp=XcpConfig(alpha=0.2), rcp=RcpConfig())
+    assert sc.xr_entries(plan) == [ent.xcp_port(2, XcpConfig(alpha=0.2)), ent.rcp_port(2, RcpConfig())]
+    ctl = controller(tmp_path, [plan], Clock())
+    sw = ctl.switches[0]
+    asyncio.run(ctl._on_ready(sw))
+    inserted = [e for op, e in sw.written(fy.P4TableEntry) if op == "insert"]
+    assert ent.xcp_port(2, XcpConfig(alpha=0.2)) in inserted and ent.rcp_port(2, RcpConfig()) in inserted
+    assert sc.xr_entries(smoke_plan()) == []
+    with pytest.raises(dm.ConfigError, match="capacity"):
+        sc.PortPlan(port=1, link="h1-s1", schedule=None, rcp=RcpConfig())
 
 
 def test_route_entries_carry_each_ports_options():

@@ -11,8 +11,13 @@ import pytest
 from bwn.protocol.wire import (
     BWN_HEADER_LEN,
     BWN_UDP_PORT,
+    FLAG_XR,
+    XR_FEEDBACK_UNSET,
+    XR_HEADER_LEN,
+    XR_RATE_UNSET,
     BwnDecodeError,
     BwnHeader,
+    XrHeader,
     ebn_decode_kbps,
     ebn_encode_kbps,
     ebn_ratio,
@@ -165,3 +170,71 @@ def test_unpack_keeps_version_and_reserved_bits():
     assert (h.version, h.reserved) == (2, 0xABCD)
     with pytest.raises(BwnDecodeError, match="BWN version 2 is not supported"):
         BwnHeader.unpack(raw)
+
+
+# -- the XR header (XCP and RCP) --------------------------------------------------------
+
+@pytest.mark.parametrize("vec", VECTORS["xr"], ids=lambda v: v["name"][:40])
+def test_xr_codec_matches_vectors(vec):
+    header = XrHeader(**vec["fields"])
+    assert header.pack().hex() == vec["hex"]
+    assert XrHeader.unpack(bytes.fromhex(vec["hex"])) == header
+    assert BwnHeader(**vec["bwn_fields"]).pack().hex() == vec["bwn_hex"]
+    assert BwnHeader(**vec["bwn_fields"]).flags & FLAG_XR
+
+
+@pytest.mark.parametrize("vec", VECTORS["xr"], ids=lambda v: v["name"][:40])
+def test_xr_scapy_layer_follows_the_flag(vec):
+    """Scapy dissects an XR layer after a BWN header whose flags say XR, in both
+    directions of the UDP binding, and the bytes after it as the payload."""
+    from scapy.layers.inet import IP, UDP
+    from bwn.protocol.scapy_layer import BWN, XR, to_xr
+
+    assert bytes(XR(**vec["fields"])).hex() == vec["hex"]
+    wire = bytes.fromhex(vec["bwn_hex"] + vec["hex"])
+    for udp in (UDP(sport=40000, dport=BWN_UDP_PORT), UDP(sport=BWN_UDP_PORT, dport=40000)):
+        pkt = IP(bytes(IP(dst="10.0.0.2") / udp / wire / b"transport"))
+        assert pkt.haslayer(XR), pkt.summary()
+        assert to_xr(pkt[XR]) == XrHeader(**vec["fields"])
+        assert bytes(pkt[XR].payload) == b"transport"
+    # Without the flag the same bytes are the BWN header's payload, not an XR header.
+    plain = bytearray(wire)
+    plain[21] &= ~FLAG_XR
+    pkt = IP(bytes(IP(dst="10.0.0.2") / UDP(sport=40000, dport=BWN_UDP_PORT) / bytes(plain)))
+    assert not pkt.haslayer(XR)
+    assert bytes(pkt[BWN].payload) == wire[BWN_HEADER_LEN:]
+
+
+def test_xr_invalid_vectors_are_rejected():
+    for vec in VECTORS["xr_invalid"]:
+        with pytest.raises(BwnDecodeError, match=vec["error"]):
+            XrHeader.unpack(bytes.fromhex(vec["hex"]))
+
+
+@pytest.mark.parametrize("field,low,high", [
+    ("rtt_us", 0, 0xFFFFFFFF), ("cwnd_bytes", 0, 0xFFFFFFFF), ("rate_kbps", 0, 0xFFFFFFFF),
+    ("echo_rate_kbps", 0, 0xFFFFFFFF), ("feedback_bytes", -(2**31), 2**31 - 1),
+    ("echo_feedback_bytes", -(2**31), 2**31 - 1)])
+def test_xr_field_ranges_are_exactly_the_wire_widths(field, low, high):
+    assert getattr(XrHeader(**{field: low}), field) == low
+    assert getattr(XrHeader(**{field: high}), field) == high
+    for bad in (low - 1, high + 1):
+        with pytest.raises(ValueError) as err:
+            XrHeader(**{field: bad})
+        assert str(err.value) == f"XR field {field} must be an integer in [{low}, {high}], got {bad}"
+
+
+def test_xr_lowering_and_echo_semantics():
+    """Each switch lowers the feedback and the rate to its own (the path minimum, XCP
+    sec. 3.4 and RCP's R_p); a switch that has no value for a field leaves it; the
+    receiver's echo copies the forward feedback."""
+    h = XrHeader(rtt_us=10_000, cwnd_bytes=20_000)
+    s1 = h.lowered(feedback_bytes=500, rate_kbps=8_000)
+    s2 = s1.lowered(feedback_bytes=-40, rate_kbps=9_000)
+    s3 = s2.lowered()
+    assert (s3.feedback_bytes, s3.rate_kbps) == (-40, 8_000)
+    assert (s3.rtt_us, s3.cwnd_bytes) == (10_000, 20_000)
+    ack = XrHeader().with_echo_of(s3)
+    assert (ack.echo_feedback_bytes, ack.echo_rate_kbps) == (-40, 8_000)
+    assert (ack.feedback_bytes, ack.rate_kbps) == (XR_FEEDBACK_UNSET, XR_RATE_UNSET)
+    assert len(ack.pack()) == XR_HEADER_LEN == 24

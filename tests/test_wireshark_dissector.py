@@ -13,13 +13,14 @@ import pytest
 
 from hosts.transport import wire as transport_wire
 from hosts.transport.wire import F_ACK, F_DATA, F_FIN, F_RETX, F_SYN, TransportHeader
-from bwn.protocol.wire import BWN_UDP_PORT, FLAG_ECHO_VALID, BwnHeader, ebn_decode_kbps
+from bwn.protocol.wire import BWN_UDP_PORT, FLAG_ECHO_VALID, FLAG_XR, BwnHeader, XrHeader, ebn_decode_kbps
 from needs import missing, no_tool
 
 REPO = Path(__file__).resolve().parents[1]
 DISSECTOR = REPO / "tools" / "wireshark" / "bwn.lua"
 VECTORS = json.loads((REPO / "docs" / "wire-format-vectors.json").read_text())
 BWN_KEYS = [f.name for f in dataclasses.fields(BwnHeader)]
+XR_KEYS = [f.name for f in dataclasses.fields(XrHeader)]
 # Every field of the codec's header but its option bytes, which are checked option
 # by option (test_transport_options).
 TRANSPORT_KEYS = [f.name for f in dataclasses.fields(TransportHeader) if f.name != "options_raw"]
@@ -140,6 +141,49 @@ def test_malformed_and_other_versions_are_flagged(tmp_path):
     assert rows[1]["bwnt.version"] == ""       # nothing after an unknown version is parsed
 
 
+@pytest.fixture(scope="module")
+def xr_rows(tmp_path_factory) -> list[dict[str, str]]:
+    frames = []
+    for i, vector in enumerate(VECTORS["xr"]):
+        ack = vector["bwn_fields"]["kind"] == 1
+        payload = b"" if ack else bytes(range(PAYLOAD_BYTES))
+        frames.append(udp_packet(bytes.fromhex(vector["bwn_hex"] + vector["hex"])
+                                 + transport_of(i, ack).pack() + payload, ack))
+    pcap = tmp_path_factory.mktemp("dissector-xr") / "xr.pcap"
+    write_pcap(pcap, frames)
+    fields = ([f"bwn.{k}" for k in BWN_KEYS] + [f"bwn.xr.{k}" for k in XR_KEYS]
+              + ["bwn.flags.xr", "bwnt.flow_id", "bwnt.payload_len", "_ws.expert.message"])
+    rows = tshark(pcap, fields)
+    assert len(rows) == len(VECTORS["xr"])
+    return rows
+
+
+@pytest.mark.parametrize("index", range(len(VECTORS["xr"])), ids=[v["name"] for v in VECTORS["xr"]])
+def test_every_xr_field_of_every_vector(xr_rows, index):
+    """After a BWN header with flag XR the dissector reads the XR header's fields, and
+    the transport header after it (24 bytes later than without XR)."""
+    vector, row = VECTORS["xr"][index], xr_rows[index]
+    assert row["bwn.flags.xr"] == "1"
+    for key in BWN_KEYS:
+        assert int(row[f"bwn.{key}"], 0) == vector["bwn_fields"][key], key
+    for key in XR_KEYS:
+        assert int(row[f"bwn.xr.{key}"], 0) == vector["fields"][key], key
+    ack = vector["bwn_fields"]["kind"] == 1
+    assert int(row["bwnt.flow_id"]) == transport_of(index, ack).flow_id
+    assert row["bwnt.payload_len"] == str(0 if ack else PAYLOAD_BYTES)
+    assert row["_ws.expert.message"] == ""
+
+
+def test_xr_header_cut_short_is_flagged(tmp_path):
+    """A BWN header whose flag says XR with fewer than 24 bytes after it is malformed
+    (a switch drops it), and no transport header is read from it."""
+    pcap = tmp_path / "xr-short.pcap"
+    write_pcap(pcap, [udp_packet(BwnHeader(flags=FLAG_XR).pack() + XrHeader().pack()[:20], ack=False)])
+    [row] = tshark(pcap, ["bwn.xr.rtt_us", "bwnt.version", "_ws.expert.message"])
+    assert row["bwn.xr.rtt_us"] == "" and row["bwnt.version"] == ""
+    assert "fewer than 24 bytes" in row["_ws.expert.message"]
+
+
 def options_bytes(sack_permitted: bool = False, blocks: tuple = (), stats: tuple | None = None
                   ) -> bytes:
     """Transport options as the codec writes them (hosts/transport/wire.py
@@ -222,6 +266,7 @@ def test_dissector_declares_every_field():
     declared = {line.split("\t")[2] for line in res.stdout.splitlines()
                 if line.startswith("F\t") and line.split("\t")[4] in ("bwn", "bwnt")}
     assert {f"bwn.{k}" for k in BWN_KEYS} <= declared
+    assert {f"bwn.xr.{k}" for k in XR_KEYS} <= declared
     assert {f"bwnt.{k}" for k in TRANSPORT_KEYS} <= declared
 
 

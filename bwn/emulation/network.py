@@ -34,6 +34,7 @@ from bwn.scenario.schedule import ConstantSchedule, table_of
 from controller import aqm
 from controller import entries as ent
 from controller.switchctl import BwnController, PortPlan, SwitchPlan
+from controller.xr_math import RcpConfig, XcpConfig
 
 LOG = logging.getLogger(__name__)
 GRPC_PORT_BASE = 50100
@@ -134,6 +135,11 @@ def _switch_plans(cfg: ExperimentConfig, net: Any, ends: dict[str, tuple[Any, An
                   frame_bytes: Optional[int] = None) -> list[SwitchPlan]:
     data_frame_bytes = frame_bytes or agent_frame_bytes(AGENT_MSS_BYTES)
     ack_frame_bytes = frame_bytes or agent_frame_bytes(0)
+    # XCP's and RCP's routers at every port that applies a capacity ([dataplane]
+    # explicit_feedback), their queue counted as the windows' is.
+    queue_unit = cfg.dataplane.queue_unit_bytes or data_frame_bytes
+    xcp = XcpConfig(queue_unit_bytes=queue_unit) if "xcp" in cfg.dataplane.explicit_feedback else None
+    rcp = RcpConfig(queue_unit_bytes=queue_unit) if "rcp" in cfg.dataplane.explicit_feedback else None
     plans = []
     for sw_cfg in cfg.switches:
         sw = net.get(sw_cfg.name)
@@ -170,6 +176,7 @@ def _switch_plans(cfg: ExperimentConfig, net: Any, ends: dict[str, tuple[Any, An
                                if _on_path(cfg, r.src, r.dst, link, sw.name)) if guaranteed else 0.0
             plan.ports.append(PortPlan(port=sw.port_of(mine.name), link=link.name,
                                        schedule=link.capacity.schedule if applies else None,
+                                       xcp=xcp if applies else None, rcp=rcp if applies else None,
                                        queue_packets=link.queue_packets,
                                        frame_bytes=data_frame_bytes if carries_data else ack_frame_bytes,
                                        loss=link.loss,

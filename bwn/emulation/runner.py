@@ -27,6 +27,7 @@ from bwn.emulation.agents import (
     Agent,
     end_sender,
     frame_bytes,
+    parse_scheme,
     release_senders,
     start_agents,
     stop_process,
@@ -62,6 +63,10 @@ def run_scheme(cfg: ExperimentConfig, scheme: str, out_dir: Path, duration_s: fl
     conflicts = cfg.shaper_conflicts([scheme])
     if conflicts:
         raise ConfigError(conflicts, str(cfg.source or cfg.name))
+    routers = sorted({parse_scheme(f.algorithm(scheme))[0] for f in cfg.flows} & {"xcp", "rcp"})
+    if target == "ebpf" and routers:   # p4src/psa has no XCP or RCP router
+        raise ValueError(f"{scheme}: the eBPF switch has no {' or '.join(r.upper() for r in routers)} "
+                         f"router (BMv2 only: --target bmv2)")
     with experiment_lock(progress):
         return _run_scheme_locked(cfg, scheme, out_dir, duration_s, progress, pcap, target)
 

@@ -16,8 +16,19 @@ Layout (24 bytes, network byte order)::
     bytes 12-15 echo_narrow_kbps u32 echo
     bytes 16-19 echo_tight_kbps  i32 echo
     byte 20     echo_hop_count       echo
-    byte 21     flags                bit 0: ECHO_VALID
+    byte 21     flags                bit 0: ECHO_VALID, bit 1: XR (the XR header follows)
     bytes 22-23 reserved (zero)
+
+The XR header (24 bytes, right after the BWN header when flag XR is set) carries
+the explicit feedback of XCP (Katabi, Handley, Rohrs) and RCP (Dukkipati,
+McKeown), :class:`XrHeader`::
+
+    bytes 0-3   rtt_us           u32  sender: its RTT estimate (XCP H_rtt, RCP RTT); 0: none
+    bytes 4-7   cwnd_bytes       u32  sender: its window in frame bytes (XCP H_cwnd); 0: not XCP
+    bytes 8-11  feedback_bytes   i32  forward: XCP H_feedback, the path minimum
+    bytes 12-15 rate_kbps        u32  forward: RCP R_p, the path minimum
+    bytes 16-19 echo_feedback_bytes i32  echo
+    bytes 20-23 echo_rate_kbps   u32  echo
 """
 from __future__ import annotations
 
@@ -35,6 +46,7 @@ KIND_ACK = 1
 KIND_NAMES = {KIND_DATA: "DATA", KIND_ACK: "ACK"}
 
 FLAG_ECHO_VALID = 0x01
+FLAG_XR = 0x02  # the XR header (XrHeader) follows the BWN header
 
 # "No information yet" values a sender writes into the forward section.
 # They are the largest values of each field, so that any switch lowers them.
@@ -51,6 +63,16 @@ TIGHT_KBPS_MAX = 2**31 - 1
 
 _STRUCT = struct.Struct("!BBBBIiIiBBH")
 assert _STRUCT.size == BWN_HEADER_LEN
+
+XR_HEADER_LEN = 24
+# "No information yet": what a sender writes into the forward feedback fields (the
+# largest values, so that any switch lowers them), and what a receiver echoes
+# before it has seen any.
+XR_FEEDBACK_UNSET = 0x7FFFFFFF
+XR_RATE_UNSET = 0xFFFFFFFF
+XR_FEEDBACK_MIN = -(2**31)
+_XR_STRUCT = struct.Struct("!IIiIiI")
+assert _XR_STRUCT.size == XR_HEADER_LEN
 
 
 class BwnDecodeError(ValueError):
@@ -190,6 +212,53 @@ class BwnHeader:
         )
 
 
-def _check_range(name: str, value: int, low: int, high: int) -> None:
+def _check_range(name: str, value: int, low: int, high: int, header: str = "BWN") -> None:
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise ValueError(f"BWN field {name} must be an integer in [{low}, {high}], got {value!r}")
+        raise ValueError(f"{header} field {name} must be an integer in [{low}, {high}], got {value!r}")
+
+
+@dataclass(frozen=True)
+class XrHeader:
+    """One XR header (docs/wire-format.md, "The XR header"): XCP's congestion header
+    (H_cwnd, H_rtt, H_feedback) and RCP's rate field, with their echo."""
+
+    rtt_us: int = 0
+    cwnd_bytes: int = 0
+    feedback_bytes: int = XR_FEEDBACK_UNSET
+    rate_kbps: int = XR_RATE_UNSET
+    echo_feedback_bytes: int = XR_FEEDBACK_UNSET
+    echo_rate_kbps: int = XR_RATE_UNSET
+
+    LEN: ClassVar[int] = XR_HEADER_LEN
+
+    def __post_init__(self) -> None:
+        for name in ("rtt_us", "cwnd_bytes", "rate_kbps", "echo_rate_kbps"):
+            _check_range(name, getattr(self, name), 0, 0xFFFFFFFF, "XR")
+        for name in ("feedback_bytes", "echo_feedback_bytes"):
+            _check_range(name, getattr(self, name), XR_FEEDBACK_MIN, XR_FEEDBACK_UNSET, "XR")
+
+    def pack(self) -> bytes:
+        return _XR_STRUCT.pack(self.rtt_us, self.cwnd_bytes, self.feedback_bytes, self.rate_kbps,
+                               self.echo_feedback_bytes, self.echo_rate_kbps)
+
+    @classmethod
+    def unpack(cls, data: bytes) -> "XrHeader":
+        """Decode the first 24 bytes of ``data``; :class:`BwnDecodeError` if shorter."""
+        if len(data) < XR_HEADER_LEN:
+            raise BwnDecodeError(f"XR header too short: needs {XR_HEADER_LEN} bytes, got {len(data)}")
+        return cls(*_XR_STRUCT.unpack_from(data))
+
+    def lowered(self, *, feedback_bytes: int | None = None, rate_kbps: int | None = None) -> "XrHeader":
+        """What one switch does to a DATA packet's forward section (reference model of
+        the P4 program): each field lowered to the switch's value, where it has one."""
+        return replace(
+            self,
+            feedback_bytes=self.feedback_bytes if feedback_bytes is None
+            else min(self.feedback_bytes, feedback_bytes),
+            rate_kbps=self.rate_kbps if rate_kbps is None else min(self.rate_kbps, rate_kbps),
+        )
+
+    def with_echo_of(self, forward: "XrHeader") -> "XrHeader":
+        """This header with its echo section set to ``forward``'s forward feedback."""
+        return replace(self, echo_feedback_bytes=forward.feedback_bytes,
+                       echo_rate_kbps=forward.rate_kbps)

@@ -266,6 +266,10 @@ class DataplaneConfig(_Table):
     queue_unit_bytes: Optional[_integer(ge=1, le=65535)] = Field(None, description=(
         "bytes one queued packet stands for in the available-bandwidth arithmetic "
         "(default: the agents' frame size)"))
+    explicit_feedback: list[Literal["xcp", "rcp"]] = Field(["xcp", "rcp"], description=(
+        "routers every switch runs at each port that applies a link's capacity: XCP's "
+        "feedback and RCP's rate (docs/dataplane.md); they act only on the packets of "
+        "xcp and rcp senders (the XR header), so the other schemes are unaffected"))
 
 
 class TelemetryConfig(_Table):

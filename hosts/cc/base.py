@@ -56,6 +56,16 @@ SSTHRESH_INFINITE = float("inf")
 
 
 @dataclass(frozen=True)
+class XrEcho:
+    """The XR header's echo section of one ACK (docs/wire-format.md, "The XR header"):
+    what XCP's and RCP's switches wrote into the DATA packets it acknowledges;
+    ``None`` where no switch wrote (the sender's "unset" came back)."""
+
+    feedback_bytes: Optional[int]    # XCP's H_feedback, summed over the acknowledged packets
+    rate_kbps: Optional[int]         # RCP's R_p of the newest acknowledged packet
+
+
+@dataclass(frozen=True)
 class Feedback:
     """The BWN echo section of one ACK (docs/wire-format.md); ``None`` fields are unset."""
 
@@ -63,6 +73,19 @@ class Feedback:
     ebn_code: Optional[int]          # 0..254, None if unset
     narrow_kbps: Optional[int]       # None if unset
     tight_kbps: Optional[int]        # signed; None if unset
+    xr: Optional[XrEcho] = None      # the XR echo, on the ACKs of a flow whose sender uses XR
+
+
+@dataclass(frozen=True)
+class XrRequest:
+    """What a sender that uses XR (XCP, RCP) writes into the XR header of each DATA
+    packet (docs/wire-format.md): its RTT estimate, its window (XCP's H_cwnd; 0 for
+    a sender that is not XCP) and the initial forward values (its wishes)."""
+
+    rtt_us: int
+    cwnd_bytes: int
+    feedback_bytes: int
+    rate_kbps: int
 
 
 @dataclass(frozen=True)
@@ -149,6 +172,13 @@ class CongestionControl(ABC):
     # "reno": the first new ACK ends recovery (RFC 5681).
     recovery_style: ClassVar[Literal["newreno", "reno"]] = "newreno"
     rate_based: ClassVar[bool] = False
+    #: The flow's DATA packets carry the XR header (:meth:`xr_request`) and its ACKs
+    #: echo it (``Feedback.xr``): XCP and RCP.
+    uses_xr: ClassVar[bool] = False
+
+    def xr_request(self, st: CcState) -> XrRequest:
+        """The XR header of the next DATA packet (only called when ``uses_xr``)."""
+        raise NotImplementedError(f"{self.name} does not use the XR header")
 
     def on_init(self, st: CcState) -> None:
         st.cwnd = INITIAL_CWND_SEGMENTS

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import IO, Any, Dict, List, Optional, Tuple
 
 from hosts.transport.sack import RangeSet
+from bwn.protocol.wire import XR_FEEDBACK_MIN, XR_FEEDBACK_UNSET, XR_RATE_UNSET
 from hosts.transport.wire import MAX_SACK_BLOCKS
 
 
@@ -128,6 +129,7 @@ class ReceiverFlow:
         "out_of_order_segments", "spurious_retransmissions", "beyond_window_segments",
         "acks_sent", "sack_blocks_sent", "reordered_segments", "_first_end", "totals",
         "ecn_ok", "ece", "ce_segments",
+        "xr", "xr_feedback_bytes", "xr_rate_kbps",
     )
 
     def __init__(self, addr: Addr, flow_id: int, sink: Optional[Sink], window_bytes: int,
@@ -177,6 +179,27 @@ class ReceiverFlow:
         self._first_end = 0              # highest end of a first transmission seen
         self.acks_sent = 0
         self.sack_blocks_sent = 0
+        # The XR header (XCP, RCP; docs/wire-format.md): the flow's DATA carry it and
+        # its ACKs echo the sum of the feedback since the last ACK and the newest rate.
+        self.xr = False
+        self.xr_feedback_bytes: Optional[int] = None
+        self.xr_rate_kbps = XR_RATE_UNSET
+
+    def take_xr(self, feedback_bytes: int, rate_kbps: int) -> None:
+        """One DATA packet's XR forward section: its feedback adds to what the next
+        ACK echoes (unless no switch set it), its rate is the newest."""
+        self.xr = True
+        if feedback_bytes != XR_FEEDBACK_UNSET:
+            total = (self.xr_feedback_bytes or 0) + feedback_bytes
+            self.xr_feedback_bytes = max(min(total, XR_FEEDBACK_UNSET - 1), XR_FEEDBACK_MIN)
+        self.xr_rate_kbps = rate_kbps
+
+    def pop_xr_echo(self) -> Tuple[int, int]:
+        """The echo section of the next ACK, (echo_feedback_bytes, echo_rate_kbps); the
+        feedback is echoed once."""
+        feedback = XR_FEEDBACK_UNSET if self.xr_feedback_bytes is None else self.xr_feedback_bytes
+        self.xr_feedback_bytes = None
+        return feedback, self.xr_rate_kbps
 
     @property
     def ack_seq(self) -> int:

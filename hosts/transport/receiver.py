@@ -69,11 +69,14 @@ from hosts.transport.wire import (
     TRANSPORT_VERSION,
     OptionError,
     encode_options,
+    has_xr,
+    insert_xr,
     pack_ack_headers,
     parse_options,
+    split_xr,
     ts_diff_us,
 )
-from bwn.protocol.wire import BWN_HEADER_LEN
+from bwn.protocol.wire import BWN_HEADER_LEN, XR_FEEDBACK_UNSET, XR_HEADER_LEN, XR_RATE_UNSET
 
 DEFAULT_WINDOW_BYTES = 4 * 1024 * 1024
 DEFAULT_DELACK_US = 40_000
@@ -136,7 +139,7 @@ class Receiver:
         self._half_open: "OrderedDict[FlowKey, None]" = OrderedDict()  # oldest first
         self._open_count = 0
         self._delack: Dict[FlowKey, ReceiverFlow] = {}
-        self._buf = bytearray(HEADERS_LEN + 128)
+        self._buf = bytearray(HEADERS_LEN + XR_HEADER_LEN + 128)
         self._view = memoryview(self._buf)
         self._syn_ack_options = encode_options(sack_permitted=True)
         self.stats = ReceiverStats()
@@ -176,6 +179,13 @@ class Receiver:
         """One datagram from ``addr``; ``ce``: its IP header carried the CE mark (ECN)."""
         stats = self.stats
         stats.datagrams += 1
+        xr = None
+        if has_xr(data):                  # XCP's and RCP's header: taken out, echoed in the ACK
+            split = split_xr(data)
+            if split is None:
+                stats.malformed_short += 1
+                return
+            data, xr = split
         n = len(data)
         if n < HEADERS_LEN:
             stats.malformed_short += 1
@@ -209,6 +219,8 @@ class Receiver:
             elif not flow.established:
                 self._half_open.move_to_end(key)
             self._take_echo(flow, hop, ebn, narrow, tight, ts_val, flags, not flow.established)
+            if xr is not None:
+                flow.take_xr(xr[2], xr[3])
             flow.last_us = now_us
             self._send_ack(flow, now_us, F_SYN | (F_ECE if flow.ecn_ok else 0),
                            self._syn_ack_options if flow.sack_ok else b"")
@@ -248,6 +260,8 @@ class Receiver:
                                     bool(flags & F_RETX))
         new_data = flow.rcv_nxt > delivered_before or flow.ooo_bytes > ooo_before
         self._take_echo(flow, hop, ebn, narrow, tight, ts_val, flags, new_data)
+        if xr is not None:
+            flow.take_xr(xr[2], xr[3])
         if flow.complete and not was_complete:
             stats.flows_completed += 1
             self._end_flow(flow, now_us)
@@ -323,6 +337,8 @@ class Receiver:
                 flow.sack_blocks_sent += len(blocks)
         n = pack_ack_headers(self._buf, flags, flow.flow_id, flow.ack_seq, flow.window_bytes,
                              now_us, flow.ts_ecr_us, flow.echo, options)
+        if flow.xr:
+            n = insert_xr(self._buf, n, (0, 0, XR_FEEDBACK_UNSET, XR_RATE_UNSET) + flow.pop_xr_echo())
         self.emit(self._view[:n], flow.addr)
         flow.acks_sent += 1
         flow.unacked_segments = 0

@@ -55,10 +55,11 @@ are modules of their own, and cutting the rest would only pass that state around
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from hosts.cc.base import AckInfo, CcState, CongestionControl, Feedback, SentSegment
+from bwn.protocol.wire import XR_FEEDBACK_UNSET, XR_HEADER_LEN, XR_RATE_UNSET
+from hosts.cc.base import AckInfo, CcState, CongestionControl, Feedback, SentSegment, XrEcho
 from hosts.flowlog import RttSamples, TimeSeriesLog
 from hosts.transport import senderlog
 from hosts.transport.acks import AckDecoder
@@ -82,7 +83,10 @@ from hosts.transport.wire import (
     TS_MASK,
     TransportOptions,
     encode_options,
+    has_xr,
+    insert_xr,
     pack_data_headers,
+    split_xr,
     ts_diff_us,
 )
 
@@ -135,9 +139,16 @@ class Sender:
         self.emit = emit
         self.flow_id = flow_id & 0xFFFFFFFF
         self.cfg = config or SenderConfig()
-        self.mss_bytes = self.cfg.mss_bytes
+        # An algorithm that uses the XR header (XCP, RCP) sends it in every packet; it
+        # takes its 24 bytes from the segment, so that frames stay the size the MTU allows.
+        self.uses_xr = cc.uses_xr
+        xr_len = XR_HEADER_LEN if self.uses_xr else 0
+        self.mss_bytes = self.cfg.mss_bytes - xr_len
+        if self.mss_bytes < 1:
+            raise ValueError(f"mss_bytes {self.cfg.mss_bytes} leaves no room for data after the XR header")
+        self.frame_overhead_bytes = FRAME_OVERHEAD_BYTES + xr_len
         self.log = log
-        self.st = CcState(mss_bytes=self.mss_bytes, frame_overhead_bytes=FRAME_OVERHEAD_BYTES)
+        self.st = CcState(mss_bytes=self.mss_bytes, frame_overhead_bytes=self.frame_overhead_bytes)
         self.rto = RtoEstimator(initial_rto_us=self.cfg.initial_rto_us,
                                 min_rto_us=self.cfg.min_rto_us, max_rto_us=self.cfg.max_rto_us)
         self.state = SenderState.CONNECTING
@@ -168,7 +179,7 @@ class Sender:
         self._retx_pending = False  # resend the first unacknowledged segment now
         self.rto_deadline_us: Optional[int] = None
         self._consecutive_timeouts = 0
-        self.pacer = Pacer(self.cfg.pacing_burst_us, FRAME_OVERHEAD_BYTES)
+        self.pacer = Pacer(self.cfg.pacing_burst_us, self.frame_overhead_bytes)
         # Application-limited source (--app-rate-mbit): when the next segment's bytes exist.
         self._app_wait_until_us: Optional[int] = None
         # Times.
@@ -199,9 +210,10 @@ class Sender:
         self.last_rtt_sample_us: Optional[int] = None
         self._acks = AckDecoder(self.flow_id)
         self._ack_ts_us = 0    # the last ACK's send time (receiver clock, 64 bits)
+        self._xr_echo: Optional[XrEcho] = None   # the last ACK's XR echo
 
         self._syn_options = encode_options(sack_permitted=True) if self.cfg.sack else b""
-        self._buf = bytearray(HEADERS_LEN + max(self.mss_bytes, len(self._syn_options)))
+        self._buf = bytearray(HEADERS_LEN + xr_len + max(self.mss_bytes, len(self._syn_options)))
         self._view = memoryview(self._buf)
 
     # -- life cycle ---------------------------------------------------------------------
@@ -220,7 +232,17 @@ class Sender:
     @property
     def feedback(self) -> Optional[Feedback]:
         """The switches' feedback the last ACK echoed (None before the first)."""
-        return self._acks.last_feedback
+        fb = self._acks.last_feedback
+        if fb is not None and self._xr_echo is not None:
+            return replace(fb, xr=self._xr_echo)
+        return fb
+
+    def _with_xr(self, n: int) -> int:
+        """The packet in the buffer's first ``n`` bytes with the XR header the
+        algorithm asks for; its new length."""
+        req = self.cc.xr_request(self.st)
+        return insert_xr(self._buf, n, (req.rtt_us, req.cwnd_bytes, req.feedback_bytes, req.rate_kbps,
+                                        XR_FEEDBACK_UNSET, XR_RATE_UNSET))
 
     @property
     def status(self) -> str:
@@ -312,6 +334,8 @@ class Sender:
     def _send_syn(self, now_us: int, retransmit: bool) -> None:
         flags = F_SYN | (F_RETX if retransmit else 0) | (F_ECE | F_CWR if self.cfg.ecn else 0)
         n = pack_data_headers(self._buf, flags, self.flow_id, 0, now_us, self._syn_options)
+        if self.uses_xr:
+            n = self._with_xr(n)
         if self.emit(self._view[:n]):
             self.packets_sent += 1
         self._syn_sends += 1
@@ -497,7 +521,10 @@ class Sender:
             flags |= F_CWR     # RFC 3168 sec. 6.1.2: the first new data after the reduction
             self._cwr_pending = False
         pack_data_headers(self._buf, flags, self.flow_id, seq, now_us)
-        if not self.emit(self._view[:HEADERS_LEN + seg_len]):
+        n = HEADERS_LEN + seg_len
+        if self.uses_xr:
+            n = self._with_xr(n)
+        if not self.emit(self._view[:n]):
             self.blocked = True
             return False
         self.packets_sent += 1
@@ -521,6 +548,16 @@ class Sender:
     def on_datagram(self, data: Any, now_us: int) -> None:
         """Process one datagram from the receiver (an ACK), then send what is allowed."""
         acks = self._acks
+        if self.uses_xr:
+            self._xr_echo = None
+            if has_xr(data):
+                split = split_xr(data)
+                if split is None:
+                    self.bad_packets += 1
+                    return
+                data, xr = split
+                self._xr_echo = XrEcho(feedback_bytes=None if xr[4] == XR_FEEDBACK_UNSET else xr[4],
+                                       rate_kbps=None if xr[5] == XR_RATE_UNSET else xr[5])
         header = acks.header(data)
         if header is None:
             self.bad_packets += 1

@@ -43,10 +43,12 @@ from bwn.protocol.wire import (
     BWN_VERSION,
     EBN_CODE_UNSET,
     FLAG_ECHO_VALID,
+    FLAG_XR,
     KIND_ACK,
     KIND_DATA,
     NARROW_KBPS_UNSET,
     TIGHT_KBPS_UNSET,
+    XR_HEADER_LEN,
 )
 
 from hosts.cc.base import Feedback
@@ -248,6 +250,43 @@ def pack_ack_headers(
     if options:
         buf[HEADERS_LEN:HEADERS_LEN + len(options)] = options
     return HEADERS_LEN + len(options)
+
+
+# The XR header (docs/wire-format.md, "The XR header"): a flow whose algorithm uses it
+# (XCP, RCP) carries it between the BWN and the transport header, both ways. The fast
+# paths above keep their one-struct layout: a packet is built without it and
+# `insert_xr` moves the transport header and payload up by 24 bytes; a packet that
+# has it is read after `split_xr` took it out.
+XR_STRUCT = struct.Struct("!IIiIiI")
+assert XR_STRUCT.size == XR_HEADER_LEN
+BWN_FLAGS_OFFSET = 21            # the BWN header's flags byte
+
+#: (rtt_us, cwnd_bytes, feedback_bytes, rate_kbps, echo_feedback_bytes, echo_rate_kbps)
+XrFields = Tuple[int, int, int, int, int, int]
+
+
+def insert_xr(buf: bytearray, n: int, xr: XrFields) -> int:
+    """Make the packet ``buf[:n]`` (BWN header, transport header, ...) carry the XR
+    header ``xr`` after its BWN header, with the BWN flag XR set; returns its new
+    length, ``n + 24`` (``buf`` must have room for it)."""
+    buf[BWN_HEADER_LEN + XR_HEADER_LEN:n + XR_HEADER_LEN] = buf[BWN_HEADER_LEN:n]
+    XR_STRUCT.pack_into(buf, BWN_HEADER_LEN, *xr)
+    buf[BWN_FLAGS_OFFSET] |= FLAG_XR
+    return n + XR_HEADER_LEN
+
+
+def has_xr(data: Any) -> bool:
+    """The BWN header of ``data`` says an XR header follows it."""
+    return len(data) > BWN_FLAGS_OFFSET and bool(data[BWN_FLAGS_OFFSET] & FLAG_XR)
+
+
+def split_xr(data: Any) -> Optional[Tuple[bytes, XrFields]]:
+    """``data`` without its XR header (the BWN header, then what followed the XR
+    header), and the XR header's fields; None if ``data`` ends inside the XR header."""
+    if len(data) < BWN_HEADER_LEN + XR_HEADER_LEN:
+        return None
+    fields = XR_STRUCT.unpack_from(data, BWN_HEADER_LEN)
+    return bytes(data[:BWN_HEADER_LEN]) + bytes(data[BWN_HEADER_LEN + XR_HEADER_LEN:]), fields
 
 
 def feedback_from_echo(

@@ -23,6 +23,8 @@
 #define BWN_VERSION 1
 #define BWN_KIND_DATA 0
 #define BWN_KIND_ACK 1
+/* BWN flags: the XR header (XCP and RCP) follows the BWN header. */
+#define BWN_FLAG_XR 0x02
 
 /* Per-port registers hold MAX_PORTS entries, indexed by the egress port on
  * BMv2 and by the port index each route carries on Tofino (controller/tofino.py's

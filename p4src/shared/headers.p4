@@ -73,6 +73,18 @@ header bwn_t {
     bit<16> reserved;
 }
 
+/* 24 bytes, after the BWN header when its flags have BWN_FLAG_XR (docs/wire-format.md,
+ * "The XR header"): XCP's congestion header and RCP's rate. feedback_bytes and
+ * echo_feedback_bytes are two's-complement int32 on the wire. */
+header xr_t {
+    bit<32> rtt_us;
+    bit<32> cwnd_bytes;
+    bit<32> feedback_bytes;
+    bit<32> rate_kbps;
+    bit<32> echo_feedback_bytes;
+    bit<32> echo_rate_kbps;
+}
+
 /* Parser errors the switch counts as drop reasons (docs/wire-format.md). */
 error {
     NotIPv4,

@@ -7,6 +7,9 @@
  *     an 8-bit log code, the minimum along the path;
  *   - OBP (Loureiro & Monteiro): "narrow link" (min capacity) and "tight link"
  *     (min available bandwidth, AB = IC - BR - BI, OBP eq. 6),
+ *   - XCP (Katabi, Handley, Rohrs) and RCP (Dukkipati, McKeown): per-packet
+ *     window feedback and a per-port rate, the path minimum of each, in the
+ *     XR header that follows BWN when a sender asks for it,
  * plus what the papers' scenarios need from a switch: IPv4 LPM forwarding,
  * per-port random loss (lossy wireless links: SARBE, DFT), GTCP reservations
  * (meter and mark at the edge; then either RFC 2597 Assured Forwarding: drop
@@ -48,6 +51,9 @@
 #include "include/control/port_counters.p4"
 #include "include/control/queue.p4"
 #include "include/control/red_ecn.p4"
+#include "include/control/logexp.p4"
+#include "include/control/xcp.p4"
+#include "include/control/rcp.p4"
 #include "include/control/stamp.p4"
 
 /*************************************************************************
@@ -110,7 +116,7 @@ control BwnIngress(inout headers_t hdr,
 }
 
 /*************************************************************************
- *  Egress: TTL, the queue, RED, BWN stamping
+ *  Egress: TTL, the queue, RED, XCP and RCP feedback, BWN stamping
  *************************************************************************/
 control BwnEgress(inout headers_t hdr,
                   inout local_metadata_t meta,
@@ -119,6 +125,8 @@ control BwnEgress(inout headers_t hdr,
     @name(".BwnEgress") TtlDecrement() ttl;
     @name(".BwnEgress") QueueMonitor() queue_monitor;
     @name(".BwnEgress") RedEcn() red_ecn;
+    @name(".BwnEgress") Xcp() xcp;
+    @name(".BwnEgress") Rcp() rcp;
     @name(".BwnEgress") Stamp() stamp;
 
     apply {
@@ -127,6 +135,8 @@ control BwnEgress(inout headers_t hdr,
         if (meta.route.red == 1) {
             red_ecn.apply(hdr, meta, standard_metadata);
         }
+        xcp.apply(hdr, meta, standard_metadata);
+        rcp.apply(hdr, meta, standard_metadata);
         stamp.apply(hdr, meta, standard_metadata);
     }
 }

@@ -1,12 +1,14 @@
 -- Wireshark / tshark dissector for the BWN header and the bwn host transport.
 --
 --   BWN header (24 bytes):    docs/wire-format.md  (codec bwn/protocol/wire.py)
+--   XR header (24 bytes):     docs/wire-format.md, "The XR header" (XCP and RCP; present
+--                             when the BWN flag XR is set, between BWN and transport)
 --   transport header (36+):   docs/transport.md    (codec hosts/transport/wire.py)
 --
 -- Registered on UDP port 16983 (both directions: DATA to it, ACKs from it) and
 -- for "Decode As" on any UDP port. Install and use: tools/wireshark/README.md.
 --
--- Every field is one entry of BWN_FIELDS or TRANSPORT_FIELDS below; the dissector
+-- Every field is one entry of BWN_FIELDS, XR_FIELDS or TRANSPORT_FIELDS below; the dissector
 -- walks those tables, so adding a field to the format is adding one entry (and
 -- the test tests/test_wireshark_dissector.py checks each entry against the codec).
 -- Transport header words beyond the fixed 36 bytes (hdr_words > 9) are options,
@@ -22,6 +24,11 @@ local TRANSPORT_VERSION = 1
 local EBN_UNSET = 255
 local NARROW_UNSET = 0xFFFFFFFF
 local TIGHT_UNSET = 0x7FFFFFFF
+local FLAG_ECHO_VALID = 0x01
+local FLAG_XR = 0x02
+local XR_LEN = 24
+local FEEDBACK_UNSET = 0x7FFFFFFF
+local RATE_UNSET = 0xFFFFFFFF
 
 local KINDS = { [0] = "DATA", [1] = "ACK" }
 
@@ -54,6 +61,19 @@ local function tight_note(v)
   return " (available)"
 end
 
+local function feedback_note(v)
+  if v == FEEDBACK_UNSET then return " (unset: no XCP switch lowered it)" end
+  if v > 0 then return " (window grows)" end
+  if v < 0 then return " (window shrinks)" end
+  return ""
+end
+
+local function rate_note(v)
+  if v == RATE_UNSET then return " (unset: no RCP switch stamped it)" end
+  if v >= 1000 then return " (" .. rate_text(v) .. ")" end
+  return ""
+end
+
 local function ebn_note(v)
   local kbps = ebn_kbps(v)
   if kbps == nil then return " (unset: no information)" end
@@ -82,8 +102,24 @@ local BWN_FIELDS = {
     { " kb/s" }, nil, tight_note },
   { "echo_hop_count", "Hop count (echo)", ProtoField.uint8, 20, 1, base.DEC },
   { "flags", "Flags", ProtoField.uint8, 21, 1, base.HEX,
-    bits = { { "echo_valid", "ECHO_VALID", 0x01 } } },
+    bits = { { "echo_valid", "ECHO_VALID", FLAG_ECHO_VALID }, { "xr", "XR", FLAG_XR } } },
   { "reserved", "Reserved", ProtoField.uint16, 22, 2, base.HEX },
+}
+
+-- The XR header (after the BWN header when its flag XR is set): XCP's H_rtt, H_cwnd and
+-- H_feedback, RCP's rate, and their echo. Display filters "bwn.xr.<key>".
+local XR_FIELDS = {
+  { "rtt_us", "RTT (sender's estimate)", ProtoField.uint32, 0, 4, base.UNIT_STRING, { " us" } },
+  { "cwnd_bytes", "Congestion window (XCP H_cwnd)", ProtoField.uint32, 4, 4, base.UNIT_STRING,
+    { " bytes" } },
+  { "feedback_bytes", "XCP feedback (forward)", ProtoField.int32, 8, 4, base.UNIT_STRING,
+    { " bytes" }, nil, feedback_note },
+  { "rate_kbps", "RCP rate (forward)", ProtoField.uint32, 12, 4, base.UNIT_STRING,
+    { " kb/s" }, nil, rate_note },
+  { "echo_feedback_bytes", "XCP feedback (echo)", ProtoField.int32, 16, 4, base.UNIT_STRING,
+    { " bytes" }, nil, feedback_note },
+  { "echo_rate_kbps", "RCP rate (echo)", ProtoField.uint32, 20, 4, base.UNIT_STRING,
+    { " kb/s" }, nil, rate_note },
 }
 
 local TRANSPORT_FLAGS = {
@@ -143,6 +179,7 @@ local function make_fields(proto, prefix, entries)
 end
 
 local bwn_list = make_fields(bwn, "bwn.", BWN_FIELDS)
+for _, pf in ipairs(make_fields(bwn, "bwn.xr.", XR_FIELDS)) do table.insert(bwn_list, pf) end
 local transport_list = make_fields(bwnt, "bwnt.", TRANSPORT_FIELDS)
 for _, opt in pairs(TRANSPORT_OPTIONS) do
   for _, pf in ipairs(make_fields(bwnt, "bwnt." .. opt[1] .. ".", opt.fields)) do
@@ -162,6 +199,8 @@ bwnt.fields = transport_list
 
 local ef_short = ProtoExpert.new("bwn.short", "BWN header shorter than 24 bytes (a switch drops it)",
   expert.group.MALFORMED, expert.severity.ERROR)
+local ef_xr_short = ProtoExpert.new("bwn.xr.short", "XR flag set but fewer than 24 bytes follow (a switch drops it)",
+  expert.group.MALFORMED, expert.severity.ERROR)
 local ef_version = ProtoExpert.new("bwn.version.unknown", "BWN version is not 1: switches pass it untouched",
   expert.group.PROTOCOL, expert.severity.WARN)
 local ef_reserved = ProtoExpert.new("bwn.reserved.nonzero", "Reserved bits are not zero",
@@ -172,7 +211,7 @@ local ef_words = ProtoExpert.new("bwnt.hdr_words.small", "hdr_words below 9: rec
   expert.group.MALFORMED, expert.severity.ERROR)
 local ef_option = ProtoExpert.new("bwnt.option.malformed", "Malformed option (receivers drop the packet)",
   expert.group.MALFORMED, expert.severity.ERROR)
-bwn.experts = { ef_short, ef_version, ef_reserved }
+bwn.experts = { ef_short, ef_xr_short, ef_version, ef_reserved }
 bwnt.experts = { ef_tshort, ef_words, ef_option }
 
 -- Add the entries of `entries` at `base_off` of `tvb` under `tree`; returns the
@@ -319,7 +358,7 @@ function bwn.dissector(tvb, pinfo, tree)
   if v.version ~= BWN_VERSION then
     subtree:add_proto_expert_info(ef_version)
   end
-  if v.reserved ~= 0 or bit.band(v.flags, 0xFE) ~= 0 then
+  if v.reserved ~= 0 or bit.band(v.flags, 0xFC) ~= 0 then
     subtree:add_proto_expert_info(ef_reserved)
   end
   subtree:append_text(string.format(", v%d %s", v.version, kind))
@@ -333,11 +372,29 @@ function bwn.dissector(tvb, pinfo, tree)
   else
     info = info .. string.format(" hops=%d ebn=%d", v.hop_count, v.ebn_code)
   end
+  local header_len = BWN_LEN
+  if v.version == BWN_VERSION and bit.band(v.flags, FLAG_XR) ~= 0 then
+    if length < BWN_LEN + XR_LEN then
+      subtree:add_proto_expert_info(ef_xr_short)
+      pinfo.cols.info = info .. " (XR header cut short)"
+      return length
+    end
+    local xtree = subtree:add(bwn, tvb(BWN_LEN, XR_LEN), "XR header (XCP, RCP)")
+    local x = add_fields(tvb, xtree, XR_FIELDS, BWN_LEN)
+    if v.kind == 1 then
+      info = info .. string.format(" xr echo fb=%d rate=%u", x.echo_feedback_bytes, x.echo_rate_kbps)
+    else
+      info = info .. string.format(" xr rtt=%u cwnd=%u fb=%d rate=%u", x.rtt_us, x.cwnd_bytes,
+                                   x.feedback_bytes, x.rate_kbps)
+    end
+    header_len = BWN_LEN + XR_LEN
+    subtree:set_len(header_len)
+  end
   pinfo.cols.info = info
-  if length > BWN_LEN and v.version == BWN_VERSION then
-    dissect_transport(tvb(BWN_LEN):tvb(), pinfo, tree, tvb:reported_length_remaining(BWN_LEN))
-  elseif length > BWN_LEN then
-    data_dissector:call(tvb(BWN_LEN):tvb(), pinfo, tree)
+  if length > header_len and v.version == BWN_VERSION then
+    dissect_transport(tvb(header_len):tvb(), pinfo, tree, tvb:reported_length_remaining(header_len))
+  elseif length > header_len then
+    data_dissector:call(tvb(header_len):tvb(), pinfo, tree)
   end
   return length
 end

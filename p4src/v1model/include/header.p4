@@ -16,6 +16,113 @@ header ipv4_options_t {
     varbit<320> options;
 }
 
+/*************************************************************************
+ *  Working values of XCP and RCP (control/xcp.p4, control/rcp.p4) and of
+ *  their logarithms (control/logexp.p4): headers that the control using them
+ *  makes valid, never parsed nor emitted. BMv2 sets every metadata field to 0
+ *  for every packet but resets a header by its valid bit only, so as headers
+ *  they cost nothing to the packets that do not need them (docs/dataplane.md,
+ *  "Per-packet cost on BMv2"). Every field is written before it is read.
+ *  Logs are log7 (128 per octave).
+ *************************************************************************/
+
+/* Log7 and Exp7's scratch: every instance uses it and leaves nothing in it
+ * that another needs. */
+header logexp_t {
+    bit<64> wide;               /* Log7: x shifted to keep LOG_MANTISSA_BITS + 1 bits */
+    int<32> log_base;           /* Log7: 128 * the leading one's position */
+    bit<16> log_m;              /* Log7: the mantissa, rounded (256 .. 512) */
+    bit<64> exp_m;              /* Exp7: 2^(f / 128) * 2^15 */
+}
+
+/* XCP: the egress port's state, the packet's terms, and what the close of a
+ * control interval computes. */
+header xcp_work_t {
+    bit<32> cap_kbps;           /* the port's capacity (0: not configured) */
+    bit<16> cap_log7;           /* log7 of it, kb/s */
+    bit<48> interval_end;       /* the port's registers (control/xcp.p4) */
+    bit<48> interval_start;
+    bit<32> rx_mark;
+    bit<64> sum_a;
+    bit<64> sum_b;
+    bit<64> sum_s;
+    bit<64> queue_min;
+    bit<32> d_us;
+    int<32> log_d;
+    int<32> log_xi_p;
+    int<32> log_xi_n;
+    bit<32> intervals;
+    bit<32> rx_before;          /* the port's received bytes before this packet */
+    bit<64> queue_pkts;         /* the queue this packet met (enq_qdepth) */
+    int<32> log_alpha;          /* xcp_port */
+    int<32> log_beta;
+    int<32> log_gamma;
+    int<32> log_queue_unit;
+    bit<32> d_init_us;
+    int<32> log_d_init;
+    int<32> log_d_min;
+    int<32> log_d_max;
+    int<32> log_rtt;            /* the packet: log7 of rtt, cwnd, size, a = rtt s / cwnd */
+    int<32> log_cwnd;
+    int<32> log_size;
+    int<32> log_a;
+    bit<64> a;                  /* rtt s / cwnd in 1/1024 us */
+    bit<64> b;                  /* rtt^2 s / cwnd in us^2 */
+    bit<64> pos;                /* p (a packet) or h + max(phi, 0) (a close), bytes */
+    bit<64> neg;                /* n (a packet) or h + max(-phi, 0) (a close), bytes */
+    bit<32> feedback;           /* p - n, int32 */
+    bit<64> t_us;               /* the close: T, y, and the terms of eqs. (1) and (2) */
+    bit<64> y_bytes;
+    int<32> log_arg;            /* the log7 an Exp7 is handed */
+    int<32> log_x;              /* log7 of what a close needs, one value after another */
+    int<32> log_t;
+    int<32> log_sum_a;
+    int<32> log_ydt;            /* log7(y d / T) */
+    bit<64> d64;
+    bit<64> t1;                 /* alpha d C */
+    bit<64> t2;                 /* alpha d y / T */
+    bit<64> t3;                 /* beta Q */
+    bit<64> t4;                 /* gamma y d / T */
+    int<64> phi;
+    bit<64> abs_phi;            /* |phi|; |p - n| of a packet */
+    bit<64> h;
+}
+
+/* RCP: the egress port's state and the close of an interval. */
+header rcp_work_t {
+    bit<32> cap_kbps;           /* the port's capacity, kb/s (0: not configured) */
+    bit<16> cap_log7;           /* its log7 */
+    bit<48> interval_end;       /* the port's registers (control/rcp.p4) */
+    bit<48> interval_start;
+    bit<32> rx_mark;
+    bit<32> rate_kbps;
+    bit<32> d0_us;
+    bit<32> intervals;
+    bit<32> rx_before;          /* the port's received bytes before this packet */
+    bit<32> next_us;            /* the next interval: d0 within its bounds */
+    int<32> log_alpha;          /* rcp_port */
+    int<32> log_beta;
+    int<32> log_queue_unit;
+    bit<32> d_init_us;
+    bit<32> d_min_us;
+    bit<32> d_max_us;
+    bit<32> rate_min_kbps;
+    bit<64> t_us;               /* the close: T, y, q, d0 and R as Log7 takes them */
+    bit<64> y_bytes;
+    bit<64> queue_pkts;
+    bit<64> d0_64;
+    bit<64> rate64;
+    int<32> log_rate;
+    int<32> log_t;
+    int<32> log_d0;
+    int<32> log_x;
+    int<32> log_arg;            /* the log7 an Exp7 is handed */
+    bit<64> up;                 /* R alpha T / d0 */
+    bit<64> down;               /* R alpha y / (d0 C) */
+    bit<64> queue;              /* R beta T q / (d0^2 C) */
+    int<64> rate;
+}
+
 struct headers_t {
     ethernet_t     ethernet;
     ipv4_t         ipv4;
@@ -23,6 +130,10 @@ struct headers_t {
     l4_ports_t     l4_ports;    /* TCP or UDP ports: IPv4 without options, not a fragment */
     udp_tail_t     udp;         /* UDP length and checksum: BWN packets only */
     bwn_t          bwn;
+    xr_t           xr;          /* XCP and RCP: BWN DATA with flag XR only */
+    logexp_t       logexp;      /* working values (above): never on the wire */
+    xcp_work_t     xcp_work;
+    rcp_work_t     rcp_work;
 }
 
 /*************************************************************************

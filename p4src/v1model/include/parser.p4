@@ -3,7 +3,8 @@
  * bwn (v1model): parser and deparser.
  *
  * Ethernet -> IPv4 -> (IPv4 without options, not a fragment) TCP or UDP ports
- * -> (UDP to port 16983) UDP length and checksum, BWN header. Malformed input
+ * -> (UDP to port 16983) UDP length and checksum, BWN header -> (version 1
+ * DATA with flag XR) the XR header. Malformed input
  * ends with a parser error that the ingress counts and drops
  * (control/malformed.p4; docs/wire-format.md, "Packets that are not well
  * formed"). IPv4 options and fragments are routed but never stamped nor
@@ -80,6 +81,14 @@ parser BwnParser(packet_in packet,
     state parse_bwn {
         packet.extract(hdr.udp);
         packet.extract(hdr.bwn);
+        transition select(hdr.bwn.version, hdr.bwn.kind, hdr.bwn.flags & BWN_FLAG_XR) {
+            (BWN_VERSION, BWN_KIND_DATA, BWN_FLAG_XR): parse_xr;
+            default: accept;
+        }
+    }
+
+    state parse_xr {
+        packet.extract(hdr.xr);
         transition accept;
     }
 }
@@ -92,6 +101,7 @@ control BwnDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.l4_ports);
         packet.emit(hdr.udp);
         packet.emit(hdr.bwn);
+        packet.emit(hdr.xr);
     }
 }
 
