@@ -17,6 +17,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 SWITCH_BINARY = "simple_switch_grpc"
 CLI_BINARY = "simple_switch_CLI"
@@ -183,6 +184,30 @@ class Bmv2Switch:
         self.stop()
 
 
+def _thrift_client(host: str, thrift_port: int, service: str) -> tuple[Any, Any]:
+    """(open transport, client) of one of simple_switch's Thrift services: "simple_switch"
+    (queue rates and depths, `sswitch_runtime`) or "standard" (registers, `bm_runtime`).
+
+    Uses the Thrift stubs BMv2 installs and Debian's python3-thrift, which only
+    /usr/bin/python3 with BMv2 installed sees (the project's venv is made with
+    --system-site-packages); imported here so that the rest of bwn runs without them."""
+    try:
+        if service == "simple_switch":
+            from sswitch_runtime import SimpleSwitch as stubs  # type: ignore[import-not-found]
+        else:
+            from bm_runtime.standard import Standard as stubs  # type: ignore[import-not-found]
+        from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
+        from thrift.transport import TSocket, TTransport
+    except ImportError as exc:
+        raise ImportError(f"BMv2's Thrift runtime is not importable ({exc}); install BMv2 with its "
+                          f"Python modules and python3-thrift, and use a venv with system site-packages") from exc
+    transport = TTransport.TBufferedTransport(TSocket.TSocket(host, thrift_port))
+    protocol = TMultiplexedProtocol.TMultiplexedProtocol(TBinaryProtocol.TBinaryProtocol(transport), service)
+    client = stubs.Client(protocol)
+    transport.open()
+    return transport, client
+
+
 class QueueControl:
     """A persistent Thrift connection to simple_switch's runtime, for changing queue
     rates many times a second (a time-varying link) without starting a CLI each time.
@@ -191,19 +216,7 @@ class QueueControl:
     and by the project's venv, which is made with --system-site-packages)."""
 
     def __init__(self, thrift_port: int, host: str = "127.0.0.1") -> None:
-        try:
-            from sswitch_runtime import SimpleSwitch  # type: ignore[import-not-found]
-            # imported here: Thrift is Debian's python3-thrift, which only /usr/bin/python3 with BMv2 installed has
-            from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
-            from thrift.transport import TSocket, TTransport
-        except ImportError as exc:
-            raise ImportError(f"BMv2's Thrift runtime is not importable ({exc}); install BMv2 with its "
-                              f"Python modules and python3-thrift, and use a venv with system site-packages") from exc
-        self._transport = TTransport.TBufferedTransport(TSocket.TSocket(host, thrift_port))
-        protocol = TMultiplexedProtocol.TMultiplexedProtocol(
-            TBinaryProtocol.TBinaryProtocol(self._transport), "simple_switch")
-        self._client = SimpleSwitch.Client(protocol)
-        self._transport.open()
+        self._transport, self._client = _thrift_client(host, thrift_port, "simple_switch")
 
     def set_rate(self, port: int, rate_pps: float, priority: int | None = None) -> None:
         pps = max(1, round(rate_pps))
@@ -228,19 +241,7 @@ class RegisterAccess:
     (p4src/v1model/include/control/xcp.p4, rcp.p4) and reset it between tests."""
 
     def __init__(self, thrift_port: int, host: str = "127.0.0.1") -> None:
-        try:
-            from bm_runtime.standard import Standard  # type: ignore[import-not-found]
-            # imported here: as QueueControl, BMv2's Thrift stubs and Debian's python3-thrift
-            from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
-            from thrift.transport import TSocket, TTransport
-        except ImportError as exc:
-            raise ImportError(f"BMv2's Thrift runtime is not importable ({exc}); install BMv2 with its "
-                              f"Python modules and python3-thrift, and use a venv with system site-packages") from exc
-        self._transport = TTransport.TBufferedTransport(TSocket.TSocket(host, thrift_port))
-        protocol = TMultiplexedProtocol.TMultiplexedProtocol(
-            TBinaryProtocol.TBinaryProtocol(self._transport), "standard")
-        self._client = Standard.Client(protocol)
-        self._transport.open()
+        self._transport, self._client = _thrift_client(host, thrift_port, "standard")
 
     def read(self, name: str, index: int) -> int:
         """Register array `name` (its full name, e.g. "BwnEgress.xcp_d_us") at `index`."""
