@@ -114,9 +114,47 @@ def test_ssthresh_only_after_loss_events():
     assert st.ssthresh == pytest.approx(40) and st.cwnd == 1
 
 
+def drive_8mbit(cc, st, until_ms, on_each=None):
+    """One 1000-byte packet per ms (8 Mb/s), each ACKed 40 ms later."""
+    cc.on_feedback(st, ack(0, MSS, rtt_us=40_000))
+    cc.on_packet_sent(st, sent(0))
+    for i in range(1, until_ms):
+        cc.on_packet_sent(st, sent(i * 1000))
+        cc.on_feedback(st, ack(i * 1000 + 40_000, MSS, rtt_us=40_000))
+        if on_each:
+            on_each(i)
+
+
+def test_fig5_continuous_control_sets_ssthresh_at_every_estimate_and_leaves_cwnd():
+    cc, st = fresh(ssthresh_update="continuous")
+    st.cwnd = 500.0
+    drive_8mbit(cc, st, 3000)
+    assert st.ssthresh == pytest.approx(st.estimate_bps * 0.040 / (8 * MSS))    # eq. (4), now
+    assert st.ssthresh == pytest.approx(40, rel=1e-3)
+    assert st.cwnd == 500.0                            # above ssthresh: congestion avoidance
+
+
+def test_fig5_periodic_control_updates_ssthresh_once_per_period():
+    cc, st = fresh(ssthresh_update="periodic", update_period_us=500_000)
+    updates = []
+
+    def watch(i):
+        if st.ssthresh != float("inf"):                # written in this step
+            updates.append(i)
+        st.ssthresh = float("inf")
+    drive_8mbit(cc, st, 3000, watch)
+    # one update per 500 ms (of ACK or send times, which this drive interleaves), no more
+    gaps_ms = [b - a for a, b in zip(updates, updates[1:])]
+    assert len(updates) >= 6 and all(440 <= g <= 540 for g in gaps_ms), updates
+
+
 def test_variants_checked():
     with pytest.raises(ValueError):
         Dft(variant="both")
+    with pytest.raises(ValueError):
+        Dft(ssthresh_update="sometimes")
+    with pytest.raises(ValueError):
+        Dft(ssthresh_update="periodic", update_period_us=0)
 
 
 def test_the_log_carries_the_raw_rate_and_the_minimum_rtt():

@@ -24,15 +24,15 @@ def fresh(**kw):
     return cc, st
 
 
-def test_sends_at_the_stamped_rate_as_payload_bits():
+def test_sends_at_the_stamped_rate_of_frames():
     cc, st = fresh()
     st.srtt_us = 100_000
     cc.on_feedback(st, ack(2_000))
-    assert st.pacing_rate_bps == pytest.approx(2e6 * MSS / FRAME)
+    assert st.pacing_rate_bps == pytest.approx(2e6)     # the pacer counts frame bits
     # the window is no limit: twice the rate's bandwidth-delay product
     assert st.cwnd == pytest.approx(2 * 2e6 * 0.1 / (8 * FRAME))
     cc.on_feedback(st, ack(500))                        # the path's rate fell
-    assert st.pacing_rate_bps == pytest.approx(0.5e6 * MSS / FRAME)
+    assert st.pacing_rate_bps == pytest.approx(0.5e6)
     assert st.estimate_bps == 500_000
 
 
@@ -81,5 +81,5 @@ def test_a_rate_of_zero_never_stalls_the_flow():
     assert st.pacing_rate_bps is None and cc.rate_kbps is None
     st.srtt_us = 100_000
     cc.on_feedback(st, ack(0))                          # floor: two frames per RTT
-    assert st.pacing_rate_bps == pytest.approx(2 * FRAME * 8 / 0.1 * MSS / FRAME)
+    assert st.pacing_rate_bps == pytest.approx(2 * FRAME * 8 / 0.1)
     assert st.cwnd >= 2.0

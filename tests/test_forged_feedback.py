@@ -105,8 +105,11 @@ def check_bounds(s: Sender, max_narrow_bps: float) -> None:
         # RCP sends at the echoed rate, at least two frames per RTT
         assert math.isfinite(rate) and rate > 0
         assert st.cwnd >= 2.0
+    elif rate is not None and s.cc.name == "cbr":
+        # a constant-rate source: its own rate, whatever the feedback says
+        assert rate == s.cc.rate_bps
     elif rate is not None:
-        assert s.cc.name == "obp", "only OBP and RCP pace"
+        assert s.cc.name == "obp", "only OBP, RCP and CBR pace"
         assert math.isfinite(rate) and rate > 0
         rtt = st.srtt_us or st.latest_rtt_us
         floor = 4 * st.frame_bytes * 8e6 / rtt if rtt else 0.0

@@ -95,13 +95,15 @@ def test_each_estimators_parameters_at_the_ends_of_their_range_are_taken(name, k
 def test_every_algorithm_starts_without_an_estimate_or_a_pacing_rate(name: str) -> None:
     """A flow log's first rows, before any ACK: no algorithm claims an estimate of
     the bandwidth or a pacing rate it has not measured (null in the log, not 0 or
-    an empty string)."""
+    an empty string). The one rate known before any ACK is a constant-rate
+    source's own, which it was given, not measured."""
     from hosts.cc.base import CcState
     cls = registry.load(name)
     cc = cls(**registry.parse_params(cls, [], 2.0 if name == "gtcp" else None))
     st = CcState(mss_bytes=1000)
     cc.on_init(st)
-    assert st.estimate_bps is None and st.pacing_rate_bps is None
+    assert st.estimate_bps is None
+    assert st.pacing_rate_bps == (1e6 if name == "cbr" else None)
 
 
 def test_a_parameter_without_annotation_or_default_is_described_as_a_string():

@@ -27,8 +27,15 @@ Implemented:
   ``T[k]`` the time since the previous estimate (the previous packet sent, or ACK
   received).
 * eq. (4) ``ssthresh = Bwe * RTTmin`` (in segments: ``/ (8 * mss)``), applied only
-  after 3 duplicate ACKs or a timeout, never continuously (the paper's Fig. 5).
-  The cwnd rules after those events are Westwood's
+  after 3 duplicate ACKs or a timeout (``ssthresh_update="loss"``, the default):
+  the paper's sec. 3 chooses this "supported by the worst performance observed
+  with more frequent updating of the ssthresh value as shown in Figure 5".
+  Fig. 5's controls are here as variants, for that comparison only:
+  ``ssthresh_update="continuous"`` sets ``ssthresh`` from eq. (4) at every new
+  estimate, ``"periodic"`` at most once per ``update_period_us`` (the paper's
+  0.5 s); neither touches cwnd, so a cwnd above the new ssthresh simply leaves
+  slow start ("forces the source in the congestion avoidance phase").
+  The cwnd rules after loss events are Westwood's
   (:class:`~hosts.cc.filters.EstimateRecoveryMixin`); everything else is
   NewReno (the paper's DFT runs on a Reno source).
 
@@ -56,6 +63,7 @@ from .base import AckInfo, CcState, CongestionControl, SentSegment
 from .filters import AckedCounter, EstimateRecoveryMixin, RttMin, US_PER_S
 
 VARIANTS = ("sent", "ack")
+SSTHRESH_UPDATES = ("loss", "continuous", "periodic")
 
 
 class Dft(EstimateRecoveryMixin, CongestionControl):
@@ -63,9 +71,15 @@ class Dft(EstimateRecoveryMixin, CongestionControl):
 
     name = "dft"
 
-    def __init__(self, variant: Literal["sent", "ack"] = "sent", alpha: float = 0.99, t0_us: int = 1_000_000) -> None:
+    def __init__(self, variant: Literal["sent", "ack"] = "sent", alpha: float = 0.99, t0_us: int = 1_000_000,
+                 ssthresh_update: Literal["loss", "continuous", "periodic"] = "loss",
+                 update_period_us: int = 500_000) -> None:
         if variant not in VARIANTS:
             raise ValueError(f"dft variant must be one of {VARIANTS}, got {variant!r}")
+        if ssthresh_update not in SSTHRESH_UPDATES:
+            raise ValueError(f"ssthresh_update must be one of {SSTHRESH_UPDATES}, got {ssthresh_update!r}")
+        if update_period_us <= 0:
+            raise ValueError(f"update_period_us must be > 0, got {update_period_us}")
         if not 0.0 <= alpha < 1.0:
             raise ValueError(f"alpha must be in [0, 1), got {alpha}")
         if t0_us <= 0:
@@ -73,6 +87,9 @@ class Dft(EstimateRecoveryMixin, CongestionControl):
         self.variant = variant
         self.alpha = float(alpha)
         self.t0_us = int(t0_us)
+        self.ssthresh_update = ssthresh_update
+        self.update_period_us = int(update_period_us)
+        self.last_ssthresh_update_us: Optional[int] = None
         self.rtt_min = RttMin()
         self.counter = AckedCounter()
         self.avg_len_bits = 0.0
@@ -89,7 +106,7 @@ class Dft(EstimateRecoveryMixin, CongestionControl):
     def on_packet_sent(self, st: CcState, seg: SentSegment) -> None:
         if self.variant == "sent":
             self._sample(seg.now_us, seg.size_bytes * 8.0)
-            self._publish(st)
+            self._publish(st, seg.now_us)
 
     def on_feedback(self, st: CcState, ack: AckInfo) -> None:
         self.rtt_min.update(ack.rtt_sample_us)
@@ -97,7 +114,7 @@ class Dft(EstimateRecoveryMixin, CongestionControl):
             acked = self.counter.count(ack, st.mss_bytes)
             if acked > 0:
                 self._sample(ack.now_us, acked * 8.0)
-        self._publish(st)
+        self._publish(st, ack.now_us)
 
     def _sample(self, now_us: int, length_bits: float) -> None:
         if self.last_time_us is None:
@@ -119,7 +136,20 @@ class Dft(EstimateRecoveryMixin, CongestionControl):
             self.bwe = (1.0 - pole) * self.raw_bps + pole * self.bwe
         self.last_estimate_us = now_us
 
-    def _publish(self, st: CcState) -> None:
+    def _publish(self, st: CcState, now_us: int) -> None:
         st.estimate_bps = self.bwe
         st.extra["raw_bps"] = self.raw_bps
         st.extra["rtt_min_us"] = self.rtt_min.get(st)
+        if self.ssthresh_update != "loss":
+            self._update_ssthresh(st, now_us)
+
+    def _update_ssthresh(self, st: CcState, now_us: int) -> None:
+        """Fig. 5's controls: eq. (4) outside loss events, at every estimate or periodically."""
+        if self.ssthresh_update == "periodic" and self.last_ssthresh_update_us is not None \
+                and now_us - self.last_ssthresh_update_us < self.update_period_us:
+            return
+        ssthresh = self.estimate_ssthresh(st)
+        if ssthresh is None:
+            return
+        st.ssthresh = ssthresh
+        self.last_ssthresh_update_us = now_us

@@ -8,8 +8,9 @@ p4src/v1model/include/control/rcp.p4); every DATA packet carries a rate field
 ``R_p`` that each router lowers to its R(t), and an RTT field the routers average
 into their control interval. The receiver echoes ``R_p``; the sender sends at it.
 
-Here: ``pacing_rate_bps`` is the echoed rate (kb/s of frames, the switches' unit)
-as payload bits, ``R * mss / frame_bytes``, and the window is no limit
+Here: ``pacing_rate_bps`` is the echoed rate R_p as bits of frames (the
+switches' kb/s of frames times 1000: the transport's pacer counts frame bytes,
+hosts/transport/pacing.py), and the window is no limit
 (``inflight_gain`` times the rate's bandwidth-delay product, as OBP's sender does),
 so the rate alone decides. The XR header's ``rtt_us`` is the transport's smoothed
 RTT (0 before its first sample) and ``cwnd_bytes`` 0 (not an XCP sender).
@@ -63,10 +64,6 @@ class Rcp(CongestionControl):
         return XrRequest(rtt_us=rtt_us, cwnd_bytes=0, feedback_bytes=XR_FEEDBACK_UNSET,
                          rate_kbps=XR_RATE_UNSET)
 
-    def payload_bps(self, st: CcState, rate_kbps: float) -> float:
-        """The payload rate of ``rate_kbps`` of frames."""
-        return rate_kbps * 1000.0 * st.mss_bytes / st.frame_bytes
-
     def on_feedback(self, st: CcState, ack: AckInfo) -> None:
         xr = ack.feedback.xr if ack.feedback is not None else None
         if xr is None or xr.rate_kbps is None:
@@ -81,7 +78,7 @@ class Rcp(CongestionControl):
         st.estimate_bps = xr.rate_kbps * 1000.0
         st.extra["rcp_rate_kbps"] = xr.rate_kbps
         # send at R_p
-        st.pacing_rate_bps = self.payload_bps(st, rate)
+        st.pacing_rate_bps = rate * 1000.0
         if rtt_us:
             bdp = self.inflight_gain * rate * 1000.0 * (rtt_us / US_PER_S) / (8.0 * st.frame_bytes)
             st.cwnd = min(max(bdp, 2.0), st.max_cwnd)

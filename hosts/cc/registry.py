@@ -22,7 +22,7 @@ from .base import CongestionControl
 
 #: Every algorithm the project implements, in the order ``--list-algos`` shows them.
 ALGORITHMS: Tuple[str, ...] = (
-    "newreno", "reno", "vegas", "westwood", "ebn", "obp", "dft", "gtcp", "sarbe", "xcp", "rcp",
+    "newreno", "reno", "vegas", "westwood", "ebn", "obp", "dft", "gtcp", "sarbe", "xcp", "rcp", "cbr",
 )
 
 #: Constructor parameter that ``--reserved-rate-mbit`` sets (GTCP's rate_G).
