@@ -564,3 +564,33 @@ def test_ecn_must_be_a_boolean():
     data = minimal()
     data["experiment"]["ecn"] = "yes"
     assert errors_of(data) == ["experiment.ecn: Input should be a valid boolean, got string 'yes'"]
+
+
+def test_a_constant_rate_flow_is_the_cbr_sender_at_its_rate_and_its_rate_is_its_demand():
+    from bwn.scenario.flowpaths import run_meta
+    data = minimal()
+    data["flows"].append({"name": "udp", "kind": "cbr", "rate_mbit": 4.408, "src": "h1", "dst": "h2",
+                          "start_s": 5, "duration_s": 10})
+    c = cfg.validate(data)
+    main, udp = c.flows
+    assert (main.algorithm("dft"), main.constant_rate_mbit) == ("dft", None)
+    assert udp.algorithm("dft") == "cbr" and dict(udp.params) == {"rate_mbit": 4.408}
+    assert (udp.start_s, udp.duration_s, udp.constant_rate_mbit) == (5.0, 10.0, 4.408)
+    # the report's fair shares take it at its rate, as payload: 4.408 Mb/s of 1102-byte frames
+    meta = run_meta(c, mss_bytes=1000, frame_bytes=1102)
+    assert meta["flow_demand_bps"] == {"udp": pytest.approx(4.0e6)}
+
+
+@pytest.mark.parametrize("flow, says", [
+    ({"kind": "cbr"}, 'a kind = "cbr" flow needs rate_mbit'),
+    ({"rate_mbit": 2}, 'rate_mbit is a constant-rate flow\'s: add kind = "cbr"'),
+    ({"kind": "cbr", "rate_mbit": 2, "bytes": 1000, "scheme": "reno"}, "remove bytes, scheme"),
+    ({"kind": "cbr", "rate_mbit": 2, "params": {"x": 1}}, "remove params"),
+    ({"kind": "udp", "rate_mbit": 2}, "kind"),
+    ({"kind": "cbr", "rate_mbit": 0}, "rate_mbit"),
+])
+def test_a_constant_rate_flow_that_is_not_one_says_what_to_fix(flow, says):
+    data = minimal()
+    data["flows"] = [{"src": "h1", "dst": "h2", **flow}]
+    errors = errors_of(data)
+    assert len(errors) == 1 and says in errors[0], errors

@@ -127,8 +127,8 @@ WAITING_GRID = ('[schemes.xcp]\nalgorithm = "xcp"\nneeds = ["xcp"]\n\n'
 
 def test_entries_waiting_for_machinery_are_declared_but_neither_planned_nor_judged(tmp_path, capsys,
                                                                                    monkeypatch):
-    # xcp stands for a machine not built yet (it has landed; here it is kept waiting)
-    monkeypatch.setattr(gridmodel, "WAITING", gridmodel.WAITING | {"xcp"})
+    # xcp and cbr-flows stand for machines not built yet (they have landed; here they wait)
+    monkeypatch.setattr(gridmodel, "WAITING", gridmodel.WAITING | {"xcp", "cbr-flows"})
     grid = load(tmp_path, WAITING_GRID)
     a, g = grid.case("a"), grid.case("g")
     assert a.schemes == ("obp",) and a.waiting_schemes == (("xcp", ("xcp",)),) and a.runnable
@@ -375,7 +375,7 @@ def test_full_runs_keep_every_flows_start():
     assert [round(s, -1) for s in starts] == [0, 200, 400]
 
 
-def test_the_plan_tells_the_hours_of_the_grid_and_of_what_waits(tmp_path, capsys):
+def test_the_plan_tells_the_hours_of_the_grid_and_of_what_waits(tmp_path, capsys, monkeypatch):
     from bwn.cli.main import main
     assert main(["reproduce", "obp", "--plan", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
@@ -383,7 +383,13 @@ def test_the_plan_tells_the_hours_of_the_grid_and_of_what_waits(tmp_path, capsys
     # RED/ECN and XCP have landed: OBP's runs are all planned, nothing of it waits
     assert "waiting for machinery" not in out and "red-ecn" not in out
     assert re.search(r"f4-c10 .* obp, xcp, reno\+red, sack\+red", out)
-    # DFT's constant-rate flows have not: the plan says what waits, and its hours
+    # DFT's constant-rate flows and Fig. 5's controls have landed too: f4-udp is planned
+    assert main(["reproduce", "dft", "--plan", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "waiting for machinery" not in out
+    assert re.search(r"f4-udp .* dft, dft:t0_us=1, dft-continuous, dft-periodic", out)
+    # with a machine missing, the plan says what waits, and its hours
+    monkeypatch.setattr(gridmodel, "WAITING", gridmodel.WAITING | {"cbr-flows"})
     assert main(["reproduce", "dft", "--plan", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert re.search(r"waiting for machinery \(declared, not planned\): \d+ runs, [\d.]+ h more", out)
@@ -411,3 +417,32 @@ def test_the_red_ecn_and_guaranteed_service_runs_are_planned_and_their_scenarios
     else:
         assert [link.name for link in cfg.links if link.guaranteed] == ["bottleneck"]
         assert not cfg.ecn and not any(link.red_ecn for link in cfg.links)
+
+
+@pytest.mark.parametrize("paper, case_id, scheme, cbr", [
+    ("dft", "f4-udp", "dft-continuous", {"udp4-1": (4.408, 200.0, 100.0), "udp2-1": (2.204, 300.0, 100.0)}),
+    ("dft", "cbr-cluster10", "dft", {f"cbr{k}": (0.551, 0.0, None) for k in range(1, 5)}),
+    ("sarbe", "f1-steps", "westwood", {"cbr2-1": (2.204, 20.0, 20.0), "cbr3-1": (3.306, 40.0, 20.0),
+                                       "cbr1-1": (1.102, 60.0, 20.0)}),
+])
+def test_the_constant_rate_cases_are_planned_and_their_flows_are_cbr_at_the_grids_rates(paper, case_id, scheme,
+                                                                                        cbr):
+    """DFT's Figs. 4-5 and 'constant rate flows' and SARBE's Fig. 1(b): each case's
+    constant-rate flows run the cbr sender at the grid's rate, from its start for its
+    duration (plus the seed's small start offset); the flows under test run the
+    scheme, with DFT's Fig. 5 control as its parameter."""
+    from bwn.scenario.config import validate
+    grid = gr.load_grid(paper)
+    case_ = grid.case(case_id)
+    assert case_.runnable and case_ in grid.selected(quick=False)
+    data = render(grid, case_, 1, scheme, quick=False)
+    cfg = validate(data, base_dir=gr.template_path(case_.template).parent)
+    got = {f.name: (f.constant_rate_mbit, f.start_s, f.duration_s) for f in cfg.flows if f.constant_rate_mbit}
+    assert set(got) == set(cbr)
+    for name, (rate, start, duration) in cbr.items():
+        assert got[name][0] == rate and got[name][2] == duration
+        assert start <= got[name][1] < start + 1.0
+    others = [f for f in cfg.flows if f.constant_rate_mbit is None]
+    assert others and all(f.algorithm(grid.algorithm(scheme)) == grid.algorithm(scheme) for f in others)
+    if scheme == "dft-continuous":
+        assert grid.algorithm(scheme) == "dft:ssthresh_update=continuous"

@@ -41,6 +41,7 @@ from bwn.scenario.model import (
     UNDER_TEST,
 )
 from bwn.scenario.resolved import (
+    CBR_ALGORITHM,
     CapacityConfig,
     ExperimentConfig,
     FlowConfig,
@@ -417,11 +418,14 @@ class _Resolver:
                                                 f"experiment ({duration_s:g} s)")
             if f.reserved_rate_mbit is not None and src is not None and dst is not None:
                 self.flow_reservation(f"{loc}.reserved_rate_mbit", f)
-            out.append(FlowConfig(name, f.src, f.dst, f.scheme, float(f.start_s), f.bytes,
+            # a constant-rate flow is the cbr sender at its rate (docs/algorithms.md, "CBR")
+            scheme, params = (CBR_ALGORITHM, {"rate_mbit": float(f.rate_mbit)}) \
+                if f.kind == sc.FLOW_CBR and f.rate_mbit is not None else (f.scheme, dict(f.params))
+            out.append(FlowConfig(name, f.src, f.dst, scheme, float(f.start_s), f.bytes,
                                   None if f.duration_s is None else float(f.duration_s),
                                   None if f.reserved_rate_mbit is None
                                   else float(f.reserved_rate_mbit),
-                                  dict(f.params),
+                                  params,
                                   None if f.app_rate_mbit is None else float(f.app_rate_mbit),
                                   f.src_port))
         return out

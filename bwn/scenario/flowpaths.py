@@ -91,9 +91,11 @@ def flow_links_json(cfg: ExperimentConfig) -> dict[str, list[dict[str, str]]]:
 
 def run_meta(cfg: ExperimentConfig, mss_bytes: int, frame_bytes: int) -> dict[str, object]:
     """What the report needs in ``run.json`` to compute fair shares in payload bits:
-    each flow's links, the application rate of application-limited flows (payload
+    each flow's links, the most an application-limited flow (its application rate)
+    or a constant-rate flow (its rate of frames, as payload) can take (payload
     bit/s), and the agents' MSS and DATA frame size."""
-    return {"flow_links": flow_links_json(cfg),
-            "flow_demand_bps": {f.name: f.app_rate_mbit * 1e6 for f in cfg.flows
-                                if f.app_rate_mbit is not None},
+    demand_bps = {f.name: f.app_rate_mbit * 1e6 for f in cfg.flows if f.app_rate_mbit is not None}
+    demand_bps.update({f.name: f.constant_rate_mbit * 1e6 * mss_bytes / frame_bytes for f in cfg.flows
+                       if f.constant_rate_mbit is not None})
+    return {"flow_links": flow_links_json(cfg), "flow_demand_bps": demand_bps,
             "mss_bytes": mss_bytes, "frame_bytes": frame_bytes}

@@ -42,6 +42,7 @@ except Exception:  # the registry is optional here: config validation must not d
 
 ALGORITHMS: tuple[str, ...] = tuple(_ALGORITHMS)
 UNDER_TEST = "under-test"
+FLOW_TRANSFER, FLOW_CBR = "transfer", "cbr"   # [[flows]] kind
 SCHEDULE_KINDS = ("constant", "steps", "sine", "trace")
 APPLY_BOTH = "both"
 SHAPER_SWITCH = "switch"   # a link's rate served by the switch's egress queue (packets/s)
@@ -433,6 +434,10 @@ class FlowTable(_Table):
 
     name: Optional[Text] = Field(None, description="names the flow's files and report rows "
                                                    "(default \"flow<i>\")")
+    kind: Literal["transfer", "cbr"] = Field(FLOW_TRANSFER, description=(
+        "\"transfer\": a sender of the flow's scheme; \"cbr\": constant-rate, unresponsive "
+        "cross traffic at rate_mbit (the cbr sender, docs/algorithms.md)"))
+    rate_mbit: Optional[RateMbit] = Field(None, description="a cbr flow's rate, Mb/s of frames")
     src: Text = Field(description="sending host")
     dst: Text = Field(description="receiving host")
     scheme: Scheme = Field(UNDER_TEST, description="\"under-test\" (each scheme of the run in "
@@ -454,6 +459,25 @@ class FlowTable(_Table):
     def _bytes_or_duration(self) -> "FlowTable":
         if self.bytes is not None and self.duration_s is not None:
             raise _fail("give bytes or duration_s, not both")
+        return self
+
+    @model_validator(mode="after")
+    def _cbr(self) -> "FlowTable":
+        if self.kind != FLOW_CBR:
+            if self.rate_mbit is not None:
+                raise _fail("rate_mbit is a constant-rate flow's: add kind = \"cbr\"")
+            return self
+        if self.rate_mbit is None:
+            raise _fail("a kind = \"cbr\" flow needs rate_mbit (Mb/s of frames)")
+        given = [key for key in ("bytes", "reserved_rate_mbit", "app_rate_mbit")
+                 if getattr(self, key) is not None]
+        if self.scheme != UNDER_TEST:
+            given.append("scheme")
+        if self.params:
+            given.append("params")
+        if given:
+            raise _fail(f"a kind = \"cbr\" flow sends at rate_mbit for duration_s (or until the "
+                        f"end): remove {', '.join(given)}")
         return self
 
 

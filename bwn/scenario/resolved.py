@@ -36,6 +36,9 @@ from bwn.scenario.schedule import DEFAULT_UPDATE_INTERVAL_S, DEFAULT_UPDATE_THRE
 # threshold. A link whose rate bwn-link applies (shaper = "link") leaves that
 # queue empty, so these cannot run on it.
 SWITCH_QUEUE_ALGORITHMS = ("obp", "gtcp")
+#: The sender a [[flows]] entry of kind = "cbr" runs (hosts/cc/cbr.py), its rate in
+#: params["rate_mbit"].
+CBR_ALGORITHM = "cbr"
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,13 @@ class FlowConfig:
 
     def algorithm(self, scheme_under_test: str) -> str:
         return scheme_under_test if self.scheme == UNDER_TEST else self.scheme
+
+    @property
+    def constant_rate_mbit(self) -> Optional[float]:
+        """A constant-rate flow's rate (Mb/s of frames); None for any other flow."""
+        if self.scheme != CBR_ALGORITHM or "rate_mbit" not in self.params:
+            return None
+        return float(self.params["rate_mbit"])
 
 
 @dataclass(frozen=True)
