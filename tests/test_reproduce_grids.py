@@ -127,8 +127,9 @@ WAITING_GRID = ('[schemes.xcp]\nalgorithm = "xcp"\nneeds = ["xcp"]\n\n'
 
 def test_entries_waiting_for_machinery_are_declared_but_neither_planned_nor_judged(tmp_path, capsys,
                                                                                    monkeypatch):
-    # xcp and cbr-flows stand for machines not built yet (they have landed; here they wait)
-    monkeypatch.setattr(gridmodel, "WAITING", gridmodel.WAITING | {"xcp", "cbr-flows"})
+    # xcp, cbr-flows and dscp-counts stand for machines not built yet (they have landed;
+    # here they wait)
+    monkeypatch.setattr(gridmodel, "WAITING", gridmodel.WAITING | {"xcp", "cbr-flows", "dscp-counts"})
     grid = load(tmp_path, WAITING_GRID)
     a, g = grid.case("a"), grid.case("g")
     assert a.schemes == ("obp",) and a.waiting_schemes == (("xcp", ("xcp",)),) and a.runnable

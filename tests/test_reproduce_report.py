@@ -367,6 +367,31 @@ def test_reordered_metric_sums_the_receivers_counts_of_the_runs_flows(tmp_path):
     assert cl.metric_value("reordered:all", run, [], {}, tmp_path) is None
 
 
+def test_compliant_and_best_effort_components_split_goodput_by_the_in_profile_payload(tmp_path):
+    """GTCP's Figs. 5-6: a reserved flow's goodput split by the share of its payload
+    that arrived marked in profile (AF11), and its best-effort part over the mean
+    goodput of the flows none of whose payload was in profile."""
+    run = SchemeRun("gtcp", [FlowLog(n, [], {}) for n in ("g4", "b1", "b2")])
+    run.flow_ids = {"g4": 11, "b1": 21, "b2": 22}
+    RunDir(tmp_path).receiver_summary("h2").write_text(json.dumps([
+        {"flow_id": 11, "payload_bytes_by_dscp": {"10": 800, "14": 200}},
+        {"flow_id": 21, "payload_bytes_by_dscp": {"0": 500}},
+        {"flow_id": 22, "payload_bytes_by_dscp": {"0": 700}},
+        {"flow_id": 99, "payload_bytes_by_dscp": {"10": 5}}]))        # another run's flow
+    rows = [{"flow": "g4", "goodput_bps": 5e6}, {"flow": "b1", "goodput_bps": 0.8e6},
+            {"flow": "b2", "goodput_bps": 1.2e6}]
+    assert cl.metric_value("compliant_bps:g4", run, rows, {}, tmp_path) == pytest.approx(4e6)
+    assert cl.metric_value("besteffort_bps:g4", run, rows, {}, tmp_path) == pytest.approx(1e6)
+    assert cl.metric_value("compliant_bps:b1", run, rows, {}, tmp_path) == 0.0
+    assert cl.metric_value("besteffort_share:g4", run, rows, {}, tmp_path) == pytest.approx(1.0)
+    from controller.entries import DSCP_AF11
+    from bwn.analysis.metrics import IN_PROFILE_DSCP
+    assert IN_PROFILE_DSCP == DSCP_AF11                                 # what the edge marks
+    RunDir(tmp_path).receiver_summary("h2").write_text(json.dumps([{"flow_id": 11}]))  # an older receiver
+    assert cl.metric_value("compliant_bps:g4", run, rows, {}, tmp_path) is None
+    assert cl.metric_value("besteffort_share:g4", run, rows, {}, tmp_path) is None
+
+
 def test_share_fraction_is_goodput_over_the_max_min_fair_share():
     """A parking lot in miniature: 'long' crosses b1 and b2, 'c1' only b1, 'c2'
     only b2, all 10 Mb/s (frames): each flow's fair share is half a link."""

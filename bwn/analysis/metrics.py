@@ -58,7 +58,7 @@ KINDS = ("goodput_bps", "utilization", "retransmissions", "timeouts", "rtt_mean_
          "epoch_jain", "convergence_time_s", "goodput_cv", "floor_fraction", "estimate_error",
          "estimate_error_rate", "estimate_bias", "estimate_bps", "estimate_cv", "estimate_settling_s",
          "queue_fraction", "link_utilization", "algo_ratio", "target_error", "target_ratio", "target_diff",
-         "share_fraction", "reordered", "drops")
+         "share_fraction", "reordered", "drops", "compliant_bps", "besteffort_bps", "besteffort_share")
 #: Metric kinds whose value per run is a count, or a fraction in [0, 1].
 COUNT_METRICS = ("retransmissions", "timeouts", "reordered", "drops")
 FRACTION_METRICS = ("utilization", "jain", "jain_share", "epoch_jain", "queue_fraction", "link_utilization",
@@ -395,6 +395,48 @@ def _port_links(fidelity: Mapping[str, Any]) -> dict[str, str]:
 
 # -- the value of one metric ---------------------------------------------------------------
 
+#: The DSCP a reservation's edge gives in-profile packets (RFC 2597's AF11,
+#: controller/entries.py DSCP_AF11): GTCP's compliant component.
+IN_PROFILE_DSCP = 10
+
+
+def receiver_dscp_bytes(run_dir: Path) -> dict[int, dict[int, int]]:
+    """flow id -> {DSCP: new payload bytes that arrived with it}, from every
+    ``recv-*.summary.json`` in a run (receivers older than the count leave it out)."""
+    out: dict[int, dict[int, int]] = {}
+    for summary in RunDir(run_dir).receiver_summaries():
+        try:
+            flows = json.loads(summary.read_text())
+        except (OSError, ValueError):
+            continue
+        for flow in flows if isinstance(flows, list) else []:
+            by_dscp = flow.get("payload_bytes_by_dscp") if isinstance(flow, dict) else None
+            if not isinstance(by_dscp, dict) or "flow_id" not in flow:
+                continue
+            mine = out.setdefault(int(flow["flow_id"]), {})
+            for dscp, count in by_dscp.items():
+                if str(dscp).isdigit() and isinstance(count, int):
+                    mine[int(dscp)] = mine.get(int(dscp), 0) + count
+    return out
+
+
+def _profile_parts_bps(run: SchemeRun, run_dir: Optional[Path], goodput_of: Callable[[str], Optional[float]]
+                       ) -> dict[str, tuple[float, float]]:
+    """flow name -> (compliant, best-effort) payload bit/s: the flow's goodput split
+    by the share of its payload that arrived in profile (IN_PROFILE_DSCP) and not."""
+    by_id = receiver_dscp_bytes(run_dir) if run_dir is not None else {}
+    parts: dict[str, tuple[float, float]] = {}
+    for f in run.flows:
+        counts = by_id.get(run.flow_ids.get(f.name, -1))
+        goodput = goodput_of(f.name)
+        total = sum(counts.values()) if counts else 0
+        if goodput is None or not total:
+            continue
+        in_profile = counts.get(IN_PROFILE_DSCP, 0) / total
+        parts[f.name] = (goodput * in_profile, goodput * (1.0 - in_profile))
+    return parts
+
+
 def receiver_counts(run_dir: Path, counter: str) -> dict[int, int]:
     """flow id -> a receiver counter, from every ``recv-*.summary.json`` in a run
     (receivers older than the counter leave it out)."""
@@ -560,6 +602,19 @@ def metric_value(name: str, run: SchemeRun, rows: list[dict[str, Any]], fidelity
         values = [counts.get(run.flow_ids[n]) for n in names if n in run.flow_ids]
         known = [v for v in values if v is not None]
         return float(sum(known)) if values and len(known) == len(values) else None
+    if kind in ("compliant_bps", "besteffort_bps", "besteffort_share"):
+        parts = _profile_parts_bps(run, run_dir, lambda n: column("goodput_bps", n))
+        if kind == "compliant_bps":
+            return over_flows(arg, lambda f: parts[f.name][0] if f.name in parts else None)
+        if kind == "besteffort_bps":
+            return over_flows(arg, lambda f: parts[f.name][1] if f.name in parts else None)
+        # a flow's best-effort component over the mean goodput of the best-effort
+        # flows (those none of whose payload arrived in profile)
+        best_effort = [p[1] for p in parts.values() if p[0] == 0.0]
+        if not best_effort or sum(best_effort) <= 0:
+            return None
+        mean_bps = sum(best_effort) / len(best_effort)
+        return over_flows(arg, lambda f: parts[f.name][1] / mean_bps if f.name in parts else None)
     if kind in ("target_error", "target_ratio", "target_diff"):
         sel, _, target_text = arg.partition("=")
         target = _level(target_text, params, name)

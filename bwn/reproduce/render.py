@@ -92,8 +92,11 @@ def render(grid: Grid, case: Case, seed: int, scheme: str, quick: bool) -> dict[
     for i, flow in enumerate(flows):
         offset = seeding.start_offset_s(seed, i, grid.start_spread_s)
         start = float(flow.get("start_s", 0.0)) + offset
-        # --quick shortens the run: a flow that would start after its middle starts there
+        # --quick shortens the run: a flow that would start after its middle starts there,
+        # and one that would end after the run ends with it
         flow["start_s"] = round(min(start, duration_s * 0.5) if quick else start, 3)
+        if quick and "duration_s" in flow:
+            flow["duration_s"] = round(min(float(flow["duration_s"]), duration_s - flow["start_s"]), 3)
         if flow.get("scheme", UNDER_TEST) == UNDER_TEST and algorithm.partition(":")[0] not in \
                 RESERVED_RATE_ALGORITHMS:
             # Default TCP on a reserved path: the edge still meters and marks the

@@ -171,12 +171,18 @@ def set_ect(sock: socket.socket) -> None:
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, ECT0)
 
 
-def is_ce(cmsgs: list) -> bool:
-    """Whether a datagram's ancillary data (IP_RECVTOS) says it arrived CE-marked."""
+def tos_of(cmsgs: list) -> int:
+    """The IP header's TOS byte (DSCP << 2 | ECN) from a datagram's ancillary data
+    (IP_RECVTOS); 0 when it has none."""
     for level, kind, data in cmsgs:
         if level == socket.IPPROTO_IP and kind == socket.IP_TOS and data:
-            return data[0] & ECN_MASK == ECN_CE
-    return False
+            return data[0]
+    return 0
+
+
+def is_ce(cmsgs: list) -> bool:
+    """Whether a datagram's ancillary data (IP_RECVTOS) says it arrived CE-marked."""
+    return tos_of(cmsgs) & ECN_MASK == ECN_CE
 
 
 def run_sender(sender: Sender, sock: socket.socket, wake: SignalWakeup,
@@ -272,7 +278,9 @@ def run_receiver(receiver: Receiver, sock: socket.socket, wake: SignalWakeup,
                             break
                         except (ConnectionRefusedError, InterruptedError):
                             continue
-                        on_datagram(view[:n], addr, time.monotonic_ns() // 1000, is_ce(cmsgs))
+                        tos = tos_of(cmsgs)
+                        on_datagram(view[:n], addr, time.monotonic_ns() // 1000,
+                                    tos & ECN_MASK == ECN_CE, tos >> 2)
                 else:
                     wake.drain()
             t = now_us()

@@ -128,7 +128,7 @@ class ReceiverFlow:
         "first_us", "last_us", "closed_us", "segments", "duplicate_segments",
         "out_of_order_segments", "spurious_retransmissions", "beyond_window_segments",
         "acks_sent", "sack_blocks_sent", "reordered_segments", "_first_end", "totals",
-        "ecn_ok", "ece", "ce_segments",
+        "ecn_ok", "ece", "ce_segments", "payload_bytes_by_dscp",
         "xr", "xr_feedback_bytes", "xr_rate_kbps",
     )
 
@@ -150,6 +150,9 @@ class ReceiverFlow:
         self.ecn_ok = False
         self.ece = False
         self.ce_segments = 0
+        # new payload bytes by the DSCP of the segment that brought them first (a
+        # reservation's edge marks in-profile packets AF11: GTCP's compliant component)
+        self.payload_bytes_by_dscp: Dict[int, int] = {}
         self.rcv_nxt = 0
         self.ooo: Dict[int, bytes] = {}
         self._ooo_keys: List[int] = []  # heap of keys (lazy deletion) to find overlaps
@@ -386,5 +389,6 @@ class ReceiverFlow:
             "sack_blocks_sent": self.sack_blocks_sent,
             "ecn": self.ecn_ok,
             "ce_segments": self.ce_segments,
+            "payload_bytes_by_dscp": {str(k): v for k, v in sorted(self.payload_bytes_by_dscp.items())},
             "out": self.sink.path,
         }

@@ -175,8 +175,9 @@ class Receiver:
         return self._open_count
 
     # -- packets ------------------------------------------------------------------------
-    def on_datagram(self, data: Any, addr: Addr, now_us: int, ce: bool = False) -> None:
-        """One datagram from ``addr``; ``ce``: its IP header carried the CE mark (ECN)."""
+    def on_datagram(self, data: Any, addr: Addr, now_us: int, ce: bool = False, dscp: int = 0) -> None:
+        """One datagram from ``addr``; ``ce``: its IP header carried the CE mark (ECN);
+        ``dscp``: its IP header's DSCP (the new payload it brings is counted by DSCP)."""
         stats = self.stats
         stats.datagrams += 1
         xr = None
@@ -258,7 +259,10 @@ class Receiver:
         view = data if isinstance(data, memoryview) else memoryview(data)
         immediate = flow.on_segment(seq, view[hdr_len:n], bool(flags & F_FIN),
                                     bool(flags & F_RETX))
-        new_data = flow.rcv_nxt > delivered_before or flow.ooo_bytes > ooo_before
+        new_bytes = flow.rcv_nxt - delivered_before + flow.ooo_bytes - ooo_before
+        new_data = new_bytes > 0
+        if new_data:
+            flow.payload_bytes_by_dscp[dscp] = flow.payload_bytes_by_dscp.get(dscp, 0) + new_bytes
         self._take_echo(flow, hop, ebn, narrow, tight, ts_val, flags, new_data)
         if xr is not None:
             flow.take_xr(xr[2], xr[3])
