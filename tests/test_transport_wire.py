@@ -140,12 +140,14 @@ def test_receiver_summary_and_log_row_name_each_counter() -> None:
     for name, value in counters.items():
         setattr(flow, name, value)
     flow.ecn_ok = True
+    flow.payload_bytes_by_dscp = {14: 50_000, 10: 203_000}
     flow.rcv_nxt, flow.ooo_bytes, flow.last_us = 250_000, 3000, 2_000_000
     flow.echo = (2, 98, 10_000, -500)
     open_summary = flow.summary(5_000_000)
     assert open_summary == {"flow_id": 9, "peer": "10.0.0.1:4242", "status": "incomplete",
                             "bytes": 250_000, "duration_s": 1.0, "goodput_bps": 2e6, "sack": True,
-                            "ecn": True, **counters, "out": None}
+                            "ecn": True, **counters, "payload_bytes_by_dscp": {"10": 203_000, "14": 50_000},
+                            "out": None}
     flow.closed_us, flow.complete = 3_000_000, True
     assert flow.summary(9_000_000)["status"] == "complete"
     assert (flow.summary(0)["duration_s"], flow.summary(0)["goodput_bps"]) == (2.0, 1e6)
