@@ -43,7 +43,9 @@ fi
 if ! is_root; then
     record toolchain FAILED "not root: sudo make deps (or sudo make toolchain)"
 elif scripts/p4-toolchain.sh install; then
-    record toolchain ok "$(scripts/p4-toolchain.sh status 2>&1 | tail -n 1 | sed 's/^[^:]*: //')"
+    # every line of the status (the main toolchain's, then the eBPF one's), joined
+    record toolchain ok "$(scripts/p4-toolchain.sh status 2>&1 | sed -n 's/^p4-toolchain: //p' \
+                           | sed ':a;N;$!ba;s/\n/; /g')"
 else
     record toolchain FAILED "scripts/p4-toolchain.sh install failed (see above; 'scripts/p4-toolchain.sh help')"
 fi

@@ -34,7 +34,8 @@ def tree(tmp_path: Path) -> Path:
 
 def _run(tree: Path, toolchain_rc: int, **env: str) -> subprocess.CompletedProcess:
     _stub(tree / "scripts" / "p4-toolchain.sh",
-          f'echo "toolchain $*" >> "$LOG"; [ "$1" = status ] && echo "p4-toolchain: installed: p4c 1.2"; exit {toolchain_rc}')
+          f'echo "toolchain $*" >> "$LOG"; [ "$1" = status ] && printf "p4-toolchain: installed: p4c 1.2\\np4-toolchain: eBPF: p4c-ebpf 1.2\\n"; '
+          f'exit {toolchain_rc}')
     full_env = {"PATH": f"{tree / 'bin'}:{os.environ['PATH']}", "LOG": str(tree / "calls.log"),
                 "APT_PACKAGES": "mininet iperf3", "VENV": ".venv", **env}
     return subprocess.run(["bash", str(tree / "scripts" / "deps.sh")], cwd=tree, env=full_env,
@@ -50,6 +51,8 @@ def test_every_step_is_reported_and_all_ok_exits_0(tree):
     res = _run(tree, 0)
     assert res.returncode == 0, res.stdout + res.stderr
     assert _summary(res.stdout) == ["ok apt", "ok toolchain", "ok venv"]
+    # the toolchain's line names both of its parts, the main one and the eBPF one
+    assert "installed: p4c 1.2; eBPF: p4c-ebpf 1.2" in res.stdout.split("== make deps: summary\n", 1)[1]
     calls = (tree / "calls.log").read_text()
     assert "apt-get install -y -q --no-install-recommends mininet iperf3" in calls
     assert "toolchain install" in calls and "python -m pip install -q -e .[test,p4rt,plots]" in calls
