@@ -34,6 +34,12 @@ def test_every_component_has_a_line_and_the_exit_says_if_a_required_one_is_missi
     assert [d["mark"] for d in data] == ["ok", "absent", "MISSING"]
 
 
+def test_an_unbuilt_switch_program_is_reported_but_not_a_missing_install(monkeypatch, capsys):
+    monkeypatch.setattr(doctor.requirements, "pipeline_missing", lambda: "no build/bwn.json")
+    (item,) = [c for c in doctor.components() if c.name == "compiled switch program"]
+    assert (item.mark, item.detail) == ("absent", "no build/bwn.json (make build; make test and make run build it)")
+
+
 def test_the_real_checks_name_the_components_make_deps_installs(capsys):
     names = [c.name for c in doctor.components()]
     for wanted in ("p4c", "BMv2 (simple_switch_grpc)", "fast BMv2", "PI (P4Runtime server library)",
