@@ -98,11 +98,11 @@ def test_a_run_of_a_named_scheme_runs_its_algorithm(tmp_path, monkeypatch):
     from bwn.reproduce import execute, fingerprint as fp
     grid = load(tmp_path, NAMED + case("a", '["reno+red"]'))
     seen = []
-    monkeypatch.setattr(runner, "run_scheme", lambda cfg, scheme, path, duration_s, progress: seen.append(scheme))
+    monkeypatch.setattr(runner, "run_scheme", lambda cfg, scheme, path, duration_s, progress, target: seen.append((scheme, target)))
     run = pl.find_run(grid, pl.RunKey("t", "a", 1, "reno+red"), quick=True)
     execute.make_run(grid, tmp_path / "out", run, True, "test", fp.CodeState("f" * 16, "c", ()),
                      progress=lambda m: None)
-    assert seen == ["reno"]
+    assert seen == [("reno", "bmv2")]
 
 
 def test_a_named_schemes_link_must_exist(tmp_path):
@@ -447,3 +447,15 @@ def test_the_constant_rate_cases_are_planned_and_their_flows_are_cbr_at_the_grid
     assert others and all(f.algorithm(grid.algorithm(scheme)) == grid.algorithm(scheme) for f in others)
     if scheme == "dft-continuous":
         assert grid.algorithm(scheme) == "dft:ssthresh_update=continuous"
+
+
+def test_a_case_names_the_switches_it_runs_on(tmp_path):
+    grid = load(tmp_path, case("a", '["x"]') + case("e", '["x"]', 'target = "ebpf"\nevidence = true\n'))
+    assert (grid.case("a").target, grid.case("e").target) == ("bmv2", "ebpf")
+    with pytest.raises(gr.GridError, match="target 'tofino' is not one of bmv2, ebpf"):
+        load(tmp_path, case("t", '["x"]', 'target = "tofino"\n'))
+    # OBP's parking lot at the paper's rate is on the eBPF switch, as evidence
+    obp = gr.load_grid("obp")
+    ebpf = obp.case("f8-n3-ebpf")
+    assert ebpf.target == "ebpf" and ebpf.evidence and ebpf.params["rate_mbit"] == 11.02
+    assert {c.target for c in obp.cases if c is not ebpf} == {"bmv2"}

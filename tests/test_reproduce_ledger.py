@@ -28,10 +28,12 @@ class FakeRuns:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, int]] = []
+        self.targets: list[str] = []
         self.invalid: set[str] = set()
 
-    def __call__(self, cfg, scheme, out_dir, duration_s, progress=print):
+    def __call__(self, cfg, scheme, out_dir, duration_s, progress=print, target="bmv2"):
         self.calls.append((scheme, cfg.seed))
+        self.targets.append(target)
         valid = scheme not in self.invalid
         meta = RunMeta(ok=True, seed=cfg.seed, duration_s=duration_s,
                        fidelity={"valid": valid, "summary": "valid" if valid else "INVALID: cpu: BROKEN: 3 s busy"})
@@ -44,7 +46,7 @@ def runs(monkeypatch):
     fake = FakeRuns()
     monkeypatch.setattr(runner, "run_scheme", fake)
     monkeypatch.setattr(execute, "LOCK_YIELD_S", 0.0)
-    monkeypatch.setattr(requirements, "experiment_missing", lambda: None)
+    monkeypatch.setattr(requirements, "experiment_missing", lambda target="bmv2": None)
     monkeypatch.setattr(reproduce, "_quiet_mininet", lambda: None)
     monkeypatch.setattr(reproduce.fp, "code_state", lambda: CODE)
     monkeypatch.setattr(lg, "machine_text", lambda: "box: 2 CPUs")
@@ -218,3 +220,21 @@ def test_a_superseded_attempt_belongs_to_the_key_its_attempt_file_names(tmp_path
         lg.write_attempt_file(folder, key, name[-3:], CODE, "bwn reproduce p")
     assert [p.name for p in lg.folders_here(out, x)] == ["a-seed1-x-20260101T000000-aaa"]
     assert [p.name for p in lg.folders_here(out, xy)] == ["a-seed1-x-y-20260101T000000-bbb"]
+
+
+def test_a_case_on_the_ebpf_switch_runs_there_and_is_refused_where_there_is_none(runs, tmp_path, monkeypatch,
+                                                                                 capsys):
+    """OBP's parking lot at the paper's rate (f8-n3-ebpf) runs with --target ebpf; on a
+    machine without the eBPF switch, bwn reproduce says so (exit 3) and runs nothing."""
+    monkeypatch.setattr(requirements, "experiment_missing",
+                        lambda target="bmv2": "p4c-ebpf is not installed" if target == "ebpf" else None)
+    assert bwn_reproduce("obp", "--cases", "f8-n3-ebpf", "--out", str(tmp_path)) == 3
+    assert "cannot run obp's ebpf cases here: p4c-ebpf is not installed" in capsys.readouterr().err
+    assert runs.calls == []
+    monkeypatch.setattr(requirements, "experiment_missing", lambda target="bmv2": None)
+    assert bwn_reproduce("obp", "--cases", "f8-n3-ebpf", "--out", str(tmp_path)) == 0
+    assert len(runs.calls) == 10 and set(runs.targets) == {"ebpf"}
+    # the BMv2 cases still run on BMv2
+    runs.targets.clear()
+    assert bwn_reproduce("obp", "--cases", "f3-single", "--out", str(tmp_path)) == 0
+    assert runs.targets and set(runs.targets) == {"bmv2"}

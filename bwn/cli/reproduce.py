@@ -294,6 +294,12 @@ def run_paper(args: argparse.Namespace, grid: gr.Grid, cases: list[gr.Case], sta
                   + ("files of a commit not in this repository" if files is None else ", ".join(files[:8])))
         return 0
     if not args.report_only:
+        if not isinstance(executor, SlurmExecutor):
+            for target in sorted({r.case.target for r in plan} - {"bmv2"}):   # BMv2: checked in main
+                why = requirements.experiment_missing(target)
+                if why:
+                    print(f"bwn reproduce: cannot run {grid.paper}'s {target} cases here: {why}", file=sys.stderr)
+                    return 3
         for attempt_round in range(lg.MAX_ATTEMPTS):
             pool = current_pool()
             todo = [r for r in plan if lg.needs_run(pool, r, state)]
@@ -419,7 +425,7 @@ def run_one(args: argparse.Namespace) -> int:
     refused = _refuse_dirty(state, args.allow_dirty, "bwn reproduce-run")
     if refused:
         return refused
-    why = requirements.experiment_missing()
+    why = requirements.experiment_missing(planned.case.target)
     if why:
         print(f"bwn reproduce-run: cannot run here: {why}", file=sys.stderr)
         return 3

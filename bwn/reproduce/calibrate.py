@@ -56,7 +56,7 @@ def calibrate(grid: gr.Grid, out_root: Path, cases: list[gr.Case], scales: Seque
             RunDir(path).scenario_toml.write_text(tomli_w.dumps(data))
             progress(f"calibrate {grid.paper} {case.id} x{scale:g} ({scheme}, {duration_s:.0f} s)")
             meta = runner.run_scheme(cfg, grid.algorithm(scheme), path, duration_s,
-                                     progress=lambda m: progress(f"  {m}"))
+                                     progress=lambda m: progress(f"  {m}"), target=case.target)
             fid = meta.fidelity or {}
             valid = meta.ok and fid.get("valid") is True
             rows.append({"case": case.id, "scale": scale, "scheme": scheme, "valid": int(valid),

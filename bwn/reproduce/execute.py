@@ -60,7 +60,7 @@ def make_run(grid: gr.Grid, out: Path, run: PlannedRun, quick: bool, command: st
     started = time.monotonic()
     try:
         runner.run_scheme(cfg, grid.algorithm(run.key.scheme), path, cfg.duration_s,
-                          progress=lambda m: progress(f"  {m}"))
+                          progress=lambda m: progress(f"  {m}"), target=run.case.target)
     finally:
         ledger.finish_attempt_file(path, time.monotonic() - started)
     return path

@@ -19,17 +19,19 @@ from typing import Optional
 
 from bwn.paths import REPO
 
-#: What a BMv2 run executes (git pathspecs, from the repository root): the P4
-#: program, the controller, the agents, the Mininet nodes, and bwn's run-time
-#: layers (the scenario resolver, the link emulator, the runner).
+#: What a run executes (git pathspecs, from the repository root): the P4 programs
+#: of both targets a grid case may run on (BMv2's v1model, the eBPF switch's PSA),
+#: the controller with both targets' adapters, the agents, the Mininet nodes, and
+#: bwn's run-time layers (the scenario resolver, the link emulator, the runner).
+#: One fingerprint covers both targets, so a change to either one's code starts a
+#: new pool for every run: stricter than needed for a BMv2 run, never looser.
 RUN_CODE: tuple[str, ...] = (
-    "p4src/shared", "p4src/v1model", "controller", "hosts", "topologies/nodes.py", "bwn",
+    "p4src/shared", "p4src/v1model", "p4src/psa", "controller", "hosts", "topologies/nodes.py", "bwn",
 )
 #: ... except what reads or judges runs but never makes one (the analysis, this
-#: package, the command line), and the other targets' adapters. The scenario a
-#: run was made with has a fingerprint of its own (bwn.reproduce.plan).
-NOT_RUN_CODE: tuple[str, ...] = ("bwn/analysis", "bwn/reproduce", "bwn/cli", "controller/tofino.py",
-                                 "controller/ebpf.py", "controller/nikss.py")
+#: package, the command line), and Tofino's adapter (no grid runs on Tofino). The
+#: scenario a run was made with has a fingerprint of its own (bwn.reproduce.plan).
+NOT_RUN_CODE: tuple[str, ...] = ("bwn/analysis", "bwn/reproduce", "bwn/cli", "controller/tofino.py")
 
 
 class FingerprintError(RuntimeError):

@@ -158,7 +158,9 @@ def _load_scheme(name: str, t: Any, loc: str) -> Scheme:
 
 
 CASE_KEYS = {"id", "label", "template", "params", "schemes", "duration_s", "quick_duration_s", "quick", "flows",
-             "note", "seeds", "experiment", "links", "quick_params", "evidence", "needs"}
+             "note", "seeds", "experiment", "links", "quick_params", "evidence", "needs", "target"}
+#: The switches a case may run on (bwn run --target).
+TARGETS = ("bmv2", "ebpf")
 
 
 def _load_case(c: Mapping[str, Any], meta: Mapping[str, Any], grid_seeds: int, schemes: Mapping[str, Scheme],
@@ -185,6 +187,9 @@ def _load_case(c: Mapping[str, Any], meta: Mapping[str, Any], grid_seeds: int, s
     waiting_schemes = tuple((s, schemes[s].waiting) for s in declared if s in schemes and schemes[s].waiting)
     runnable = tuple(s for s in declared if s not in dict(waiting_schemes))
     evidence = bool(c.get("evidence", False))
+    target = str(c.get("target", "bmv2"))
+    if target not in TARGETS:
+        raise GridError(f"{loc}: target {target!r} is not one of {', '.join(TARGETS)}")
     waiting = [n for n in _needs(c.get("needs", []), loc) if n in gridmodel.WAITING]
     if not runnable:                        # every scheme waits: so does the case
         waiting += [n for _, ms in waiting_schemes for n in ms if n not in waiting]
@@ -193,7 +198,7 @@ def _load_case(c: Mapping[str, Any], meta: Mapping[str, Any], grid_seeds: int, s
                 bool(c.get("quick", False)), extra, str(c.get("note", "")), seeds,
                 _experiment(c.get("experiment", {}), loc), _links(c.get("links", {}), loc),
                 dict(_table(c.get("quick_params", {}), loc, "quick_params")), evidence,
-                tuple(waiting), waiting_schemes)
+                tuple(waiting), waiting_schemes, target)
 
 
 def _fraction(value: Any, loc: str, name: str) -> float:

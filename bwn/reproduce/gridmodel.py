@@ -128,6 +128,9 @@ class Case:
     waiting: tuple[str, ...] = ()
     #: declared schemes that wait for machinery: (scheme, machinery names)
     waiting_schemes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: the switches its runs have (bwn run --target): BMv2, the reference, or the
+    #: eBPF switch, for what BMv2 cannot carry on this machine
+    target: str = "bmv2"
 
     @property
     def runnable(self) -> bool:
