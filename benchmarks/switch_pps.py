@@ -544,9 +544,9 @@ class Bench:
                 try:
                     gen.start()
                     cpu0, threads0 = switch_cpu_s(sw.proc.pid), thread_cpu_s(sw.proc.pid)
-                    stat0, cpus0 = read_proc_stat(), read_cpus()
+                    stat0, cpus0, w0 = read_proc_stat(), read_cpus(), time.monotonic()
                     got, lost, elapsed, gen_s = gen.run()
-                    stat1, cpus1 = read_proc_stat(), read_cpus()
+                    stat1, cpus1, w1 = read_proc_stat(), read_cpus(), time.monotonic()
                     cpu1, threads1 = switch_cpu_s(sw.proc.pid), thread_cpu_s(sw.proc.pid)
                 finally:
                     gen.close()
@@ -559,7 +559,7 @@ class Bench:
         user_s, sys_s = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
         return Sample(got / elapsed, (user_s + sys_s) / got * 1e6, lost, user_s / got * 1e6,
                       gen_s / got * 1e6, tuple(busiest_threads_us(threads0, threads1, got)),
-                      busy_s(stat0, stat1) / got * 1e6, *cpu_usage(cpus0, cpus1, got))
+                      busy_s(stat0, stat1) / got * 1e6, *cpu_usage(cpus0, cpus1, got, w1 - w0))
 
     def measure_ebpf(self, traffic: str, steered: bool, xdp_helper: bool) -> Sample:
         """bwn on eBPF: the PSA program under NIKSS on the same ports."""
@@ -586,9 +586,9 @@ class Bench:
                 gen = self.generator(traffic, pkts)
                 try:
                     gen.start()
-                    stat0, cpus0 = read_proc_stat(), read_cpus()
+                    stat0, cpus0, w0 = read_proc_stat(), read_cpus(), time.monotonic()
                     got, lost, elapsed, gen_s = gen.run()
-                    stat1, cpus1 = read_proc_stat(), read_cpus()
+                    stat1, cpus1, w1 = read_proc_stat(), read_cpus(), time.monotonic()
                 finally:
                     gen.close()
         finally:
@@ -597,7 +597,7 @@ class Bench:
             raise RuntimeError(f"ebpf/{traffic}: no frame came out of port 2 (see {sw.log_path})")
         machine_s = busy_s(stat0, stat1)
         return Sample(got / elapsed, max(0.0, machine_s - gen_s) / got * 1e6, lost, 0.0, gen_s / got * 1e6,
-                      (), machine_s / got * 1e6, *cpu_usage(cpus0, cpus1, got))
+                      (), machine_s / got * 1e6, *cpu_usage(cpus0, cpus1, got, w1 - w0))
 
     def callgrind(self, binary: str, program: str, traffic: str, n: int, out: Path) -> float:
         """Instructions per packet over `n` packets (after warm-up), profile in `out`."""
@@ -646,12 +646,18 @@ def read_cpus() -> dict[str, list[int]]:
     return out
 
 
-def cpu_usage(before: dict[str, list[int]], after: dict[str, list[int]],
-              packets: int) -> tuple[tuple[float, ...], dict[str, float]]:
-    """Where the machine's CPU went between two read_cpus() readings: each CPU's busy
-    fraction (in CPU order), and us per packet of each busy kind over all CPUs
-    (user with nice, system, softirq with irq: softirq is where the kernel's packet
-    paths run, the eBPF switch's included, and steal)."""
+def cpu_usage(before: dict[str, list[int]], after: dict[str, list[int]], packets: int,
+              window_s: float) -> tuple[tuple[float, ...], dict[str, float]]:
+    """Where the machine's CPU went between two read_cpus() readings `window_s`
+    apart: each CPU's busy fraction (in CPU order), and us per packet of each busy
+    kind over all CPUs (user with nice, system, softirq with irq: softirq is where
+    the kernel's packet paths run, the eBPF switch's included, and steal).
+
+    A CPU's busy fraction is 1 - its idle time / the window: a tickless kernel
+    measures idle time exactly, while it samples busy time at its ticks, which
+    miss short bursts between idle periods (a CPU that the eBPF switch's packets
+    wake up thousands of times a second: its ticks then add up to well under the
+    window). The busy kinds, like "machine CPU/packet", are the sampled ticks."""
     tick = os.sysconf("SC_CLK_TCK")
     idle = {CPU_TIME_FIELDS.index("idle"), CPU_TIME_FIELDS.index("iowait")}
     busy = []
@@ -660,8 +666,7 @@ def cpu_usage(before: dict[str, list[int]], after: dict[str, list[int]],
              "steal": "steal"}
     for cpu in sorted(after, key=lambda c: int(c[3:])):
         d = [a - b for a, b in zip(after[cpu], before.get(cpu, after[cpu]))]
-        total = sum(d)
-        busy.append(sum(v for i, v in enumerate(d) if i not in idle) / total if total else 0.0)
+        busy.append(min(1.0, max(0.0, 1.0 - sum(d[i] for i in idle) / tick / window_s)) if window_s > 0 else 0.0)
         for i, v in enumerate(d):
             if CPU_TIME_FIELDS[i] in merge:
                 kinds[merge[CPU_TIME_FIELDS[i]]] += v / tick / max(packets, 1) * 1e6
@@ -707,7 +712,7 @@ def print_cpus(results: dict[tuple[str, str, str], list[Sample]]) -> None:
     n = max((len(s.cpu_busy) for ss in results.values() for s in ss), default=0)
     if not n:
         return
-    print(f"\n| build | program | traffic | busy % of {' / '.join(f'CPU {i}' for i in range(n))} "
+    print(f"\n| build | program | traffic | busy % (1 - idle) of {' / '.join(f'CPU {i}' for i in range(n))} "
           "| machine us CPU/packet: user / system / softirq (+irq) / steal | generator us CPU/packet |")
     print("|---|---|---|---|---|---|")
     for (b, p, c), ss in results.items():
