@@ -5,6 +5,7 @@
 #   make build  compile the P4 program with p4c into build/
 #   make build-tofino  compile p4src/tna/bwn.p4 with p4c's Tofino back end into build/tofino{,2}/
 #   make build-ebpf    compile p4src/psa/bwn.p4 with p4c-ebpf into a BPF object, build/ebpf/bwn.o
+#   make pktgen  compile the C traffic generator of benchmarks/switch_pps.py, build/bwn_pktgen
 #   make run    (as root) the smoke scenario's network and the Mininet CLI: bwn net smoke
 #               (SCENARIO=name for another one; see README "Try it by hand")
 #   make test   all tests (unit, namespace end-to-end, PTF on BMv2, Mininet smoke)
@@ -25,7 +26,7 @@ SLURM_PACKAGES := slurm-wlm munge git
 APT_PACKAGES := python3 python3-venv python3-pip python3-scapy python3-thrift iproute2 iputils-ping \
 	ethtool tcpdump tshark iperf3 mininet make $(SLURM_PACKAGES)
 
-.PHONY: test-py310 deps toolchain toolchain-tofino toolchain-pack build build-tofino build-ebpf build-bench bench-switch run test ptf ptf-ebpf mutants schema clean
+.PHONY: test-py310 deps toolchain toolchain-tofino toolchain-pack build build-tofino build-ebpf build-bench bench-switch pktgen run test ptf ptf-ebpf mutants schema clean
 
 # scripts/deps.sh: each step's result and `bwn doctor`'s table at the end; exit 1 when
 # the P4 toolchain could not be installed, unless BWN_WITHOUT_P4=1.
@@ -96,6 +97,15 @@ $(BUILD)/plain/plain_ipv4.json: benchmarks/p4/plain_ipv4.p4
 	  --p4runtime-files $(BUILD)/plain/plain_ipv4.p4info.txtpb -o $(BUILD)/plain $<
 
 build-bench: build $(BUILD)/plain/plain_ipv4.json
+
+# The C traffic generator of switch_pps.py (--generator c): a Python sender cannot
+# keep up with the eBPF switch (benchmarks/pktgen/bwn_pktgen.c says what it does).
+PKTGEN_CC ?= gcc
+$(BUILD)/bwn_pktgen: benchmarks/pktgen/bwn_pktgen.c
+	@mkdir -p $(BUILD)
+	$(PKTGEN_CC) -O2 -std=gnu11 -Wall -Wextra -o $@ $<
+
+pktgen: $(BUILD)/bwn_pktgen
 
 # Forwarding rate of bwn.p4 against plain_ipv4.p4 on both BMv2 builds (root).
 bench-switch: build-bench

@@ -5,6 +5,7 @@ and of bwn on eBPF against bwn on the fast BMv2.
     sudo .venv/bin/python benchmarks/switch_pps.py [--seconds 8] [--rounds 7]
         [--builds default,fast] [--programs plain,bwn] [--classes data,plain,window-first,xcp,rcp]
         [--callgrind 2000] [--candidate build/try] [--threads] [--target ebpf]
+        [--generator python|c] [--loop frame|batched|open] [--rate PPS] [--generator-cpu N]
 
 --target ebpf adds a build `ebpf`: p4src/psa/bwn.p4 (build/ebpf/bwn.o) loaded by
 NIKSS on the same two ports, configured as the controller configures it, its
@@ -19,7 +20,7 @@ its ports, `ebpf-unsteered` lets the kernel run its ports' packets on any CPU
 (`--builds fast,ebpf,ebpf-xdp,ebpf-unsteered`).
 
 Method. One `simple_switch_grpc` in a private network namespace, two veth ports.
-A closed-loop generator (this process, AF_PACKET) keeps `--inflight` 1000-byte
+A closed-loop generator (AF_PACKET) keeps `--inflight` 1000-byte
 frames inside the switch: it sends into port 1 whenever fewer than that many have
 come out of port 2, so the switch always has work and its queues never overflow
 (a top-speed sender would burn a core that the switch needs, on 2 cores). The
@@ -30,6 +31,23 @@ packet I/O) in brackets. Programs
 and builds are interleaved round by round, each round starting one case later,
 so that drift of the machine hits all of them alike; the table gives the median
 and the min..max of the rounds.
+
+Generators (--generator). `python`: this process, one send and one recv call per
+frame (--loop frame, the default for BMv2 alone, as every BMv2 figure was
+measured) or sendmmsg/recvmmsg of --batch frames (--loop batched). `c`:
+benchmarks/pktgen/bwn_pktgen.c (`make pktgen`, which this script runs), the
+default when an eBPF build is measured: the same frames (a template file written
+from the same list, sent in the same order), the same closed loop (batched) or an
+open one (--loop open: --rate frames/s, 0 = flat out, counted at port 2's peer),
+at a fraction of the CPU per frame, so that the eBPF switch, which forwards in
+the sending call's own softirq or on its CPU, is measured rather than the
+generator. On 2 cores the generator and the datapath share the machine: the C
+generator is pinned to the last CPU (--generator-cpu), the eBPF switch's ports
+are steered to the first, and BMv2's threads run where the kernel puts them, in
+every build's rounds alike; "machine CPU/packet" counts the generator too, and
+--threads prints each CPU's busy share and the machine's CPU per packet by kind
+(user, system, softirq), which say which side bounds the rate.
+--write-template DIR writes the C generator's template of each class and exits.
 
 Traffic classes (bwn.p4 only; the plain program forwards them all alike):
   data          BWN DATA packets (UDP 16983) that every switch stamps, 8 flows;
@@ -52,7 +70,8 @@ by tens of per cent between days).
 
 --threads also prints where the CPU goes: the CPU per packet of the switch's four
 busiest threads (packet in, ingress, egress, transmit: the order simple_switch
-starts them) and of the generator, from /proc/PID/task/*/stat.
+starts them) and of the generator, from /proc/PID/task/*/stat; and for every
+build each CPU's busy share and the machine's CPU per packet by kind (/proc/stat).
 
 --callgrind N runs each (program, class) once more under valgrind's callgrind
 on the fast build and counts the instructions the switch executes per packet
@@ -64,10 +83,12 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import json
 import os
 import shutil
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import time
@@ -79,7 +100,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from controller.bmv2 import SWITCH_BINARY, Bmv2Switch, fast_switch_binary  # noqa: E402
-from bwn.emulation.probes import read_proc_stat  # noqa: E402
+from bwn.emulation.probes import CPU_TIME_FIELDS, read_proc_stat  # noqa: E402
 from bwn.emulation.netns import NetnsSet  # noqa: E402
 from bwn.requirements import netns_missing  # noqa: E402
 from bwn.analysis.stats import mean_interval  # noqa: E402
@@ -92,6 +113,8 @@ SW_MAC = "00:00:00:00:01:01"
 H2_MAC = "00:00:00:00:00:02"
 DST_IP = "10.0.2.2"
 PROGRAMS = ("plain", "bwn")
+PKTGEN = REPO / "build" / "bwn_pktgen"   # the C generator (make pktgen; benchmarks/pktgen/)
+LOOPS = ("frame", "batched", "open")     # how a generator sends (--loop)
 EBPF = "ebpf"                 # the eBPF "build" (--target ebpf)
 # The eBPF switch as experiments run it, and with one of its two choices undone
 # (controller/ebpf.py, EbpfSwitch): (steered to one CPU, NIKSS's XDP helper kept).
@@ -149,6 +172,15 @@ def frames(traffic: str) -> list[bytes]:
         pad = FRAME_BYTES - len(pkt)
         out.append(bytes(pkt / (b"\x00" * pad)))
     return out
+
+
+def write_template(path: Path, pkts: list[bytes]) -> Path:
+    """The C generator's template file (benchmarks/pktgen/bwn_pktgen.c): one frame
+    per line in hex, sent in this order, cyclically, as the Python generator sends them."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"# switch_pps.py frames: {len(pkts)} frames, sent in this order, cyclically\n"
+                    + "".join(p.hex() + "\n" for p in pkts))
+    return path
 
 
 # ----------------------------------------------------------------------------- programming
@@ -228,6 +260,8 @@ class Sample:
     generator_us_per_pkt: float = 0.0   # this process (the closed-loop generator), user + system
     threads_us_per_pkt: tuple[float, ...] = ()   # the switch's busiest threads, in start order
     machine_us_per_pkt: float = 0.0     # every CPU's busy time, generator included
+    cpu_busy: tuple[float, ...] = ()    # each CPU's busy fraction over the measurement
+    kinds_us_per_pkt: dict[str, float] | None = None   # the machine's busy time by kind (/proc/stat)
 
 
 def closed_loop(tx: socket.socket, rx: socket.socket, pkts: list[bytes], seconds: float,
@@ -353,6 +387,94 @@ def drain(rx: socket.socket) -> None:
         pass
 
 
+SO_ATTACH_FILTER, SO_DETACH_FILTER = 26, 27
+
+
+def mute(sock: socket.socket, on: bool) -> None:
+    """Make the Python generator's receiving socket drop every frame in the kernel
+    (a classic BPF filter `ret #0`) while the C generator runs, so that it does not
+    copy the frames the C generator counts (`on` False: take the filter off)."""
+    if not on:
+        sock.setsockopt(socket.SOL_SOCKET, SO_DETACH_FILTER, 0)
+        return
+    code = ctypes.create_string_buffer(struct.pack("HBBI", 0x06, 0, 0, 0), 8)   # BPF_RET|BPF_K, 0
+    prog = struct.pack("HxxxxxxQ", 1, ctypes.addressof(code))
+    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, prog)
+
+
+class PythonGenerator:
+    """The generator in this process (--generator python): --loop frame, batched or
+    open; a second of the frame loop first (the warm-up)."""
+
+    def __init__(self, bench: "Bench", pkts: list[bytes]) -> None:
+        self.bench, self.pkts = bench, pkts
+
+    def start(self) -> None:
+        closed_loop(self.bench.tx, self.bench.rx, self.pkts, 1.0, self.bench.args.inflight)  # warm up
+        drain(self.bench.rx)
+
+    def run(self) -> tuple[int, int, float, float]:
+        """(frames out, frames lost, elapsed s, the generator's CPU s)."""
+        t0 = os.times()
+        got, lost, elapsed = self.bench.loop(self.pkts)
+        t1 = os.times()
+        return got, lost, elapsed, (t1.user - t0.user) + (t1.system - t0.system)
+
+    def close(self) -> None:
+        drain(self.bench.rx)
+
+
+class CGenerator:
+    """benchmarks/pktgen/bwn_pktgen.c (--generator c) on the same ports and the same
+    frames (a template file written from frames()), in the generator's namespace,
+    pinned to --generator-cpu; its warm-up is the same mode for a second. It waits
+    after the warm-up until run() says go, so that the switch's and the machine's
+    counters are read when its measurement starts; its CPU is its own getrusage."""
+
+    def __init__(self, bench: "Bench", traffic: str, pkts: list[bytes]) -> None:
+        a = bench.args
+        tpl = write_template(Path(a.log_dir) / f"pktgen-{traffic}.tpl", pkts)
+        self.cmd = [str(a.pktgen), "--template", str(tpl), "--netns", bench.ns, "--tx", "hp1", "--rx", "hp2",
+                    "--seconds", f"{a.seconds:g}", "--batch", str(a.batch), "--warmup", "1", "--wait-go"]
+        if a.loop == "open":
+            self.cmd += ["--mode", "open", "--rate", f"{a.rate:g}"]
+        else:
+            self.cmd += ["--mode", "closed", "--inflight", str(a.inflight)]
+        if a.generator_cpu >= 0:
+            self.cmd += ["--cpu", str(a.generator_cpu)]
+        self.bench = bench
+        self.proc: subprocess.Popen[str] | None = None
+
+    def start(self) -> None:
+        mute(self.bench.rx, True)
+        self.proc = subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if line.strip() != "ready":
+            self.proc.wait(timeout=10)
+            raise RuntimeError(f"{' '.join(self.cmd)}: {line.strip()} {self.proc.stderr.read().strip()}")
+
+    def run(self) -> tuple[int, int, float, float]:
+        assert self.proc is not None
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            self.proc.wait(timeout=10)
+            raise RuntimeError(f"{' '.join(self.cmd)} failed: {self.proc.stderr.read().strip()}")
+        r = json.loads(line)
+        return r["received"], r["lost"], r["elapsed_s"], r["user_s"] + r["sys_s"]
+
+    def close(self) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()                 # this one process, by its pid
+            self.proc.wait()
+            for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+                f.close()
+        mute(self.bench.rx, False)
+
+
 class Bench:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -392,16 +514,21 @@ class Bench:
         raise RuntimeError("hp2 is not in the generator's namespace")
 
     def loop(self, pkts: list[bytes]) -> tuple[int, int, float]:
-        """One measurement with the generator --generator names."""
-        if self.args.generator == "open":
+        """One measurement of the Python generator, the way --loop names."""
+        if self.args.loop == "open":
             return open_loop(Batched(self.tx, self.rx, pkts, self.args.batch), self.hp2_rx_packets,
                              self.args.seconds)
-        if self.args.generator == "batched":
+        if self.args.loop == "batched":
             got, lost, elapsed = closed_loop_batched(Batched(self.tx, self.rx, pkts, self.args.batch),
                                                      self.args.seconds, self.args.inflight)
             self.rx.settimeout(None)
             return got, lost, elapsed
         return closed_loop(self.tx, self.rx, pkts, self.args.seconds, self.args.inflight)
+
+    def generator(self, traffic: str, pkts: list[bytes]) -> "PythonGenerator | CGenerator":
+        if self.args.generator == "c":
+            return CGenerator(self, traffic, pkts)
+        return PythonGenerator(self, pkts)
 
     def measure(self, binary: str, program: str, traffic: str) -> Sample:
         if binary in EBPF_BUILDS:
@@ -413,14 +540,16 @@ class Bench:
             try:
                 sw.cli("set_queue_depth 1000\n")
                 pkts = frames("data" if traffic == "window-first" else traffic)
-                closed_loop(self.tx, self.rx, pkts, 1.0, self.args.inflight)  # warm up
-                drain(self.rx)
-                cpu0, threads0, gen0 = switch_cpu_s(sw.proc.pid), thread_cpu_s(sw.proc.pid), os.times()
-                stat0 = read_proc_stat()
-                got, lost, elapsed = self.loop(pkts)
-                stat1 = read_proc_stat()
-                cpu1, threads1, gen1 = switch_cpu_s(sw.proc.pid), thread_cpu_s(sw.proc.pid), os.times()
-                drain(self.rx)
+                gen = self.generator(traffic, pkts)
+                try:
+                    gen.start()
+                    cpu0, threads0 = switch_cpu_s(sw.proc.pid), thread_cpu_s(sw.proc.pid)
+                    stat0, cpus0, w0 = read_proc_stat(), read_cpus(), time.monotonic()
+                    got, lost, elapsed, gen_s = gen.run()
+                    stat1, cpus1, w1 = read_proc_stat(), read_cpus(), time.monotonic()
+                    cpu1, threads1 = switch_cpu_s(sw.proc.pid), thread_cpu_s(sw.proc.pid)
+                finally:
+                    gen.close()
             finally:
                 session.close()
         finally:
@@ -428,10 +557,9 @@ class Bench:
         if got == 0:
             raise RuntimeError(f"{program}/{traffic}: no frame came out of port 2 (see {sw.log_path})")
         user_s, sys_s = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
-        gen_s = (gen1.user - gen0.user) + (gen1.system - gen0.system)
         return Sample(got / elapsed, (user_s + sys_s) / got * 1e6, lost, user_s / got * 1e6,
                       gen_s / got * 1e6, tuple(busiest_threads_us(threads0, threads1, got)),
-                      busy_s(stat0, stat1) / got * 1e6)
+                      busy_s(stat0, stat1) / got * 1e6, *cpu_usage(cpus0, cpus1, got, w1 - w0))
 
     def measure_ebpf(self, traffic: str, steered: bool, xdp_helper: bool) -> Sample:
         """bwn on eBPF: the PSA program under NIKSS on the same ports."""
@@ -455,20 +583,21 @@ class Bench:
                 eb.route("10.0.2.0/24", ifx[2], 2, H2_MAC, SW_MAC).add(pipe)
                 eb.port_capacity(2, 1e9, window).add(pipe)
                 pkts = frames("data" if traffic == "window-first" else traffic)
-                closed_loop(self.tx, self.rx, pkts, 1.0, self.args.inflight)  # warm up
-                drain(self.rx)
-                gen0, stat0 = os.times(), read_proc_stat()
-                got, lost, elapsed = self.loop(pkts)
-                stat1, gen1 = read_proc_stat(), os.times()
-                drain(self.rx)
+                gen = self.generator(traffic, pkts)
+                try:
+                    gen.start()
+                    stat0, cpus0, w0 = read_proc_stat(), read_cpus(), time.monotonic()
+                    got, lost, elapsed, gen_s = gen.run()
+                    stat1, cpus1, w1 = read_proc_stat(), read_cpus(), time.monotonic()
+                finally:
+                    gen.close()
         finally:
             sw.stop()
         if got == 0:
             raise RuntimeError(f"ebpf/{traffic}: no frame came out of port 2 (see {sw.log_path})")
-        gen_s = (gen1.user - gen0.user) + (gen1.system - gen0.system)
         machine_s = busy_s(stat0, stat1)
         return Sample(got / elapsed, max(0.0, machine_s - gen_s) / got * 1e6, lost, 0.0, gen_s / got * 1e6,
-                      (), machine_s / got * 1e6)
+                      (), machine_s / got * 1e6, *cpu_usage(cpus0, cpus1, got, w1 - w0))
 
     def callgrind(self, binary: str, program: str, traffic: str, n: int, out: Path) -> float:
         """Instructions per packet over `n` packets (after warm-up), profile in `out`."""
@@ -505,6 +634,45 @@ class Bench:
         self.nets.close()
 
 
+def read_cpus() -> dict[str, list[int]]:
+    """/proc/stat's per-CPU lines: CPU name (cpu0, ...) -> ticks of each kind
+    (probes.CPU_TIME_FIELDS: user, nice, system, idle, iowait, irq, softirq, steal)."""
+    out = {}
+    with open("/proc/stat", "rb") as fh:
+        for line in fh.read().decode().splitlines():
+            name, _, rest = line.partition(" ")
+            if name.startswith("cpu") and name != "cpu":
+                out[name] = [int(v) for v in rest.split()[:len(CPU_TIME_FIELDS)]]
+    return out
+
+
+def cpu_usage(before: dict[str, list[int]], after: dict[str, list[int]], packets: int,
+              window_s: float) -> tuple[tuple[float, ...], dict[str, float]]:
+    """Where the machine's CPU went between two read_cpus() readings `window_s`
+    apart: each CPU's busy fraction (in CPU order), and us per packet of each busy
+    kind over all CPUs (user with nice, system, softirq with irq: softirq is where
+    the kernel's packet paths run, the eBPF switch's included, and steal).
+
+    A CPU's busy fraction is 1 - its idle time / the window: a tickless kernel
+    measures idle time exactly, while it samples busy time at its ticks, which
+    miss short bursts between idle periods (a CPU that the eBPF switch's packets
+    wake up thousands of times a second: its ticks then add up to well under the
+    window). The busy kinds, like "machine CPU/packet", are the sampled ticks."""
+    tick = os.sysconf("SC_CLK_TCK")
+    idle = {CPU_TIME_FIELDS.index("idle"), CPU_TIME_FIELDS.index("iowait")}
+    busy = []
+    kinds = dict.fromkeys(("user", "system", "softirq", "steal"), 0.0)
+    merge = {"user": "user", "nice": "user", "system": "system", "irq": "softirq", "softirq": "softirq",
+             "steal": "steal"}
+    for cpu in sorted(after, key=lambda c: int(c[3:])):
+        d = [a - b for a, b in zip(after[cpu], before.get(cpu, after[cpu]))]
+        busy.append(min(1.0, max(0.0, 1.0 - sum(d[i] for i in idle) / tick / window_s)) if window_s > 0 else 0.0)
+        for i, v in enumerate(d):
+            if CPU_TIME_FIELDS[i] in merge:
+                kinds[merge[CPU_TIME_FIELDS[i]]] += v / tick / max(packets, 1) * 1e6
+    return tuple(busy), kinds
+
+
 def busy_s(before: tuple[float, float], after: tuple[float, float]) -> float:
     """Busy CPU seconds of all CPUs between two read_proc_stat() readings."""
     tick = os.sysconf("SC_CLK_TCK")
@@ -536,6 +704,28 @@ def print_threads(results: dict[tuple[str, str, str], list[Sample]]) -> None:
               f"{statistics.median(s.generator_us_per_pkt for s in ss):.2f} |")
 
 
+def print_cpus(results: dict[tuple[str, str, str], list[Sample]]) -> None:
+    """Where the machine's CPU went (every build): each CPU's busy share, and the
+    machine's busy time per packet by kind, median over the rounds. A CPU busy all
+    the time is what bounds the rate; with the C generator pinned, it has one CPU
+    and the switch (the eBPF switch's ports are steered to the first) the other."""
+    n = max((len(s.cpu_busy) for ss in results.values() for s in ss), default=0)
+    if not n:
+        return
+    print(f"\n| build | program | traffic | busy % (1 - idle) of {' / '.join(f'CPU {i}' for i in range(n))} "
+          "| machine us CPU/packet: user / system / softirq (+irq) / steal | generator us CPU/packet |")
+    print("|---|---|---|---|---|---|")
+    for (b, p, c), ss in results.items():
+        ss = [s for s in ss if len(s.cpu_busy) == n and s.kinds_us_per_pkt]
+        if not ss:
+            continue
+        busy = " / ".join(f"{100 * statistics.median(s.cpu_busy[i] for s in ss):.0f}" for i in range(n))
+        kinds = " / ".join(f"{statistics.median(s.kinds_us_per_pkt[k] for s in ss):.2f}"
+                           for k in ("user", "system", "softirq", "steal"))
+        print(f"| {b} | {p} | {c} | {busy} | {kinds} | "
+              f"{statistics.median(s.generator_us_per_pkt for s in ss):.2f} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=8.0, help="measurement per (build, program, class, round)")
@@ -556,19 +746,58 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--log-dir", default="build/switch-pps")
     ap.add_argument("--target", choices=("bmv2", EBPF), default="bmv2",
                     help="ebpf: also measure bwn on eBPF (build `ebpf`, make build-ebpf) beside the BMv2 builds "
-                         "(and use the batched generator unless --generator says otherwise)")
-    ap.add_argument("--generator", choices=("frame", "batched", "open"),
-                    help="frame: one send and one recv call per frame (the default for BMv2 alone, as every "
-                         "figure before the eBPF target); batched: sendmmsg/recvmmsg of --batch frames (the "
-                         "default with --target ebpf, whose switch outruns the frame loop); open: sendmmsg as "
-                         "fast as it goes, frames out counted at port 2's peer (a switch's rate under overload: "
+                         "(and use the C generator, batched, unless --generator and --loop say otherwise)")
+    ap.add_argument("--generator", choices=("python", "c") + LOOPS,
+                    help="python: this process sends and counts (the default for BMv2 alone, as every figure "
+                         "before the eBPF target); c: benchmarks/pktgen/bwn_pktgen.c (make pktgen, run by this "
+                         "script when needed), the same frames from a template file, the default when an eBPF "
+                         "build is measured (a Python sender cannot keep that switch busy). The former "
+                         "spelling --generator frame|batched|open means --generator python --loop ...")
+    ap.add_argument("--loop", choices=LOOPS,
+                    help="frame: one send and one recv call per frame (Python only; its default for BMv2 "
+                         "alone); batched: keep --inflight frames in the switch with sendmmsg/recvmmsg of "
+                         "--batch frames (the default otherwise); open: sendmmsg at --rate (0: as fast as "
+                         "it goes), frames out counted at port 2's peer (a switch's rate under overload: "
                          "what it takes of what is offered; --inflight does not apply)")
     ap.add_argument("--batch", type=int, default=32, help="frames per call of the batched generator")
+    ap.add_argument("--rate", type=float, default=0.0,
+                    help="C generator, --loop open: frames offered per second (0: as fast as it goes)")
+    ap.add_argument("--generator-cpu", type=int,
+                    help="C generator: the CPU it is pinned to (-1: not pinned). Default: the last CPU this "
+                         "process may use when there are two or more, which is not the CPU the eBPF switch's "
+                         "ports are steered to (the first), in every build's rounds alike")
+    ap.add_argument("--write-template", metavar="DIR",
+                    help="only write the C generator's template of each --classes class, DIR/CLASS.tpl, and exit")
     args = ap.parse_args(argv)
     if args.target == EBPF and EBPF not in args.builds.split(","):
         args.builds += f",{EBPF}"
+    if args.generator in LOOPS:                       # the former spelling
+        if args.loop and args.loop != args.generator:
+            ap.error(f"--generator {args.generator} and --loop {args.loop} contradict each other")
+        args.generator, args.loop = "python", args.generator
+    with_ebpf = bool(set(args.builds.split(",")) & set(EBPF_BUILDS))
     if args.generator is None:
-        args.generator = "batched" if set(args.builds.split(",")) & set(EBPF_BUILDS) else "frame"
+        args.generator = "c" if with_ebpf else "python"
+    if args.loop is None:
+        args.loop = "batched" if with_ebpf or args.generator == "c" else "frame"
+    if args.generator == "c" and args.loop == "frame":
+        ap.error("the C generator always batches: --loop batched --batch 1 sends one frame per call")
+    if args.rate and not (args.generator == "c" and args.loop == "open"):
+        ap.error("--rate applies to --generator c --loop open")
+    if args.generator_cpu is None:
+        cpus = sorted(os.sched_getaffinity(0))
+        args.generator_cpu = cpus[-1] if len(cpus) > 1 else -1
+    if args.write_template:
+        for c in [c for c in args.classes.split(",") if c]:
+            print(write_template(Path(args.write_template) / f"{c}.tpl",
+                                 frames("data" if c == "window-first" else c)))
+        return 0
+    args.pktgen = PKTGEN
+    if args.generator == "c":
+        res = subprocess.run(["make", "--no-print-directory", "-C", str(REPO), "pktgen"],
+                             capture_output=True, text=True)
+        if res.returncode != 0 or not PKTGEN.exists():
+            ap.error(f"make pktgen failed (the C generator):\n{res.stdout}{res.stderr}")
     why = netns_missing()
     if why:
         print(f"switch_pps: {why}", file=sys.stderr)
@@ -641,11 +870,17 @@ def main(argv: list[str] | None = None) -> int:
         bench.close()
         lock.__exit__(None, None, None)
 
+    gen_text = (f"the {args.generator} generator, {args.loop} loop"
+                + (f" (offered {args.rate:g} frames/s)" if args.loop == "open" and args.rate else "")
+                + (f", {args.inflight} frames in flight" if args.loop != "open" else "")
+                + (f", pinned to CPU {args.generator_cpu}" if args.generator == "c" and args.generator_cpu >= 0
+                   else ""))
+
     def med(xs: list[float]) -> str:
         return f"{statistics.median(xs):,.0f} ({min(xs):,.0f}..{max(xs):,.0f})".replace(",", " ")
 
     print(f"\n### switch_pps: {FRAME_BYTES}-byte frames, {args.rounds} interleaved rounds of {args.seconds:g} s, "
-          f"{args.inflight} frames in flight, {args.generator} generator; median (min..max)\n")
+          f"{gen_text}; median (min..max)\n")
     print("| BMv2 build | program | traffic | pps | us CPU/packet (user) | machine us CPU/packet "
           "| pps / plain router, same traffic | per-round ratio, mean [95 % CI] |")
     print("|---|---|---|---|---|---|---|---|")
@@ -682,6 +917,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{paired_ratio([x.machine_us_per_pkt for x in ss], [x.machine_us_per_pkt for x in ref])} |")
     if args.threads and args.rounds:
         print_threads(results)
+        print_cpus(results)
     pairs = [(k, results.get((k[0], "bwn", k[2]))) for k in results if k[1] == "candidate"]
     if pairs:
         print("\n| BMv2 build | traffic | candidate / bwn.p4, per-round pps ratio, mean [95 % CI] "

@@ -29,3 +29,14 @@ def test_thread_cpu_reads_this_process() -> None:
     cpu = switch_pps.thread_cpu_s(os.getpid())
     assert os.getpid() in cpu                      # the main thread's id is the pid
     assert all(v >= 0.0 for v in cpu.values())
+
+
+def test_cpu_busy_is_one_minus_idle_over_the_window() -> None:
+    tick = os.sysconf("SC_CLK_TCK")
+    # fields: user nice system idle iowait irq softirq steal; a 2-second window
+    before = {"cpu0": [0] * 8, "cpu1": [0] * 8}
+    after = {"cpu0": [0, 0, 0, int(0.5 * tick), 0, 0, int(0.5 * tick), 0],   # sampled ticks miss 1 s
+             "cpu1": [int(1.5 * tick), 0, int(0.5 * tick), 0, 0, 0, 0, 0]}
+    busy, kinds = switch_pps.cpu_usage(before, after, packets=1_000_000, window_s=2.0)
+    assert busy == pytest.approx((0.75, 1.0))
+    assert kinds == pytest.approx({"user": 1.5, "system": 0.5, "softirq": 0.5, "steal": 0.0})
