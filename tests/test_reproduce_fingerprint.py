@@ -48,7 +48,7 @@ def test_a_scenario_that_sets_the_look_ahead_renders_it():
     assert reproduce.scenario_fingerprint(cfg_ahead) != reproduce.scenario_fingerprint(cfg)
 
 
-@pytest.mark.parametrize("paper", gr.PAPERS)
+@pytest.mark.parametrize("paper", gr.GRIDS)
 def test_every_counted_run_of_the_committed_ledger_matches_its_case_as_committed(paper):
     """docs/results/PAPER-runs.csv is made from the grid beside it: a run it counts is
     one its case, as committed, still renders to (else the page would count a run of

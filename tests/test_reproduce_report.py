@@ -235,7 +235,7 @@ def test_claim_plots_show_the_claims_unit_axis_titles_a_legend_and_the_reference
 
 # -- grids, seeds and resumption -------------------------------------------------------------
 
-@pytest.mark.parametrize("paper", gr.PAPERS)
+@pytest.mark.parametrize("paper", gr.GRIDS)
 def test_every_grid_renders_valid_scenarios(paper):
     """Every case that runs renders a valid scenario for every scheme, full and quick;
     every claim not waiting for machinery is judged on some case."""
@@ -253,7 +253,7 @@ def test_every_grid_renders_valid_scenarios(paper):
 
 
 def test_quick_sets_stay_under_15_minutes():
-    for paper in gr.PAPERS:
+    for paper in gr.GRIDS:
         grid = gr.load_grid(paper)
         plan = pl.planned_runs(grid, quick=True)
         assert {r.key.seed for r in plan} == {1}
@@ -457,7 +457,7 @@ def test_every_case_runs_the_seeds_its_grid_declares_and_quick_runs_one():
     assert {r.key.seed for r in pl.planned_runs(grid, True, [base, more])} == {1}
 
 
-@pytest.mark.parametrize("paper", gr.PAPERS)
+@pytest.mark.parametrize("paper", gr.GRIDS)
 def test_every_committed_grid_declares_at_least_five_seeds_per_case(paper):
     assert all(c.seeds >= 5 for c in gr.load_grid(paper).cases)
 

@@ -35,6 +35,9 @@ its busier one.
 | ``share_fraction:SEL`` | goodput / max-min fair share (payload, the share averaged over the flow's log rows) |
 | ``reordered:FLOW`` | first transmissions the flow's receiver got after a later one (``all``: summed) |
 | ``drops:L1,L2`` | packets dropped at the links' switch egress ports, both directions, over the run: tail drops, RED's and Assured Forwarding's (the fidelity sampler's ``port_drops``; not random loss) |
+| ``fct_s:SEL`` | mean flow completion time of the selected flows that send a byte count (bwn/analysis/fct.py: SYN to the ACK of the last byte); none when one of them did not complete |
+| ``fct_slowdown:SEL`` | mean of their FCT / processor sharing's (2 RTT + size / fair share at the start); none when one did not complete |
+| ``fct_incomplete:SEL`` | how many of them did not complete |
 
 Each metric has a support that decides its interval (:func:`support_of`): counts,
 fractions in [0, 1], and real numbers.
@@ -50,7 +53,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from bwn.analysis.report.load import DEFAULT_BIN_S, FlowLog, SchemeRun
 from bwn.analysis.report.rates import FairShares, _Delivered, estimate_bps, estimate_source, jain_index, run_span_s
-from bwn.analysis import stats
+from bwn.analysis import fct, stats
 from bwn.rundir import RunDir
 
 #: Every metric kind this module computes.
@@ -58,9 +61,10 @@ KINDS = ("goodput_bps", "utilization", "retransmissions", "timeouts", "rtt_mean_
          "epoch_jain", "convergence_time_s", "goodput_cv", "floor_fraction", "estimate_error",
          "estimate_error_rate", "estimate_bias", "estimate_bps", "estimate_cv", "estimate_settling_s",
          "queue_fraction", "link_utilization", "algo_ratio", "target_error", "target_ratio", "target_diff",
-         "share_fraction", "reordered", "drops", "compliant_bps", "besteffort_bps", "besteffort_share")
+         "share_fraction", "reordered", "drops", "compliant_bps", "besteffort_bps", "besteffort_share",
+         "fct_s", "fct_slowdown", "fct_incomplete")
 #: Metric kinds whose value per run is a count, or a fraction in [0, 1].
-COUNT_METRICS = ("retransmissions", "timeouts", "reordered", "drops")
+COUNT_METRICS = ("retransmissions", "timeouts", "reordered", "drops", "fct_incomplete")
 FRACTION_METRICS = ("utilization", "jain", "jain_share", "epoch_jain", "queue_fraction", "link_utilization",
                     "floor_fraction")
 #: Width of the bins of per-second metrics, s; the sampling step of convergence; arrivals
@@ -596,6 +600,8 @@ def metric_value(name: str, run: SchemeRun, rows: list[dict[str, Any]], fidelity
                 return None
             total += sum(int(c["drops"]) for c in ports)
         return float(total)
+    if kind in ("fct_s", "fct_slowdown", "fct_incomplete"):
+        return fct.fct_value(fct.select(fct.fcts(run), arg), kind)
     if kind == "reordered":
         counts = receiver_counts(run_dir, "reordered_segments") if run_dir is not None else {}
         names = list(run.flow_ids) if arg in ("", "all") else [arg]

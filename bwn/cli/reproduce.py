@@ -49,6 +49,7 @@ EXIT_CODES = """examples:
   bwn reproduce all --plan             what is left to run for every paper, and its time
   bwn reproduce sarbe --quick          a short pass of one paper (not judged against the paper)
   bwn reproduce obp --cases f3-single  one case of a paper's grid, every seed and scheme
+  bwn reproduce compare --quick        the cross-scheme comparison (docs/compare.md), one short pass
   bwn reproduce ebn --report-only      rebuild the page from the runs on record
 
 exit status:
@@ -88,7 +89,8 @@ def command_line(args: argparse.Namespace, paper: str) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paper", help=f"one of {', '.join(gr.PAPERS)}, or 'all'")
+    p.add_argument("paper", help=f"one of {', '.join(gr.GRIDS)}, or 'all' (the papers: "
+                                 f"{', '.join(gr.PAPERS)})")
     p.add_argument("--quick", action="store_true",
                    help="the grid's quick subset, one seed, short durations (< 15 min per paper): a smoke "
                         "test of the pipeline, not the grid's verdicts")
@@ -332,8 +334,8 @@ def run_paper(args: argparse.Namespace, grid: gr.Grid, cases: list[gr.Case], sta
 
 def main(args: argparse.Namespace, executor: Any = None) -> int:
     papers = list(gr.PAPERS) if args.paper == "all" else [args.paper]
-    if any(p not in gr.PAPERS for p in papers):
-        print(f"bwn reproduce: unknown paper {args.paper!r}; known: {', '.join(gr.PAPERS)}, all", file=sys.stderr)
+    if any(p not in gr.GRIDS for p in papers):
+        print(f"bwn reproduce: unknown paper {args.paper!r}; known: {', '.join(gr.GRIDS)}, all", file=sys.stderr)
         return 2
     try:
         scales = [float(s) for s in args.scales.split(",") if s]
@@ -410,8 +412,8 @@ def run_one(args: argparse.Namespace) -> int:
     """``bwn reproduce-run KEY``: one attempt at one planned run."""
     try:
         key = RunKey.parse(args.key)
-        if key.paper not in gr.PAPERS:
-            raise ValueError(f"unknown paper {key.paper!r}; known: {', '.join(gr.PAPERS)}")
+        if key.paper not in gr.GRIDS:
+            raise ValueError(f"unknown paper {key.paper!r}; known: {', '.join(gr.GRIDS)}")
         grid = gr.load_grid(key.paper)
         planned = find_run(grid, key, args.quick)
     except (ValueError, gr.GridError) as exc:

@@ -39,7 +39,13 @@ from bwn.reproduce.gridmodel import (
 
 GRID_DIR = REPO / "topologies" / "reproduce"
 TEMPLATE_DIRS = (REPO / "topologies" / "templates", REPO / "topologies" / "scenarios")
+#: The papers' evaluations (``bwn reproduce all``, the results index).
 PAPERS = ("ebn", "obp", "dft", "gtcp", "sarbe")
+#: Grids that are no one paper's evaluation but run and are judged the same way (claims
+#: taken from papers, fixed before the runs): the cross-scheme comparison (docs/compare.md).
+CASE_GRIDS = ("compare",)
+#: Every grid ``bwn reproduce NAME`` takes.
+GRIDS = PAPERS + CASE_GRIDS
 
 
 def grid_path(paper: str) -> Path:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from bwn.analysis.report.load import DEFAULT_BIN_S, ReportError, SchemeRun
 from bwn.analysis.report.plots import write_plots
-from bwn.analysis.report.tables import summarize, write_csv, write_markdown
+from bwn.analysis.report.tables import fct_rows, summarize, write_csv, write_fct_csv, write_markdown
 from bwn.rundir import ExperimentDir
 
 
@@ -24,6 +24,8 @@ def write_report(run_dir: str | Path, runs: list[SchemeRun], bin_s: float = DEFA
         raise ReportError("no scheme run to report")
     rows = [row for run in runs for row in summarize(run, bin_s)]
     write_csv(out.summary_csv, rows)
+    if any(run.flow_sizes for run in runs):
+        write_fct_csv(out_dir / "fct.csv", fct_rows(runs))
     plots = write_plots(out_dir, runs, bin_s)
     summary_md = out.summary_md
     write_markdown(summary_md, runs, rows, plots)

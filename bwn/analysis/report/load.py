@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import csv
 import json
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser, as a package
+    import tomli as tomllib  # type: ignore[no-redef]
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional
@@ -52,6 +56,7 @@ SUMMARY_KEYS: dict[str, str] = {
     "rtt_p99_ms": "rtt_p99_ms",
     "rtt_mean_ms": "rtt_mean_ms",
     "start_s": "start_s",                  # experiment time the flow started (if the runner adds it)
+    "status": "status",                    # complete, interrupted, failed: <why>, incomplete
 }
 
 
@@ -193,6 +198,13 @@ class SchemeRun:
     clock_offset_s: Optional[float] = None   # capture time (epoch) - experiment time
     # run.json's fidelity verdict (bwn/analysis/fidelity.py): (True/False/None, summary)
     validity: tuple[Optional[bool], str] = (None, "not checked")
+    # run.json's fidelity record (its "measurements": ports, queues, port_drops); {} if none
+    fidelity: dict[str, Any] = field(default_factory=dict)
+    # From the scenario as run (scenario.toml, :func:`scenario_facts`): flow -> the bytes it
+    # was to send (flows with ``bytes``; the others ran for a time), and flow -> its path's
+    # round-trip propagation delay, s. Empty without a scenario file.
+    flow_sizes: dict[str, int] = field(default_factory=dict)
+    flow_base_rtt_s: dict[str, float] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -335,7 +347,37 @@ def load_scheme_run(scheme_dir: Path, scheme: Optional[str] = None) -> SchemeRun
                     meta.bottleneck_link, meta.bottleneck_port)
     _apply_meta(run, meta, run_dir.run_json)
     run.validity = meta.validity
+    run.fidelity = dict(meta.fidelity or {})
+    scenario = run_dir.scenario_toml
+    if not scenario.exists():                 # bwn run: one copy for every scheme, beside them
+        scenario = run_dir.path.parent / scenario.name
+    if scenario.exists():
+        run.flow_sizes, run.flow_base_rtt_s = scenario_facts(scenario)
     return run
+
+
+def scenario_facts(path: Path) -> tuple[dict[str, int], dict[str, float]]:
+    """From a scenario file: flow -> its ``bytes`` (the flows that have one), and flow ->
+    twice the sum of the one-way ``delay_ms`` of the links on its path, s (the
+    propagation round trip, without serialization or queueing). A file the scenario
+    loader refuses (a trace it cannot find, say) still gives the sizes, read as plain
+    TOML, and no round trips."""
+    from bwn.scenario.config import ConfigError, load_config    # not needed by reports without one
+    from bwn.scenario.flowpaths import hops
+    try:
+        cfg = load_config(path)
+    except (ConfigError, OSError, ValueError):
+        try:
+            data = tomllib.loads(path.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ReportError(f"{path}: cannot read the scenario: {exc}") from None
+        flows = [f for f in data.get("flows", []) if isinstance(f, dict)]
+        return ({str(f.get("name", f"flow{i}")): int(f["bytes"]) for i, f in enumerate(flows)
+                 if isinstance(f.get("bytes"), int)}, {})
+    delays = {link.name: link.delay_ms for link in cfg.links}
+    sizes = {f.name: int(f.bytes) for f in cfg.flows if f.bytes is not None}
+    rtts = {f.name: 2 * sum(delays[h.link] for h in hops(cfg, f.src, f.dst)) / 1e3 for f in cfg.flows}
+    return sizes, rtts
 
 
 def _apply_meta(run: SchemeRun, meta: RunMeta, path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from bwn.analysis.report.load import AGGREGATE_FLOW, DEFAULT_BIN_S, FlowLog, SUMMARY_COLUMNS, SchemeRun
-from bwn.analysis.report.rates import FairShares, bottleneck, estimate_error, jain_index, run_span_s
+from bwn.analysis.report.rates import FairShares, bottleneck, capacity_curves, estimate_error, jain_index, run_span_s
 
 
 def summarize(run: SchemeRun, window_s: float = DEFAULT_BIN_S) -> list[dict[str, Any]]:
@@ -118,6 +118,126 @@ DEFINITIONS = (
 )
 
 
+FCT_COLUMNS = ("scheme", "flow", "group", "size_bytes", "start_s", "status", "fct_s", "ideal_s", "slowdown",
+               "valid")
+
+
+def fct_rows(runs: Sequence[SchemeRun]) -> list[dict[str, Any]]:
+    """fct.csv: one row per scheme and flow with a byte count (bwn/analysis/fct.py),
+    completed or not."""
+    from bwn.analysis import fct        # fct imports this package's modules
+    out = []
+    for run in runs:
+        valid = run.validity[0]
+        for f in fct.fcts(run):
+            out.append({"scheme": run.scheme, "flow": f.flow, "group": f.group, "size_bytes": f.size_bytes,
+                        "start_s": f.start_s, "status": f.status, "fct_s": f.fct_s, "ideal_s": f.ideal_s,
+                        "slowdown": f.slowdown, "valid": None if valid is None else int(valid)})
+    return out
+
+
+def write_fct_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    with path.open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(FCT_COLUMNS)
+        for row in rows:
+            writer.writerow([_cell(row.get(c)) for c in FCT_COLUMNS])
+
+
+def bottleneck_links(run: SchemeRun) -> list[str]:
+    """The links of the flows' paths (run.json's flow_links) with the least mean applied
+    capacity over the run, ties all (a parking lot's b1, b2, b3); else the report's
+    bottleneck."""
+    curves = capacity_curves(run)
+    named = sorted({hop[0] for hops in (run.flow_links or {}).values() for hop in hops} & set(curves))
+    if not named:
+        name, _ = bottleneck(run)
+        return [name] if name else []
+    t0, t1 = run_span_s(run)
+    means = {n: curves[n].mean_rate_bps(t0, t1) for n in named}
+    low = min(means.values())
+    return [n for n in named if means[n] <= low * (1 + 1e-9)]
+
+
+def comparison_rows(runs: Sequence[SchemeRun], rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One row per scheme run: its bottlenecks' utilization, queue and drops (the fidelity
+    sampler's counts), fairness of the flows without a byte count, and per group of sized
+    flows its FCT (docs/compare.md)."""
+    from bwn.analysis import fct, metrics
+    out = []
+    for run in runs:
+        mine = [r for r in rows if r["scheme"] == run.scheme]
+        links = ",".join(bottleneck_links(run))
+
+        def value(name: str) -> Optional[float]:
+            try:
+                return metrics.metric_value(name, run, mine, run.fidelity)
+            except (metrics.MetricError, KeyError, TypeError, ValueError):
+                return None
+        unsized = [f for f in run.flows if f.name not in run.flow_sizes]
+        goodputs = [f.goodput_bps for f in unsized if f.goodput_bps is not None]
+        shares = [metrics._share_fraction(run, f, f.goodput_bps) for f in unsized]
+        out.append({
+            "scheme": run.scheme, "valid": run.validity[0], "links": links,
+            "link_utilization": value(f"link_utilization:{links}") if links else None,
+            "queue_fraction": value(f"queue_fraction:{links}") if links else None,
+            "drops": value(f"drops:{links}") if links else None,
+            "jain": jain_index(goodputs),
+            "jain_share": None if any(v is None for v in shares) else jain_index([v for v in shares if v is not None]),
+            "groups": fct.by_group(fct.fcts(run)),
+        })
+    return out
+
+
+def _comparison_lines(runs: Sequence[SchemeRun], rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    from bwn.analysis import fct
+    comp = comparison_rows(runs, rows)
+    lines = ["## Comparison", "",
+             "Per scheme: the bottleneck links' utilization (packets sent / packets the rate allowed, "
+             "the busier direction, averaged over the links), mean queue / buffer and drops (summed), "
+             "from the switches' counters; Jain's index of the goodputs of the flows without a byte "
+             "count, and of their goodput / max-min fair share; per group of flows with a byte count, "
+             "the flow completion time (FCT, s) and FCT / processor sharing's (slowdown), mean and "
+             "median over the completed flows, and how many did not complete (Definitions).", "",
+             "| scheme | links | utilization | queue / buffer | drops | Jain (long) | Jain of goodput / share (long) "
+             "| group | completed | FCT mean (s) | FCT median (s) | slowdown mean | slowdown median | not completed |",
+             "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|"]
+    for c in comp:
+        scheme = f"{c['scheme']} **INVALID**" if c["valid"] is False else c["scheme"]
+        head = (f"| {scheme} | {c['links'] or '-'} | {_md_number(c['link_utilization'])} | "
+                f"{_md_number(c['queue_fraction'])} | {_cell(c['drops']) or '-'} | {_md_number(c['jain'])} | "
+                f"{_md_number(c['jain_share'])} |")
+        groups = c["groups"] or [None]
+        for g in groups:
+            if g is None:
+                lines.append(head + " - | - | - | - | - | - | - |")
+                continue
+            missing = f"**{', '.join(g.not_completed)}**" if g.not_completed else "-"
+            lines.append(f"{head} {g.group} | {g.completed}/{g.flows} | {_md_number(g.mean_s)} | "
+                         f"{_md_number(g.median_s)} | {_md_number(g.mean_slowdown, digits=2)} | "
+                         f"{_md_number(g.median_slowdown, digits=2)} | {missing} |")
+    lines += ["", "Flows with a byte count (also `fct.csv`):", "",
+              "| scheme | flow | size (kB) | start (s) | status | FCT (s) | ideal (s) | slowdown |",
+              "|---|---|---:|---:|---|---:|---:|---:|"]
+    for r in fct_rows(runs):
+        lines.append(f"| {r['scheme']} | {r['flow']} | {r['size_bytes'] / 1e3:g} | {_md_number(r['start_s'], digits=2)} | "
+                     f"{r['status'] if r['status'] == fct.COMPLETE else '**' + r['status'] + '**'} | "
+                     f"{_md_number(r['fct_s'])} | {_md_number(r['ideal_s'])} | {_md_number(r['slowdown'], digits=2)} |")
+    return lines + [""]
+
+
+FCT_DEFINITIONS = (
+    "* **FCT** (flows with a byte count): from the flow's SYN to the ACK of its last byte, at "
+    "the sender (the log's handshake row + the summary's duration). **ideal**: processor "
+    "sharing's FCT as RCP's papers give it (Dukkipati and McKeown, CCR 2006), 1.5 RTT + size / "
+    "rate to the last byte's arrival, plus the half RTT of its ACK: 2 RTT + size / fair share, "
+    "the RTT the path's propagation round trip, the share the flow's max-min fair share at its "
+    "start. **slowdown** = FCT / ideal. A flow that did not complete (interrupted at the run's "
+    "end, failed, no record) has no FCT and is named in `not completed`; means are over the "
+    "completed flows of the group.",
+)
+
+
 def write_markdown(path: Path, runs: Sequence[SchemeRun], rows: Sequence[Mapping[str, Any]],
                    plots: Sequence[Path]) -> None:
     lines = ["# Experiment results", ""]
@@ -134,6 +254,8 @@ def write_markdown(path: Path, runs: Sequence[SchemeRun], rows: Sequence[Mapping
             f"{_md_number(r['rtt_mean_ms'], digits=1)} | {_md_number(r['rtt_p95_ms'], digits=1)} | "
             f"{_md_number(r['jain'])} | {_md_number(r['estimate_error_share'])} | "
             f"{_md_number(r['estimate_error_rate'])} |")
+    if any(run.flow_sizes for run in runs):
+        lines += ["", *_comparison_lines(runs, rows)]
     lines += ["", "Bottleneck (capacity used for utilization):", ""]
     for run in runs:
         name, _ = bottleneck(run)
@@ -143,7 +265,8 @@ def write_markdown(path: Path, runs: Sequence[SchemeRun], rows: Sequence[Mapping
               "emulator falling behind, not the scheme.", ""]
     for run in runs:
         lines.append(f"* {run.scheme}: {run.validity[1]}")
-    lines += ["", "## Definitions", "", *DEFINITIONS, ""]
+    definitions = list(DEFINITIONS) + (list(FCT_DEFINITIONS) if any(run.flow_sizes for run in runs) else [])
+    lines += ["", "## Definitions", "", *definitions, ""]
     if plots:
         lines += ["## Plots", ""]
         lines += [f"![{p.stem}]({p.name})" for p in plots]
