@@ -480,3 +480,12 @@ def test_a_case_names_the_switches_it_runs_on(tmp_path):
     ebpf = obp.case("f8-n3-ebpf")
     assert ebpf.target == "ebpf" and ebpf.evidence and ebpf.params["rate_mbit"] == 11.02
     assert {c.target for c in obp.cases if c is not ebpf} == {"bmv2"}
+
+
+def test_a_claim_nothing_of_which_was_attempted_is_not_run_yet_not_a_failure(tmp_path):
+    grid = load(tmp_path, case("a", '["x", "y"]') + claim("x wins", 'kind = "better"\nscheme = "x"\nversus = "y"'))
+    (c,) = grid.claims
+    never = [cl.RunRecord("a", s, x, Path(), False, None, cl.NOT_RUN) for s in range(1, 6) for x in "xy"]
+    assert cl.judge(grid, c, list(grid.cases), never).verdict == stats.NOT_RUN_YET
+    tried = never[:-1] + [cl.RunRecord("a", 5, "y", Path("/r"), True, False, "INVALID: cpu")]
+    assert cl.judge(grid, c, list(grid.cases), tried).verdict == stats.NO_VALID_RUN

@@ -67,6 +67,8 @@ from typing import Optional, Sequence
 
 YES, NO, UNCLEAR, NONE = "yes", "no", "unclear", "none"
 REPRODUCED, PARTLY, NOT_REPRODUCED, NO_VALID_RUN = "reproduced", "partly", "not reproduced", "no valid run"
+#: A claim none of whose runs was attempted yet: not judged, and not a failure either.
+NOT_RUN_YET = "not run yet"
 INCONCLUSIVE = "inconclusive"
 #: A claim declared with its rule whose machinery is not built yet: not judged.
 WAITING = "waiting"

@@ -35,9 +35,14 @@ from bwn.analysis.rejudge import rejudge
 from bwn.rundir import RunDir, RunMeta, RunMetaError
 
 
+#: The fidelity text of a planned run that no attempt has made yet.
+NOT_RUN = "not run"
+
+
 @dataclass
 class RunRecord:
-    """One scheme run of one case and seed."""
+    """One scheme run of one case and seed (``fidelity`` is :data:`NOT_RUN` for a
+    planned run never attempted)."""
 
     case: str
     seed: int
@@ -226,6 +231,9 @@ def judge(grid: Grid, claim: Claim, cases: Sequence[Case], records: Sequence[Run
             list(_values(mine, claim.versus or "", claim.metric).values()), support_of(claim.metric))
         outcome = stats.NONE if claim.kind == "trend" or est.mean is None else case_outcome(claim, est)
         judgements.append(CaseJudgement(case, est, outcome, versus_est, scheme_est, invalid, mine, quantities))
+    if not any(r.fidelity != NOT_RUN for j in judgements for r in j.runs):
+        # nothing of it attempted yet: the page says so, not "no valid run"
+        return ClaimJudgement(claim, judgements, stats.NOT_RUN_YET)
     if claim.kind != "trend":
         return ClaimJudgement(claim, judgements, stats.verdict([j.outcome for j in judgements]))
     groups = []

@@ -231,7 +231,7 @@ class Pool:
                 out.append(mine[-1].record())
             else:
                 out.append(cl.RunRecord(run.key.case, run.key.seed, run.key.scheme, Path(), False, None,
-                                        "not run"))
+                                        cl.NOT_RUN))
         return out
 
     def counts(self, plan: Sequence[PlannedRun]) -> dict[str, int]:

@@ -128,7 +128,8 @@ def tally(grid: gr.Grid, judgements: Sequence[cl.ClaimJudgement]) -> dict[str, i
     """Per verdict, how many of the paper's items (an item judged by several claims
     takes its weakest verdict: not reproduced < inconclusive < partly < reproduced,
     over its claims that are judged; an item all of whose claims wait is waiting)."""
-    order = [stats.NO_VALID_RUN, stats.NOT_REPRODUCED, stats.INCONCLUSIVE, stats.PARTLY, stats.REPRODUCED]
+    order = [stats.NOT_RUN_YET, stats.NO_VALID_RUN, stats.NOT_REPRODUCED, stats.INCONCLUSIVE, stats.PARTLY,
+             stats.REPRODUCED]
     by_id = {jc.claim.id: jc.verdict for jc in judgements}
     out = {"items": len(grid.inventory), "not judged": 0, WAITING: 0, "part waiting": 0, **{v: 0 for v in order}}
     for item in grid.inventory:
@@ -148,7 +149,7 @@ def tally(grid: gr.Grid, judgements: Sequence[cl.ClaimJudgement]) -> dict[str, i
 def tally_text(t: dict[str, int]) -> str:
     judged = t["items"] - t["not judged"]
     parts = [f"{t[v]} {v}" for v in (stats.REPRODUCED, stats.PARTLY, stats.NOT_REPRODUCED, stats.INCONCLUSIVE,
-                                     stats.NO_VALID_RUN) if t[v]]
+                                     stats.NO_VALID_RUN, stats.NOT_RUN_YET) if t[v]]
     waiting = ""
     if t.get(WAITING) or t.get("part waiting"):
         waiting = (f"; {t[WAITING]} wait for machinery not built yet (their rules fixed here)"
