@@ -49,7 +49,7 @@ import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from bwn.analysis.report.load import DEFAULT_BIN_S, FlowLog, SchemeRun
 from bwn.analysis.report.rates import FairShares, _Delivered, estimate_bps, estimate_source, jain_index, run_span_s
@@ -404,23 +404,31 @@ def _port_links(fidelity: Mapping[str, Any]) -> dict[str, str]:
 IN_PROFILE_DSCP = 10
 
 
-def receiver_dscp_bytes(run_dir: Path) -> dict[int, dict[int, int]]:
-    """flow id -> {DSCP: new payload bytes that arrived with it}, from every
-    ``recv-*.summary.json`` in a run (receivers older than the count leave it out)."""
-    out: dict[int, dict[int, int]] = {}
+def _receiver_flows(run_dir: Path) -> Iterator[dict[str, Any]]:
+    """Every flow entry (with a ``flow_id``) of every ``recv-*.summary.json`` in a run;
+    a summary that cannot be read is passed over."""
     for summary in RunDir(run_dir).receiver_summaries():
         try:
             flows = json.loads(summary.read_text())
         except (OSError, ValueError):
             continue
         for flow in flows if isinstance(flows, list) else []:
-            by_dscp = flow.get("payload_bytes_by_dscp") if isinstance(flow, dict) else None
-            if not isinstance(by_dscp, dict) or "flow_id" not in flow:
-                continue
-            mine = out.setdefault(int(flow["flow_id"]), {})
-            for dscp, count in by_dscp.items():
-                if str(dscp).isdigit() and isinstance(count, int):
-                    mine[int(dscp)] = mine.get(int(dscp), 0) + count
+            if isinstance(flow, dict) and "flow_id" in flow:
+                yield flow
+
+
+def receiver_dscp_bytes(run_dir: Path) -> dict[int, dict[int, int]]:
+    """flow id -> {DSCP: new payload bytes that arrived with it}, from every
+    ``recv-*.summary.json`` in a run (receivers older than the count leave it out)."""
+    out: dict[int, dict[int, int]] = {}
+    for flow in _receiver_flows(run_dir):
+        by_dscp = flow.get("payload_bytes_by_dscp")
+        if not isinstance(by_dscp, dict):
+            continue
+        mine = out.setdefault(int(flow["flow_id"]), {})
+        for dscp, count in by_dscp.items():
+            if str(dscp).isdigit() and isinstance(count, int):
+                mine[int(dscp)] = mine.get(int(dscp), 0) + count
     return out
 
 
@@ -445,14 +453,9 @@ def receiver_counts(run_dir: Path, counter: str) -> dict[int, int]:
     """flow id -> a receiver counter, from every ``recv-*.summary.json`` in a run
     (receivers older than the counter leave it out)."""
     out: dict[int, int] = {}
-    for summary in RunDir(run_dir).receiver_summaries():
-        try:
-            flows = json.loads(summary.read_text())
-        except (OSError, ValueError):
-            continue
-        for flow in flows if isinstance(flows, list) else []:
-            if isinstance(flow, dict) and isinstance(flow.get(counter), int) and "flow_id" in flow:
-                out[int(flow["flow_id"])] = out.get(int(flow["flow_id"]), 0) + flow[counter]
+    for flow in _receiver_flows(run_dir):
+        if isinstance(flow.get(counter), int):
+            out[int(flow["flow_id"])] = out.get(int(flow["flow_id"]), 0) + flow[counter]
     return out
 
 
