@@ -86,12 +86,13 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+def write_csv(path: Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] = SUMMARY_COLUMNS) -> None:
+    """``rows`` as a CSV of ``columns`` (summary.csv's by default; a missing value is empty)."""
     with path.open("w", newline="") as fh:
         writer = csv.writer(fh)
-        writer.writerow(SUMMARY_COLUMNS)
+        writer.writerow(columns)
         for row in rows:
-            writer.writerow([_cell(row.get(c)) for c in SUMMARY_COLUMNS])
+            writer.writerow([_cell(row.get(c)) for c in columns])
 
 
 def _md_number(value: Any, scale: float = 1.0, digits: int = 3) -> str:
@@ -137,11 +138,7 @@ def fct_rows(runs: Sequence[SchemeRun]) -> list[dict[str, Any]]:
 
 
 def write_fct_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    with path.open("w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(FCT_COLUMNS)
-        for row in rows:
-            writer.writerow([_cell(row.get(c)) for c in FCT_COLUMNS])
+    write_csv(path, rows, FCT_COLUMNS)
 
 
 def bottleneck_links(run: SchemeRun) -> list[str]:
