@@ -751,8 +751,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="python: this process sends and counts (the default for BMv2 alone, as every figure "
                          "before the eBPF target); c: benchmarks/pktgen/bwn_pktgen.c (make pktgen, run by this "
                          "script when needed), the same frames from a template file, the default when an eBPF "
-                         "build is measured (a Python sender cannot keep that switch busy). The former "
-                         "spelling --generator frame|batched|open means --generator python --loop ...")
+                         "build is measured (a Python sender cannot keep that switch busy). --generator "
+                         "frame|batched|open is read as --generator python --loop ...")
     ap.add_argument("--loop", choices=LOOPS,
                     help="frame: one send and one recv call per frame (Python only; its default for BMv2 "
                          "alone); batched: keep --inflight frames in the switch with sendmmsg/recvmmsg of "
