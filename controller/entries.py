@@ -29,12 +29,13 @@ QUEUE_EMPTIED_COUNTER = f"{EGRESS}.queue_emptied"   # by port: packets that left
 # Per-port counts (p4src/v1model/include/control/port_counters.p4, queue.p4, red_ecn.p4):
 # packets handed to each egress port, packets that left its queue (their difference,
 # less the packets still queued, is its tail drops), the drops decided after routing
-# by port (index port * len(DROP_REASONS) + reason), RED's marks and drops by port.
+# by port (index port * len(DROP_REASONS) + reason), RED's marks and drops by port
+# (RED decides in the ingress: a packet it drops is not handed to the port).
 PORT_ENQUEUED_COUNTER = f"{INGRESS}.port_enqueued"
 PORT_DEQUEUED_COUNTER = f"{EGRESS}.port_dequeued"
 PORT_DROPS_COUNTER = f"{INGRESS}.port_drops"
-RED_MARKED_COUNTER = f"{EGRESS}.red_marked"
-RED_DROPPED_COUNTER = f"{EGRESS}.red_dropped"
+RED_MARKED_COUNTER = f"{INGRESS}.red_marked"
+RED_DROPPED_COUNTER = f"{INGRESS}.red_dropped"
 DROP_REASONS = {0: "no_route", 1: "ttl", 2: "ipv4_malformed", 3: "bwn_malformed",
                 4: "random_loss", 5: "not_ipv4", 6: "af_out_of_profile", 7: "ipv4_checksum"}
 DROP_REASON_CODES = {name: code for code, name in DROP_REASONS.items()}
@@ -281,15 +282,15 @@ def red_entries(port: int, params: aqm.RedParams) -> list[fy.P4TableEntry]:
     average after the queue was idle (`red_idle`). The port's routes carry the
     RED option (PortOptions.red)."""
     _check_port(port)
-    config = fy.P4TableEntry(f"{EGRESS}.red_config", match=fy.P4TableMatch(egress_port=port),
-                             action=fy.P4TableAction(f"{EGRESS}.red_weight_{params.weight_log2}",
+    config = fy.P4TableEntry(f"{INGRESS}.red_config", match=fy.P4TableMatch(egress_port=port),
+                             action=fy.P4TableAction(f"{INGRESS}.red_weight_{params.weight_log2}",
                                                      min_level=params.min_level, top_level=params.top_level))
-    probability = [fy.P4TableEntry(f"{EGRESS}.red_probability", match=fy.P4TableMatch(egress_port=port, level=level),
-                                   action=fy.P4TableAction(f"{EGRESS}.red_mark_probability", prob=prob))
+    probability = [fy.P4TableEntry(f"{INGRESS}.red_probability", match=fy.P4TableMatch(egress_port=port, level=level),
+                                   action=fy.P4TableAction(f"{INGRESS}.red_mark_probability", prob=prob))
                    for level, prob in params.probability_table().items()]
-    idle = [fy.P4TableEntry(f"{EGRESS}.red_idle", match=fy.P4TableMatch(egress_port=port, idle_us=(lo, hi)),
-                            action=fy.P4TableAction(f"{EGRESS}.red_idle_clear" if j is None
-                                                    else f"{EGRESS}.red_idle_decay_{j}"),
+    idle = [fy.P4TableEntry(f"{INGRESS}.red_idle", match=fy.P4TableMatch(egress_port=port, idle_us=(lo, hi)),
+                            action=fy.P4TableAction(f"{INGRESS}.red_idle_clear" if j is None
+                                                    else f"{INGRESS}.red_idle_decay_{j}"),
                             priority=1)
             for lo, hi, j in params.idle_ranges()]
     return [config, *probability, *idle]

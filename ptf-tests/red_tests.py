@@ -1,11 +1,14 @@
-"""PTF tests of RED with ECN marking at an egress port (p4src/v1model/include/control/red_ecn.p4):
-the thresholds, the average's weight, marking ECN-capable packets and dropping the
-rest, forced drops above 2 max_th, the idle decay, and the per-port counts.
+"""PTF tests of RED with ECN marking at a port (p4src/v1model/include/control/red_ecn.p4),
+which decides on each packet's arrival: the thresholds, the average's weight, marking
+ECN-capable packets and dropping the rest before the queue, forced drops above 2 max_th,
+the idle decay, and the per-port counts.
 
-Every test builds its queue with a burst into a slow BMv2 queue: a packet of the burst
-finds the packets before it still queued (at most a few have left, at 20 packets/s),
-so the queue it found, and with it RED's average, is known to within those departures;
-controller/aqm.py's RedModel computes what the switch does with it.
+Every test builds its queue with a burst into a slow, deep BMv2 queue: a packet of the
+burst joins the packets RED let in before it, still queued (at most a few have left, at
+20 packets/s), so the queue it joins, and with it RED's average, is known to within
+those departures; controller/aqm.py's RedModel computes what the switch does with it.
+(The switch's sample counts the packets it let in since the last departure, so a burst
+into a full queue would overcount the packets the queue then drops: no test fills one.)
 """
 from __future__ import annotations
 
@@ -100,25 +103,25 @@ def first(decisions: list[str], what: tuple[str, ...]) -> int:
 
 
 class RedMarksEctAndDropsTheRestTest(RedTest):
-    """With w_q = 1 (the average is the queue each packet found): no packet that
-    found the queue below min_th is marked; ECN-capable packets above it are marked
+    """With w_q = 1 (the average is the queue each packet joins): no packet that
+    joined the queue below min_th is marked; ECN-capable packets above it are marked
     CE, with a valid header checksum, and never dropped below 2 max_th; the same
     burst without ECT loses packets to RED instead and none leaves marked. RED's
-    counters count what left marked and what it dropped, and every packet is
-    forwarded, dropped by RED, or dropped by the full queue (enqueued - dequeued)."""
+    counters count what left marked and what it dropped, and a packet RED drops
+    is dropped before the queue: never handed to the port, never leaving it."""
 
     PARAMS = aqm.RedParams(min_th=3, max_th=6, weight_log2=0, rate_pps=SERVICE_PPS)
-    DEPTH = 11           # below 2 max_th = 12: no forced drop; the rest of the burst is tail-dropped
-    BURST = 40
+    DEPTH = 100
+    BURST = 12           # the last joins 11 packets, below 2 max_th = 12: no forced drop
 
     def runTest(self) -> None:
         self.setup_red(self.PARAMS, self.DEPTH)
         # The same burst five times, so that several marks fall on the levels above min_th.
         # Each mark needs the count's sum of p_b to grow by at least 1 since the last: at
-        # most the burst's sum of p_b marks, the levels 3..10 (the queue holds 11) and a
-        # second packet at 10 for each departure during the burst (allow two).
+        # most the burst's sum of p_b marks, the levels 3..11 and a second packet at 11
+        # for each departure during the burst (allow two).
         table = self.PARAMS.probability_table()
-        levels = [q * aqm.LEVELS_PER_PACKET for q in range(self.DEPTH)] + [(self.DEPTH - 1) * aqm.LEVELS_PER_PACKET] * 2
+        levels = [q * aqm.LEVELS_PER_PACKET for q in range(self.BURST)] + [(self.BURST - 1) * aqm.LEVELS_PER_PACKET] * 2
         most = int(sum(table.get(level, 0) for level in levels) / aqm.PROB_ONE)
         marked_total = 0
         for rnd in range(5):
@@ -136,15 +139,17 @@ class RedMarksEctAndDropsTheRestTest(RedTest):
             self.assertEqual(d[ent.PORT_ENQUEUED_COUNTER], self.BURST)
             self.assertEqual(d[ent.PORT_DEQUEUED_COUNTER], len(out))
             marked_total += len(marked)
-        # Each burst sums RED's p_b over the levels 3..10 (~3.1: at least one mark per 2).
+        # Each burst sums RED's p_b over the levels 3..11 (~3.9: at least one mark per 2).
         self.assertGreaterEqual(marked_total, 5)
         out, d = self.burst(frames(46100, self.BURST, NOT_ECT), 1.5)
         print(f"\n  not ECT: {len(out)} out, counters {d}")
         self.assertFalse([p for p in out if p[IP].tos & 3], "a packet that was not ECN-capable left marked")
         self.assertEqual(d[ent.RED_MARKED_COUNTER], 0)
         self.assertGreaterEqual(d[ent.RED_DROPPED_COUNTER], 1)
-        self.assertEqual(d[ent.PORT_DEQUEUED_COUNTER], len(out) + d[ent.RED_DROPPED_COUNTER])
         lost = {i for i in range(self.BURST)} - {index_of(p) for p in out}
+        self.assertEqual(len(lost), d[ent.RED_DROPPED_COUNTER], "a packet was lost that RED did not drop")
+        self.assertEqual(d[ent.PORT_ENQUEUED_COUNTER], len(out), "a packet RED dropped was handed to the port")
+        self.assertEqual(d[ent.PORT_DEQUEUED_COUNTER], len(out), "a packet RED dropped left the queue")
         self.assertTrue(all(i >= self.PARAMS.min_th for i in lost), f"dropped below min_th: {sorted(lost)}")
 
 
@@ -153,7 +158,8 @@ class RedAverageAndForcedDropTest(RedTest):
     2 max_th RED drops ECN-capable packets too: in a burst into an empty queue
     (deep enough for no tail drop), the first packet RED drops is where the model's
     average reaches 2 max_th: not before it with the queue each packet could at most
-    have found, not after it with the least (one packet may have left)."""
+    have joined, not after it with the least (one packet may have left). What RED
+    dropped never reached the queue."""
 
     PARAMS = aqm.RedParams(min_th=2, max_th=4, weight_log2=2, rate_pps=SERVICE_PPS)
     DEPTH = 100
@@ -175,7 +181,8 @@ class RedAverageAndForcedDropTest(RedTest):
         self.assertGreaterEqual(lost[0], earliest, "dropped before the average could reach 2 max_th")
         self.assertLessEqual(lost[0], latest, "the average reached 2 max_th later than its weight allows")
         self.assertEqual(d[ent.RED_DROPPED_COUNTER], len(lost))
-        self.assertEqual(d[ent.PORT_DEQUEUED_COUNTER], self.BURST, "the queue dropped a packet")
+        self.assertEqual(d[ent.PORT_ENQUEUED_COUNTER], len(out), "a packet RED dropped was handed to the port")
+        self.assertEqual(d[ent.PORT_DEQUEUED_COUNTER], len(out), "the queue dropped a packet")
         min_mark = first(model_levels(self.PARAMS, list(range(self.BURST))), (aqm.SIGNAL, aqm.FORCED))
         if first_marked is not None:
             self.assertGreaterEqual(first_marked, min_mark, "marked before the average reached min_th")
@@ -209,11 +216,13 @@ class RedIdleDecayTest(RedTest):
 
 class RedShortIdleKeepsTheAverageTest(RedTest):
     """A short idle time leaves the average nearly as it was: with a slow decay
-    (one halving per 1.2 s of idle time, at 2 packets/s), a packet sent 0.3 s after
-    a burst whose average passed 2 max_th has drained finds that average still
-    above it (3/4 of it after its own sample of 0) and is dropped, ECN or not."""
+    (one halving per 2.6 s of idle time, at 2 packets/s and w_q = 2^-3), a packet
+    sent 0.3 s after a burst whose average passed 2 max_th has drained finds that
+    average still above it (7/8 of it after its own sample of 0: the average lags
+    the queue by about 7 packets, so the forced drops that stop the queue's growth
+    begin near a queue of 14 packets, 2 max_th = 8) and is dropped, ECN or not."""
 
-    PARAMS = aqm.RedParams(min_th=2, max_th=4, weight_log2=2, rate_pps=2.0)
+    PARAMS = aqm.RedParams(min_th=2, max_th=4, weight_log2=3, rate_pps=2.0)
     DEPTH = 100
     BURST = 25
 
@@ -223,13 +232,13 @@ class RedShortIdleKeepsTheAverageTest(RedTest):
         self.add_hosts((self.PORT,), {self.PORT: ent.PortOptions(red=True)})
         self.p4rt.insert(ent.red_entries(self.PORT, self.PARAMS))
         self.set_queue(self.PORT, SERVICE_PPS, self.DEPTH)
-        start = self.counter(ent.PORT_DEQUEUED_COUNTER, self.PORT)
+        before = self.counts()
         out1, d1 = self.burst(frames(46500, self.BURST, ECT0), 0.2)
         deadline = time.monotonic() + 10
-        while self.counter(ent.PORT_DEQUEUED_COUNTER, self.PORT) - start < self.BURST:   # the drops drain too
+        while (self.counter(ent.PORT_DEQUEUED_COUNTER, self.PORT) - before[ent.PORT_DEQUEUED_COUNTER]
+               < self.counter(ent.PORT_ENQUEUED_COUNTER, self.PORT) - before[ent.PORT_ENQUEUED_COUNTER]):
             self.assertLess(time.monotonic(), deadline, "the queue did not drain")
             time.sleep(0.02)
-        d1[ent.RED_DROPPED_COUNTER] = self.BURST - len(out1)
         time.sleep(0.3)
         out2, d2 = self.burst(frames(46501, 1, ECT0), 0.5)
         print(f"\n  burst: {len(out1)} out, RED dropped {d1[ent.RED_DROPPED_COUNTER]}; "
@@ -237,6 +246,46 @@ class RedShortIdleKeepsTheAverageTest(RedTest):
         self.assertGreater(d1[ent.RED_DROPPED_COUNTER], 0)
         self.assertEqual((len(out2), d2[ent.RED_DROPPED_COUNTER]), (0, 1),
                          "the average decayed over a short idle time")
+
+
+class RedDropTakesNoDepartureSlotTest(RedTest):
+    """RED decides on arrival, as Floyd and Jacobson's RED does: a packet it drops
+    never enters the queue, so it never takes one of the port's departure slots
+    (BMv2 serves a port in packets per second). With w_q = 1 and 2 max_th at 4
+    packets, a burst into a slow queue loses every packet that would join 4 or more
+    to a forced drop: the port is handed only the packets RED let in, and every
+    departure of the port is one of them (the counters of port_counters.p4 and
+    queue.p4), so the packets RED let in leave at the port's full rate."""
+
+    PARAMS = aqm.RedParams(min_th=1, max_th=2, weight_log2=0, rate_pps=SERVICE_PPS)
+    SLOW_PPS = 5.0
+    DEPTH = 100
+    BURST = 30
+
+    def runTest(self) -> None:
+        self.setup_red(self.PARAMS, self.DEPTH, rate_pps=self.SLOW_PPS)
+        before = self.counts()
+        sent_at = time.monotonic()
+        for f in frames(46600, self.BURST, ECT0):
+            self.dataplane.send(0, 1, f)
+        out, times = [], []
+        while True:
+            res = self.dataplane.poll(device_number=0, port_number=self.PORT, timeout=1.0 + 1 / self.SLOW_PPS)
+            if isinstance(res, self.dataplane.PollFailure):
+                break
+            out.append(Ether(res.packet))
+            times.append(time.monotonic())
+        time.sleep(0.3)
+        after = self.counts()
+        d = {k: after[k] - before[k] for k in after}
+        drained_s = times[-1] - sent_at if times else 0.0
+        print(f"\n  {len(out)} of {self.BURST} out, counters {d}; the last left {drained_s:.2f} s after "
+              f"the burst: {len(out)} slots of the port take {(len(out) - 1) / self.SLOW_PPS:.2f} s, "
+              f"{self.BURST} would take {(self.BURST - 1) / self.SLOW_PPS:.2f} s")
+        self.assertGreaterEqual(d[ent.RED_DROPPED_COUNTER], self.BURST // 2, "RED's forced drops did not start")
+        self.assertEqual(len(out) + d[ent.RED_DROPPED_COUNTER], self.BURST)
+        self.assertEqual(d[ent.PORT_ENQUEUED_COUNTER], len(out), "a packet RED dropped was handed to the port")
+        self.assertEqual(d[ent.PORT_DEQUEUED_COUNTER], len(out), "a packet RED dropped took a departure slot")
 
 
 class RedOnlyAtItsPortTest(RedTest):

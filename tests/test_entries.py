@@ -139,12 +139,12 @@ def test_entries_encode_against_the_compiled_program():
 def test_red_entries_configure_the_port_its_marking_table_and_idle_decay():
     params = aqm.RedParams.automatic(10e6, 1000)        # C = 1250 packets/s: min_th 5, max_th 15
     config, *rest = ent.red_entries(3, params)
-    assert config.table_id == "BwnEgress.red_config" and dict(config.match) == {"egress_port": 3}
+    assert config.table_id == "BwnIngress.red_config" and dict(config.match) == {"egress_port": 3}
     # w_q = 1 - exp(-1/1250) = 8.0e-4, nearest power of two 2^-10
-    assert config.action.name == "BwnEgress.red_weight_10"
+    assert config.action.name == "BwnIngress.red_weight_10"
     assert config.action.args == {"min_level": 20, "top_level": 120}
-    probability = [e for e in rest if e.table_id == "BwnEgress.red_probability"]
-    idle = [e for e in rest if e.table_id == "BwnEgress.red_idle"]
+    probability = [e for e in rest if e.table_id == "BwnIngress.red_probability"]
+    idle = [e for e in rest if e.table_id == "BwnIngress.red_idle"]
     assert len(probability) + len(idle) == len(rest)
     assert [dict(e.match)["level"] for e in probability] == list(range(20, 120))
     assert all(dict(e.match)["egress_port"] == 3 for e in probability + idle)

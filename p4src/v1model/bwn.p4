@@ -57,7 +57,7 @@
 #include "include/control/stamp.p4"
 
 /*************************************************************************
- *  Ingress: forwarding, the port's options, measurement
+ *  Ingress: forwarding, the port's options, measurement, RED
  *************************************************************************/
 control BwnIngress(inout headers_t hdr,
                    inout local_metadata_t meta,
@@ -74,10 +74,11 @@ control BwnIngress(inout headers_t hdr,
     @name(".BwnIngress") Flows() flows;
     @name(".BwnIngress") Telemetry() telemetry;
     @name(".BwnIngress") GuaranteedService() guaranteed_service;
+    @name(".BwnIngress") RedEcn() red_ecn;
     @name(".BwnIngress") PortCounters() port_counters;
 
     /* Every drop is decided by one control and carried out here, counted
-     * once under its reason. */
+     * once: under its reason, or RED's by RedEcn. */
     action count_and_drop() {
         drop_counter.count(meta.drop_reason);
         mark_to_drop(standard_metadata);
@@ -105,6 +106,12 @@ control BwnIngress(inout headers_t hdr,
                 if (!meta.drop) {
                     flows.apply(hdr, meta, standard_metadata);
                     telemetry.apply(meta, standard_metadata);
+                    /* RED decides on arrival: a packet it drops never
+                     * enters the queue (it counts in BR and as a flow, as
+                     * every packet that reached the port does). */
+                    if (meta.route.red == 1) {
+                        red_ecn.apply(hdr, meta, standard_metadata);
+                    }
                 }
             }
         }
@@ -112,11 +119,14 @@ control BwnIngress(inout headers_t hdr,
         if (meta.drop) {
             count_and_drop();
         }
+        if (meta.red.dropped) {
+            mark_to_drop(standard_metadata);            /* RED's drop: RedEcn counts it */
+        }
     }
 }
 
 /*************************************************************************
- *  Egress: TTL, the queue, RED, XCP and RCP feedback, BWN stamping
+ *  Egress: TTL, the queue (and RED's sample of it), XCP and RCP feedback, BWN stamping
  *************************************************************************/
 control BwnEgress(inout headers_t hdr,
                   inout local_metadata_t meta,
@@ -124,7 +134,7 @@ control BwnEgress(inout headers_t hdr,
 
     @name(".BwnEgress") TtlDecrement() ttl;
     @name(".BwnEgress") QueueMonitor() queue_monitor;
-    @name(".BwnEgress") RedEcn() red_ecn;
+    @name(".BwnEgress") RedDeparture() red_departure;
     @name(".BwnEgress") Xcp() xcp;
     @name(".BwnEgress") Rcp() rcp;
     @name(".BwnEgress") Stamp() stamp;
@@ -133,7 +143,7 @@ control BwnEgress(inout headers_t hdr,
         ttl.apply(hdr);
         queue_monitor.apply(standard_metadata);
         if (meta.route.red == 1) {
-            red_ecn.apply(hdr, meta, standard_metadata);
+            red_departure.apply(standard_metadata);
         }
         xcp.apply(hdr, meta, standard_metadata);
         rcp.apply(hdr, meta, standard_metadata);

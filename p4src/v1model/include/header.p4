@@ -147,7 +147,7 @@ struct route_metadata_t {
     bit<32> loss_threshold;     /* RandomLoss: drop when a uniform 32-bit draw is below it */
     bit<1>  reservation_edge;   /* Reservations: this switch meters and marks reserved flows */
     bit<1>  guaranteed;         /* GuaranteedService: AF11 packets take the priority queue */
-    bit<1>  red;                /* RedEcn (egress): the port runs RED with ECN marking */
+    bit<1>  red;                /* RedEcn (ingress), RedDeparture (egress): the port runs RED with ECN marking */
     bit<31> af_threshold_pkts;  /* AssuredForwarding: the queue threshold (0: off) */
     bit<32> slot_base;          /* Flows: the egress port's first hash slot */
 }
@@ -195,11 +195,13 @@ struct stamp_metadata_t {
     bit<32> tight_kbps;         /* OBP's tight link: its available bandwidth AB, int32 as bits */
 }
 
-/* RedEcn: RED's average queue at the egress port, and its decision
- * (control/red_ecn.p4; docs/dataplane.md, "RED with ECN marking"). */
+/* RedEcn: RED's average queue at the egress port, and its decision on the
+ * packet's arrival (control/red_ecn.p4; docs/dataplane.md, "RED with ECN marking"). */
 struct red_metadata_t {
     bit<32> avg;                /* the port's average queue, packets << RED_FRAC_BITS */
-    bit<32> sample;             /* the queue this packet found, same unit */
+    bit<19> queue_pkts;         /* the queue this packet joins (estimated: port_state.p4), packets */
+    bit<19> arrivals;           /* the packets RED let in since the port's last departure */
+    bit<32> sample;             /* queue_pkts << RED_FRAC_BITS */
     bit<32> level;              /* avg in RED_LEVEL units (1/4 packet): red_probability's key */
     bit<32> min_level;          /* min_th and 2 max_th of the port, same unit */
     bit<32> top_level;
@@ -208,6 +210,7 @@ struct red_metadata_t {
     bit<32> next_mark;          /* the sum that triggers the next one, less 1 (uniform in [0, 1)) */
     bit<32> idle_us;            /* how long the queue was empty before this packet */
     bit<2>  decision;           /* RED_PASS, RED_SIGNAL (mark ECT, drop the rest), RED_FORCED (drop) */
+    bool    dropped;            /* RED dropped it: not handed to the port (PortCounters) */
     bit<16> tos_word;           /* IPv4's first 16 bits before the mark (RFC 1624's m) */
     bit<32> csum_sum;
 }

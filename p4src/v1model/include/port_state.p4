@@ -26,4 +26,14 @@ register<bit<16>, PortId_t>(MAX_PORTS) capacity_log7;
  * that every packet of the port shares. */
 register<bit<19>, PortId_t>(MAX_PORTS) queue_depth;
 
+/* RED (control/red_ecn.p4) at a port whose routes carry the RED option. The
+ * egress (RedDeparture), at every departure from the port's queue, writes the
+ * queue the departure left behind (red_queue, packets), clears red_arrivals,
+ * and, when it left the queue empty, the time (red_idle_since, us). The
+ * ingress (RedEcn) counts in red_arrivals the packets it lets into the queue,
+ * and takes red_queue + red_arrivals as the queue a packet joins. */
+register<bit<19>, PortId_t>(MAX_PORTS) red_queue;
+register<bit<19>, PortId_t>(MAX_PORTS) red_arrivals;
+register<bit<32>, PortId_t>(MAX_PORTS) red_idle_since;
+
 #endif

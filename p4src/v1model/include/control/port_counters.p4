@@ -10,8 +10,9 @@
  * (port_dequeued, QueueMonitor's control); their difference, less the
  * packets still queued, is the port's tail drops. The ingress also counts,
  * per port, the drops it decides after routing (port_drops, indexed by
- * port * DROP_REASONS + reason: random loss and Assured Forwarding); RED's
- * drops and marks are RedEcn's counters.
+ * port * DROP_REASONS + reason: random loss and Assured Forwarding). RED's
+ * drops (decided in the ingress too, and not handed to the port) and marks
+ * are RedEcn's counters.
  */
 #ifndef __BWN_V1MODEL_PORT_COUNTERS__
 #define __BWN_V1MODEL_PORT_COUNTERS__
@@ -30,7 +31,7 @@ control PortCounters(in local_metadata_t meta, in standard_metadata_t standard_m
     }
 
     apply {
-        if (!meta.drop) {
+        if (!meta.drop && !meta.red.dropped) {
             count_enqueued();
         } else if (meta.drop_reason == DROP_RANDOM_LOSS || meta.drop_reason == DROP_AF_OUT_OF_PROFILE) {
             count_port_drop();

@@ -1,21 +1,28 @@
 /* -*- P4_16 -*- */
 /*
- * bwn (v1model): RED with ECN marking at an egress port (Floyd and Jacobson,
- * "Random Early Detection Gateways for Congestion Avoidance"; RFC 3168 for
- * ECN), for the ports whose routes carry the RED option (define.p4, the
- * options word). docs/dataplane.md, "RED with ECN marking", derives each
- * approximation and its error; the controller computes the parameters
- * (controller/aqm.py RedParams: NS-2's automatic setting, from
+ * bwn (v1model): RED with ECN marking (Floyd and Jacobson, "Random Early
+ * Detection Gateways for Congestion Avoidance"; RFC 3168 for ECN) at the
+ * ports whose routes carry the RED option (define.p4, the options word),
+ * deciding on each packet's arrival, in the ingress, before the packet joins
+ * the port's queue: a packet RED drops never enters the queue and never takes
+ * a departure slot of the port. docs/dataplane.md, "RED with ECN marking",
+ * derives each approximation and its error; the controller computes the
+ * parameters (controller/aqm.py RedParams: NS-2's automatic setting, from
  * Floyd, Gummadi and Shenker's Adaptive RED).
  *
- * Per packet that leaves a RED port:
- *   sample  the queue the packet found when it was enqueued (enq_qdepth, in
- *           packets): RED samples the queue at each arrival;
- *   idle    if it found the queue empty, the average first decays for the
- *           time the queue was empty, as if m = idle x C packets of size 0
- *           had arrived: avg *= (1 - w_q)^m, which the controller's
- *           red_idle table gives as a shift, avg >> J, J = round(m w_q / ln 2)
- *           (within a factor 2^0.5 of (1 - w_q)^m);
+ * Per packet routed to a RED port (RedEcn, ingress):
+ *   sample  the queue the packet joins, in packets. v1model shows the ingress
+ *           no queue depth, so it is estimated (port_state.p4): the queue the
+ *           port's last departure left behind (deq_qdepth) plus the packets
+ *           RED let in since. It overcounts the packets the full queue then
+ *           tail-drops, until the next departure, and misses those let in
+ *           between a departure and its egress (docs/dataplane.md);
+ *   idle    if the sample is 0, the average first decays for the time the
+ *           queue has been empty (from the departure that left it empty to
+ *           this packet's ingress), as if m = idle x C packets of size 0 had
+ *           arrived: avg *= (1 - w_q)^m, which the controller's red_idle table
+ *           gives as a shift, avg >> J, J = round(m w_q / ln 2) (within a
+ *           factor 2^0.5 of (1 - w_q)^m);
  *   average avg += w_q (q - avg), w_q = 2^-K: one action per K (red_weight_K),
  *           a constant shift, in fixed point (13 fraction bits);
  *   decide  below min_th nothing; from min_th to 2 max_th the marking
@@ -31,16 +38,18 @@
  *           p_a = p_b / (2 - count p_b) makes it, without a division;
  *   signal  an ECN-capable packet (ECT(0), ECT(1), or CE already) is marked
  *           CE and its header checksum updated (RFC 1624 eq. 3); any other
- *           packet is dropped. Counted per port: red_marked, red_dropped.
- * The decision is made as the packet leaves the queue, on the average its
- * arrival made: the mark reaches the receiver a queueing delay sooner than a
- * mark made on arrival would, and a dropped packet has held its place in
- * the queue (docs/dataplane.md).
+ *           packet is dropped at the end of the ingress (bwn.p4), not counted
+ *           as handed to the port (port_counters.p4). Counted per port:
+ *           red_marked, red_dropped.
+ * Per packet that leaves a RED port's queue (RedDeparture, egress): the queue
+ * it left behind becomes the ingress's sample, the count of packets let in
+ * since starts again, and a departure that leaves the queue empty starts an
+ * idle period.
  */
 #ifndef __BWN_V1MODEL_RED_ECN__
 #define __BWN_V1MODEL_RED_ECN__
 
-#define RED_FRAC_BITS 13            /* avg in packets << 13: enq_qdepth (19 bits) << 13 fits 32 bits */
+#define RED_FRAC_BITS 13            /* avg in packets << 13: a 19-bit queue << 13 fits 32 bits */
 #define RED_LEVEL_SHIFT 11          /* avg >> 11: the average in 1/4 packets, red_probability's key */
 #define RED_PROB_ONE 32w0x1000000   /* probability 1 in red_probability's unit, 2^-24 */
 #define RED_PASS 0
@@ -56,22 +65,26 @@ control RedEcn(inout headers_t hdr,
     register<bit<32>, PortId_t>(MAX_PORTS) red_avg;          /* the average queue, packets << RED_FRAC_BITS */
     register<bit<32>, PortId_t>(MAX_PORTS) red_since_mark;   /* p_b summed since the last mark (2^-24) */
     register<bit<32>, PortId_t>(MAX_PORTS) red_next_mark;    /* the sum that marks next, less 1 */
-    register<bit<32>, PortId_t>(MAX_PORTS) red_idle_since;   /* us: the last packet that left the queue empty */
     counter<PortId_t>(MAX_PORTS, CounterType.packets) red_marked;    /* marked CE */
     counter<PortId_t>(MAX_PORTS, CounterType.packets) red_dropped;   /* dropped: not ECN-capable, or forced */
 
+    /* The queue this packet joins: the one the port's last departure left
+     * behind, plus the packets RED let in since (saturating: 19 bits). */
     action read_average() {
-        red_avg.read(meta.red.avg, standard_metadata.egress_port);
-        meta.red.sample = (bit<32>)standard_metadata.enq_qdepth << RED_FRAC_BITS;
+        red_avg.read(meta.red.avg, standard_metadata.egress_spec);
+        red_queue.read(meta.red.queue_pkts, standard_metadata.egress_spec);
+        red_arrivals.read(meta.red.arrivals, standard_metadata.egress_spec);
+        meta.red.queue_pkts = meta.red.queue_pkts |+| meta.red.arrivals;
+        meta.red.sample = (bit<32>)meta.red.queue_pkts << RED_FRAC_BITS;
     }
 
-    /* The time the queue was empty before this packet arrived: from the
-     * departure that left it empty to this packet's arrival (0 if the two
-     * raced: that departure's egress ran after this arrival). */
+    /* The time the queue has been empty: from the departure that left it
+     * empty to this packet's arrival (0 if the two raced: that departure's
+     * egress ran after this packet's ingress began). */
     action read_idle() {
-        red_idle_since.read(meta.red.idle_us, standard_metadata.egress_port);
-        if (standard_metadata.enq_timestamp >= meta.red.idle_us) {
-            meta.red.idle_us = standard_metadata.enq_timestamp - meta.red.idle_us;
+        red_idle_since.read(meta.red.idle_us, standard_metadata.egress_spec);
+        if (standard_metadata.ingress_global_timestamp[31:0] >= meta.red.idle_us) {
+            meta.red.idle_us = standard_metadata.ingress_global_timestamp[31:0] - meta.red.idle_us;
         } else {
             meta.red.idle_us = 0;
         }
@@ -95,7 +108,7 @@ control RedEcn(inout headers_t hdr,
 
     table red_idle {
         key = {
-            standard_metadata.egress_port : exact @name("egress_port");
+            standard_metadata.egress_spec : exact @name("egress_port");
             meta.red.idle_us              : range @name("idle_us");
         }
         actions = {
@@ -129,7 +142,7 @@ control RedEcn(inout headers_t hdr,
 #undef RED_WEIGHT
 
     table red_config {
-        key = { standard_metadata.egress_port : exact @name("egress_port"); }
+        key = { standard_metadata.egress_spec : exact @name("egress_port"); }
         actions = {
             red_weight_0;  red_weight_1;  red_weight_2;  red_weight_3;  red_weight_4;
             red_weight_5;  red_weight_6;  red_weight_7;  red_weight_8;  red_weight_9;
@@ -141,7 +154,7 @@ control RedEcn(inout headers_t hdr,
     }
 
     action store_average() {
-        red_avg.write(standard_metadata.egress_port, meta.red.avg);
+        red_avg.write(standard_metadata.egress_spec, meta.red.avg);
     }
 
     /* p_b at the average's level (2^-24 units): the controller's entries from
@@ -152,7 +165,7 @@ control RedEcn(inout headers_t hdr,
 
     table red_probability {
         key = {
-            standard_metadata.egress_port : exact @name("egress_port");
+            standard_metadata.egress_spec : exact @name("egress_port");
             meta.red.level                : exact @name("level");
         }
         actions = { red_mark_probability; }
@@ -162,12 +175,12 @@ control RedEcn(inout headers_t hdr,
 
     /* Below min_th: no count (RED's count = -1). */
     action reset_count() {
-        red_since_mark.write(standard_metadata.egress_port, 0);
+        red_since_mark.write(standard_metadata.egress_spec, 0);
     }
 
     action add_to_count() {
-        red_since_mark.read(meta.red.since_mark, standard_metadata.egress_port);
-        red_next_mark.read(meta.red.next_mark, standard_metadata.egress_port);
+        red_since_mark.read(meta.red.since_mark, standard_metadata.egress_spec);
+        red_next_mark.read(meta.red.next_mark, standard_metadata.egress_spec);
         meta.red.since_mark = meta.red.since_mark + meta.red.prob;
     }
 
@@ -177,16 +190,16 @@ control RedEcn(inout headers_t hdr,
         meta.red.decision = RED_SIGNAL;
         meta.red.since_mark = 0;
         random(meta.red.next_mark, 32w0, RED_PROB_ONE - 1);
-        red_next_mark.write(standard_metadata.egress_port, meta.red.next_mark);
+        red_next_mark.write(standard_metadata.egress_spec, meta.red.next_mark);
     }
 
     action store_count() {
-        red_since_mark.write(standard_metadata.egress_port, meta.red.since_mark);
+        red_since_mark.write(standard_metadata.egress_spec, meta.red.since_mark);
     }
 
     action forced_drop() {
         meta.red.decision = RED_FORCED;
-        red_since_mark.write(standard_metadata.egress_port, 0);
+        red_since_mark.write(standard_metadata.egress_spec, 0);
     }
 
     /* CE, and the header checksum by RFC 1624 eq. 3 over the 16-bit word that
@@ -199,22 +212,25 @@ control RedEcn(inout headers_t hdr,
         meta.red.csum_sum = (meta.red.csum_sum & 0xFFFF) + (meta.red.csum_sum >> 16);
         meta.red.csum_sum = (meta.red.csum_sum & 0xFFFF) + (meta.red.csum_sum >> 16);
         hdr.ipv4.hdr_checksum = ~meta.red.csum_sum[15:0];
-        red_marked.count(standard_metadata.egress_port);
+        red_marked.count(standard_metadata.egress_spec);
     }
 
+    /* Dropped before the queue (at the end of the ingress, bwn.p4): it never
+     * takes a departure slot. */
     action red_drop() {
-        mark_to_drop(standard_metadata);
-        red_dropped.count(standard_metadata.egress_port);
+        meta.red.dropped = true;
+        red_dropped.count(standard_metadata.egress_spec);
     }
 
-    /* The departure that leaves the queue empty starts an idle period. */
-    action note_idle() {
-        red_idle_since.write(standard_metadata.egress_port, standard_metadata.egress_global_timestamp[31:0]);
+    /* A packet let into the queue counts in the next packet's sample. */
+    action count_arrival() {
+        red_arrivals.read(meta.red.arrivals, standard_metadata.egress_spec);
+        red_arrivals.write(standard_metadata.egress_spec, meta.red.arrivals |+| 1);
     }
 
     apply {
         read_average();
-        if (standard_metadata.enq_qdepth == 0) {
+        if (meta.red.queue_pkts == 0) {
             read_idle();
             red_idle.apply();
         }
@@ -237,9 +253,33 @@ control RedEcn(inout headers_t hdr,
             } else if (meta.red.decision != RED_PASS) {
                 red_drop();
             }
-            if (standard_metadata.deq_qdepth == 0) {
-                note_idle();
-            }
+        }
+        if (!meta.red.dropped) {
+            count_arrival();
+        }
+    }
+}
+
+/* The egress's part: each departure from a RED port's queue leaves the queue
+ * behind it as the ingress's next sample and starts the count of packets let
+ * in again (one action: BMv2 runs it under the registers' lock, so no
+ * arrival's count is lost between the two); one that leaves the queue empty
+ * starts an idle period. */
+control RedDeparture(in standard_metadata_t standard_metadata) {
+
+    action note_departure() {
+        red_queue.write(standard_metadata.egress_port, standard_metadata.deq_qdepth);
+        red_arrivals.write(standard_metadata.egress_port, 0);
+    }
+
+    action note_idle() {
+        red_idle_since.write(standard_metadata.egress_port, standard_metadata.egress_global_timestamp[31:0]);
+    }
+
+    apply {
+        note_departure();
+        if (standard_metadata.deq_qdepth == 0) {
+            note_idle();
         }
     }
 }
