@@ -180,6 +180,18 @@ def port_capacity(port: int, capacity_bps: float, window: WindowConfig) -> fy.P4
     )
 
 
+def port_service(port: int, slot_bytes: int) -> fy.P4TableEntry:
+    """`port` is served in packets (BMv2's queue rate): every packet routed to it
+    counts `slot_bytes`, the frame size its packet rate was derived from, in the
+    bytes it received (OBP's BR, XCP's and RCP's y). A port without this entry
+    counts each packet's length (a link served in bytes)."""
+    _check_port(port)
+    if slot_bytes <= 0:
+        raise dm.ConfigError(f"port {port}: a packet slot must be positive, got {slot_bytes} bytes")
+    return fy.P4TableEntry(f"{INGRESS}.port_service", match=fy.P4TableMatch(egress_port=port),
+                           action=fy.P4TableAction(f"{INGRESS}.serve_packets", slot_bytes=slot_bytes))
+
+
 def window_config(cfg: WindowConfig) -> list[fy.P4TableEntry]:
     """The keyless table the controller sets by its default action: the masks and
     lengths of the rate window and of the flow window."""

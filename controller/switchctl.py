@@ -317,6 +317,9 @@ class BwnController:
             if pp.red is not None:
                 for batch in ent.chunks(ent.red_entries(pp.port, pp.red)):
                     await sw.insert(batch)
+        service = port_service_entries(plan)
+        if service:
+            await sw.insert(service)
         xr = xr_entries(plan)
         if xr:
             await sw.insert(xr)
@@ -580,6 +583,15 @@ def route_entries(plan: SwitchPlan, only_port: Optional[int] = None) -> list:
                                   red=pp.red is not None if pp else False)
         out += ent.route(prefix, port, dst_mac, src_mac, options)
     return out
+
+
+def port_service_entries(plan: SwitchPlan) -> list:
+    """Every port whose rate BMv2's queue applies is served in packets: its
+    packets count one frame of `frame_bytes` each (the frame its packet rate is
+    derived from) in what the port received. A port bwn-link shapes, or without
+    a rate, counts bytes."""
+    return [ent.port_service(pp.port, pp.frame_bytes) for pp in plan.ports
+            if pp.schedule is not None and pp.shaped_by_switch]
 
 
 def xr_entries(plan: SwitchPlan) -> list:

@@ -241,6 +241,42 @@ class AvailableBandwidthTest(BwnTest):
         self.assertLess(abs(self.median([r.avail_kbps for r in steady]) - tight_kbps), 0.1 * cap_kbps)
 
 
+class SmallPacketsTakeTheLinkAsServedTest(BwnTest):
+    """AB counts what packets cost the link. A port served in packets (BMv2's queue
+    rate) gives an ACK-sized frame a whole slot, so small frames at half the
+    port's packet rate leave half its capacity; a port served in bytes (the
+    eBPF switch's htb) loses only their bytes."""
+
+    window_cfg = ent.WindowConfig(window_us=131_072, flow_window_us=262_144)
+    CAPACITY_BPS = 2e6
+    SMALL_FRAME_BYTES = 100
+
+    def runTest(self) -> None:
+        self.add_hosts()
+        self.set_capacity(2, self.CAPACITY_BPS)
+        slot_pps = self.CAPACITY_BPS / (8 * self.QUEUE_FRAME_BYTES)          # 250 frames/s
+        self.set_queue(2, slot_pps, 200)
+        try:
+            self.settle()
+            rate_pps = slot_pps / 2
+            frames = [bytes(bwn_packet(1, 2, sport=43100, size=self.SMALL_FRAME_BYTES))
+                      for _ in range(int(rate_pps * 3))]
+            achieved_pps = self.send_paced(1, frames, rate_pps)
+            out = self.collect(2, 1.0)
+        finally:
+            self.reset_queue(2)
+        self.assertGreater(len(out), 0.95 * len(frames))
+        tights = [BwnHeader.unpack(bytes(p[BWN])[:24]).tight_kbps for p in out[len(out) // 3:]]
+        tight_kbps = self.median(tights)
+        cap_kbps = self.CAPACITY_BPS / 1000
+        unit_bytes = self.QUEUE_FRAME_BYTES if self.sw1.serves_packets else self.SMALL_FRAME_BYTES
+        expected_kbps = cap_kbps - achieved_pps * 8 * unit_bytes / 1000
+        print(f"\n  {achieved_pps:.0f} frames/s of {self.SMALL_FRAME_BYTES} B on {cap_kbps:.0f} kb/s "
+              f"({'packet' if self.sw1.serves_packets else 'byte'}-served): tight {tight_kbps:.0f} kb/s, "
+              f"expected {expected_kbps:.0f} kb/s")
+        self.assertLess(abs(tight_kbps - expected_kbps), 0.10 * cap_kbps)
+
+
 class EbnShareHalvesTest(BwnTest):
     """EBN fair share C/N: doubling the active flows lowers the code by one
     octave (8 codes), halving the advertised share."""

@@ -44,6 +44,8 @@ class P4RuntimeSwitch:
     target = "bmv2"
     # BMv2 counts packets that leave the queue empty behind them (deq_qdepth == 0).
     emptied_counts_departures = True
+    # BMv2 serves a rate-limited queue in packets per second, whatever their size.
+    serves_packets = True
 
     def __init__(self, name: str, grpc_addr: str, p4info: Path, p4blob: Path, thrift_port: int) -> None:
         self.name = name
@@ -51,9 +53,11 @@ class P4RuntimeSwitch:
         self.sw = SyncSwitch(name, grpc_addr, device_id=0, p4info=p4info, p4blob=p4blob)
         self.window = ent.WindowConfig()
         self._digest_on = False
+        self._served: dict[int, int] = {}      # port -> the slot its packets count (port_service)
 
     def reset(self, window: ent.WindowConfig) -> None:
         self.window = window
+        self._served.clear()
         self.sw.delete_all()
         self.sw.modify(ent.window_config(window))
         self.sw.insert(ent.static_tables(window))
@@ -102,7 +106,15 @@ class P4RuntimeSwitch:
         return self._counter(ent.QUEUE_EMPTIED_COUNTER, port)[port]
 
     def set_queue(self, port: int, rate_pps: float, depth_packets: int, frame_bytes: int) -> None:
-        """BMv2's egress queue of `port`: `rate_pps` packets/s, `depth_packets` deep."""
+        """BMv2's egress queue of `port`: `rate_pps` packets/s, `depth_packets` deep;
+        as the controller does, every packet to the port then counts one frame of
+        `frame_bytes` in what the port received (port_service)."""
+        self._queue(port, rate_pps, depth_packets)
+        entry = [ent.port_service(port, frame_bytes)]
+        (self.sw.modify if port in self._served else self.sw.insert)(entry)
+        self._served[port] = frame_bytes
+
+    def _queue(self, port: int, rate_pps: float, depth_packets: int) -> None:
         from controller.bmv2 import QueueControl
         q = QueueControl(self.thrift_port)
         try:
@@ -112,8 +124,12 @@ class P4RuntimeSwitch:
             q.close()
 
     def reset_queue(self, port: int) -> None:
-        """Back to an unlimited, deep queue (as run_ptf.py starts the switches)."""
-        self.set_queue(port, 1e9, 10_000, 0)
+        """Back to an unlimited, deep queue (as run_ptf.py starts the switches),
+        whose packets count their length."""
+        self._queue(port, 1e9, 10_000)
+        slot_bytes = self._served.pop(port, None)
+        if slot_bytes is not None:
+            self.sw.delete([ent.port_service(port, slot_bytes)])
 
     def clear(self) -> None:
         self.sw.delete_all()
@@ -144,6 +160,8 @@ class NikssSwitch:
     # The program counts packets that find its virtual queue empty: the one
     # before them left it empty (docs/dataplane.md, "PSA on eBPF").
     emptied_counts_departures = False
+    # The qdisc (htb) serves bytes: a packet takes the link for its length.
+    serves_packets = False
 
     def __init__(self, name: str, pipe_id: int, ports: dict[int, str]) -> None:
         self.name = name

@@ -3,6 +3,7 @@ alone, at its threshold and not before (bwn/analysis/fidelity.py, docs/fidelity.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -432,6 +433,27 @@ def test_for_network_checks_departures_only_where_the_switch_serves_the_rate(tmp
     monitor = Monitor.for_network(tmp_path, built, telemetry_interval_s=0.25)
     assert [(p.port, p.intf, p.link, p.rate_limited) for p in monitor.ports] == [
         (1, "s1-eth1", "access", False), (2, "s1-eth2", "by-switch", True), (3, "s1-eth3", "by-link", False)]
+
+
+def test_a_port_served_in_bytes_counts_its_departures_in_frames_of_its_unit(tmp_path):
+    """The eBPF switch's htb serves bytes: a port whose frame unit is set counts its
+    departures as its interface's tx_bytes over that unit (so ACKs count as the
+    fraction of a frame they take of the link); a port served in packets counts
+    tx_packets. Read on loopback, whose counters only grow."""
+    def counter(name: str) -> int:
+        return int(Path(f"/sys/class/net/lo/statistics/{name}").read_text())
+
+    monitor = Monitor(tmp_path, [], [PortSpec("s1", 2, "lo", True, 50, "bytes", frame_unit_bytes=1000),
+                                     PortSpec("s1", 3, "lo", True, 50, "packets")])
+    bytes0, packets0 = counter("tx_bytes"), counter("tx_packets")
+    monitor.start()
+    monitor.stop()
+    bytes1, packets1 = counter("tx_bytes"), counter("tx_packets")
+    frames = monitor.tx["s1:2"][0][1]
+    assert bytes0 / 1000 <= frames <= bytes1 / 1000
+    assert packets0 <= monitor.tx["s1:3"][0][1] <= packets1
+    series = monitor._port_series()
+    assert series["s1:2"]["tx_unit_bytes"] == 1000 and series["s1:3"]["tx_unit_bytes"] == 0
 
 
 def test_port_utilization_counts_against_the_schedule_not_the_rate_written_to_the_queue(tmp_path):

@@ -649,3 +649,11 @@ def test_the_verdict_table_lists_every_inventory_item_judged_or_not(tmp_path):
     assert "### Our named deviations (never judged under the paper's name)" in text
     assert "| dev | our floor | OBP with a floor |" in text
     assert page.tally(grid, [cl.judge(grid, c, list(grid.cases), records) for c in grid.claims])["reproduced"] == 1
+
+
+def test_an_uncounted_attempt_is_listed_with_its_status_once(tmp_path):
+    key = pl.RunKey("test", "a", 1, "x")
+    invalid = lg.Attempt(key, "a1", tmp_path, "INVALID", "INVALID: cpu: BROKEN: 3.0 s without idle CPU")
+    assert page.attempt_line(invalid).endswith("(attempt a1, unfinished): INVALID: cpu: BROKEN: 3.0 s without idle CPU")
+    other = lg.Attempt(key, "a2", tmp_path, lg.VALID, "valid", not_counted="made by other code (x, at y)")
+    assert page.attempt_line(other).endswith(f"{lg.VALID}: made by other code (x, at y)")

@@ -164,7 +164,7 @@ def test_state_push_installs_tables_routes_digest_and_the_reservation_meter(tmp_
     for e in ent.window_config(WINDOW):
         assert ("modify", e) in sw.written(fy.P4TableEntry)
     inserted = [e for op, e in sw.written(fy.P4TableEntry) if op == "insert"]
-    assert inserted == (ent.static_tables(WINDOW) + sc.route_entries(plan)
+    assert inserted == (ent.static_tables(WINDOW) + sc.route_entries(plan) + [ent.port_service(2, 1102)]
                         + [entry, ent.port_capacity(2, 5e6, WINDOW)])
     assert sw.written(fy.P4DigestEntry) == [("insert", ent.telemetry_digest())]
     # A new session of the same switch: the digest is already there, so it is modified.
@@ -187,6 +187,17 @@ def test_state_push_turns_xcp_and_rcp_on_where_the_port_says(tmp_path):
     assert sc.xr_entries(smoke_plan()) == []
     with pytest.raises(dm.ConfigError, match="capacity"):
         sc.PortPlan(port=1, link="h1-s1", schedule=None, rcp=RcpConfig())
+
+
+def test_a_port_whose_rate_bmv2s_queue_applies_counts_a_frame_per_packet(tmp_path):
+    """BMv2 serves its queue in packets: the port's packets count one frame of the
+    size its packet rate came from. A port bwn-link shapes (served in bytes) and a
+    port without a rate count each packet's length (no entry)."""
+    assert sc.port_service_entries(smoke_plan()) == [ent.port_service(2, 1102)]
+    assert ent.port_service(2, 1102).action == fy.P4TableAction("BwnIngress.serve_packets", slot_bytes=1102)
+    assert sc.port_service_entries(smoke_plan(shaped_by_switch=False)) == []
+    with pytest.raises(dm.ConfigError, match="slot"):
+        ent.port_service(2, 0)
 
 
 def test_route_entries_carry_each_ports_options():

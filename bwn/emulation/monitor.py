@@ -3,7 +3,8 @@
 It samples what the invariants of :mod:`bwn.analysis.fidelity` are judged from
 (docs/fidelity.md), with the probes of :mod:`bwn.emulation.probes`: every
 ``interval_s`` the machine's CPU ticks (/proc/stat) and, for each rate-limited
-egress port, its interface's ``tx_packets`` and the P4 program's
+egress port, its interface's ``tx_packets`` (on the eBPF switch, whose htb serves
+bytes, ``tx_bytes`` in frames of the port's frame size) and the P4 program's
 ``queue_emptied`` counter; at the start and the end, each switch's interface
 counters, P4 drop counters, receive-ring drops, every switch's and
 bwn-link's CPU and run delay, and each egress port's counts of packets given,
@@ -69,6 +70,11 @@ class PortSpec:
     rate_limited: bool
     queue_packets: int
     link: str = ""
+    # 0: the port is served in packets (BMv2's queue rate), departures are its
+    # interface's tx_packets. Else it is served in bytes (the eBPF switch's htb)
+    # and departures are its tx_bytes in frames of this size, the frame its
+    # packets-per-second rate is derived from.
+    frame_unit_bytes: int = 0
 
 
 class Monitor:
@@ -94,7 +100,8 @@ class Monitor:
         self.time_origin_s = time.monotonic()   # the controller's t0: telemetry's time base
         self.cpu: list[tuple[float, float, float]] = []
         self.net: list[tuple[float, dict[str, tuple[int, int, int, int]]]] = []   # start, stop
-        self.tx: dict[str, list[tuple[float, int]]] = defaultdict(list)          # port -> tx_packets
+        self.tx: dict[str, list[tuple[float, float]]] = defaultdict(list)        # port -> departures (frames)
+        self._tx_unit: dict[str, int] = {}                                          # port -> frame_unit_bytes
         self._tx_fds: dict[str, int] = {}
         self.emptied: dict[str, list[tuple[float, int]]] = defaultdict(list)   # port -> queue_emptied
         self._counters: dict[str, tuple[CounterReader, str, int]] = {}    # port -> reader, counter, index
@@ -134,9 +141,13 @@ class Monitor:
                 if pp.port in intfs:
                     # A port whose link's bwn-link serves the rate (shaper = "link") is
                     # not rate-limited: that rate is judged by bwn-link's lateness.
+                    # The eBPF switch's htb serves bytes: its departures are counted
+                    # in the frames its packet rate is derived from.
+                    ebpf = getattr(plan, "target", "bmv2") == "ebpf"
                     ports.append(PortSpec(plan.name, pp.port, intfs[pp.port],
                                           pp.schedule is not None and pp.shaped_by_switch,
-                                          pp.queue_packets, pp.link))
+                                          pp.queue_packets, pp.link,
+                                          frame_unit_bytes=pp.frame_bytes if ebpf else 0))
         stats = [RunDir(out_dir).linkem_stats(em.name) for em in built.linkem_nodes]
         pids = {em.name: em.linkem_proc.pid for em in built.linkem_nodes
                 if getattr(em, "linkem_proc", None) is not None}
@@ -167,7 +178,9 @@ class Monitor:
             if p.rate_limited:
                 key = f"{p.switch}:{p.port}"
                 try:
-                    self._tx_fds[key] = os.open(f"/sys/class/net/{p.intf}/statistics/tx_packets", os.O_RDONLY)
+                    counter_file = "tx_bytes" if p.frame_unit_bytes > 0 else "tx_packets"
+                    self._tx_fds[key] = os.open(f"/sys/class/net/{p.intf}/statistics/{counter_file}", os.O_RDONLY)
+                    self._tx_unit[key] = p.frame_unit_bytes
                 except OSError:
                     continue
                 if p.switch in probes and p.switch not in readers:
@@ -199,10 +212,11 @@ class Monitor:
             # thread run) put the last ports of a tick milliseconds after its start
             t_port = time.monotonic()
             try:
-                tx = int(os.pread(fd, 32, 0))
+                count = int(os.pread(fd, 32, 0))
             except (OSError, ValueError):
                 continue
-            self.tx[key].append((t_port, tx))
+            unit = self._tx_unit.get(key, 0)
+            self.tx[key].append((t_port, count / unit if unit > 0 else count))
             if emptied is not None:
                 self.emptied[key].append((t_port, emptied))
 
@@ -335,7 +349,7 @@ class Monitor:
             queue.sort()
             out[key] = {"tx": tx, "queue": queue, "pps": pps, "schedule_pps": schedule,
                         "queue_capacity_pkts": p.queue_packets,
-                        "link": p.link, "emptied": emptied}
+                        "link": p.link, "emptied": emptied, "tx_unit_bytes": p.frame_unit_bytes}
         return out
 
     def recording(self) -> Recording:

@@ -183,6 +183,16 @@ def evidence(claim: gr.Claim, j: cl.CaseJudgement, out_root: Path) -> str:
     return " / ".join(parts)
 
 
+def attempt_line(a: lg.Attempt) -> str:
+    """An attempt the page does not count, with its status and its reason (the
+    status once: the fidelity summary starts with it too)."""
+    reason = a.not_counted or a.reason
+    if reason.upper().startswith(a.status.upper() + ":"):
+        reason = reason[len(a.status) + 1:].lstrip()
+    return (f"* {a.key.text()} (attempt {a.attempt_id}, {a.finished_utc or 'unfinished'}): {a.status}: "
+            f"{reason[:240]}")
+
+
 def write_page(grid: gr.Grid, out_root: Path, cases: Sequence[gr.Case], records: Sequence[cl.RunRecord],
                judgements: Sequence[cl.ClaimJudgement], pool: lg.Pool, counts: dict[str, int],
                header: dict[str, Any], figures: dict[str, Path],
@@ -273,10 +283,7 @@ def write_page(grid: gr.Grid, out_root: Path, cases: Sequence[gr.Case], records:
     skipped = [a for a in pool.attempts if not a.counted]
     if not skipped:
         lines.append("* none")
-    for a in skipped[:200]:
-        reason = a.not_counted or a.reason
-        lines.append(f"* {a.key.text()} (attempt {a.attempt_id}, {a.finished_utc or 'unfinished'}): {a.status}: "
-                     f"{reason[:240]}")
+    lines += [attempt_line(a) for a in skipped[:200]]
     if len(skipped) > 200:
         lines.append(f"* ... and {len(skipped) - 200} more (the ledger has them all)")
     lines += ["", "### Runs", "", "The run each key counts (or its last attempt). Each folder is a `bwn run` output: "

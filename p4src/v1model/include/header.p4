@@ -161,6 +161,7 @@ struct reservation_metadata_t {
 
 /* Window: the egress port's measurement window (OBP's BR, BI and AB). */
 struct window_metadata_t {
+    bit<32> charge_bytes;       /* what this packet counts in BR: its length, or a slot */
     bit<32> rx_bytes;           /* bytes received for the port, this packet included */
     bit<32> rx_before;          /* ... and before it (when it closes the window) */
     bit<48> end_us;             /* when the port's current window ends */

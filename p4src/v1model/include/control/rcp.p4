@@ -13,7 +13,8 @@
  *   - the port's first such packet sets the rate R to the port's capacity C
  *     and opens the first interval; the first packet after an interval's end
  *     closes it: over the T us since it opened, the y bytes the port received
- *     in them (Window's count, every packet routed to the port) and the queue q
+ *     in them (Window's count, every packet routed to the port, one slot each
+ *     on a port BMv2 serves in packets) and the queue q
  *     the closing packet met (bytes by rcp_port's unit, BMv2 counts packets),
  *       R(t) = R(t - T) [1 + (T / d0) (alpha (C - y / T) - beta q / d0) / C]
  *            = R + R alpha T / d0 - R alpha y / (d0 C) - R beta T q / (d0^2 C),
@@ -85,7 +86,7 @@ control Rcp(inout headers_t hdr,
         capacity_log7.read(hdr.rcp_work.cap_log7, standard_metadata.egress_port);
         rcp_interval_start.read(hdr.rcp_work.interval_start, standard_metadata.egress_port);
         rcp_rx_mark.read(hdr.rcp_work.rx_mark, standard_metadata.egress_port);
-        hdr.rcp_work.rx_before = meta.window.rx_bytes - standard_metadata.packet_length;
+        hdr.rcp_work.rx_before = meta.window.rx_bytes - meta.window.charge_bytes;
     }
 
     /* d0 += (rtt - d0) >> RCP_RTT_GAIN_SHIFT (the first sample: d0 = rtt). */

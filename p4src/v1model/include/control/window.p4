@@ -4,9 +4,15 @@
  * available bandwidth AB = IC - BR - BI (OBP eq. 6; docs/dataplane.md,
  * "Measurement windows" and "OBP available bandwidth").
  *
- * Every routed packet adds its length to the port's bytes received (BR
- * counts bytes received for the port, before any queue or random loss can
- * drop them). Windows are W = 2^K us long and aligned (the controller's mask
+ * Every routed packet adds what it costs the port's link to the port's bytes
+ * received (BR counts bytes received for the port, before any queue or random
+ * loss can drop them). On a link served in bytes that is the packet's length.
+ * BMv2 serves a rate-limited port in packets (set_queue_rate: a fixed number
+ * of packets per second, whatever their size), so there every packet counts
+ * one slot, the frame size the controller derived the port's packet rate
+ * from (port_service): an ACK then takes the share of the capacity it really
+ * takes, and BR, XCP's and RCP's input traffic y, and AB stay in the unit of
+ * the capacity IC (docs/dataplane.md, "Links served in packets"). Windows are W = 2^K us long and aligned (the controller's mask
  * ~(W - 1)), so every window is exactly W long. The first packet of a port
  * after its window's end closes the window, and computes, all in bytes per
  * window:
@@ -29,10 +35,29 @@ control Window(inout local_metadata_t meta, inout standard_metadata_t standard_m
     register<bit<32>, PortId_t>(MAX_PORTS) rx_mark;     /* rx_bytes when the last window closed */
     register<bit<48>, PortId_t>(MAX_PORTS) window_end;  /* switch time (us) the current window ends */
 
+    /* What a packet costs the port's link: its length (the default, a link
+     * served in bytes), or one slot of `slot_bytes` on a port BMv2 serves in
+     * packets per second (the controller's entry, for each port whose rate
+     * the switch's queue applies). */
+    action serve_bytes() {
+        meta.window.charge_bytes = (bit<32>)standard_metadata.packet_length;
+    }
+
+    action serve_packets(bit<32> slot_bytes) {
+        meta.window.charge_bytes = slot_bytes;
+    }
+
+    table port_service {
+        key = { standard_metadata.egress_spec : exact @name("egress_port"); }
+        actions = { serve_bytes; serve_packets; }
+        default_action = serve_bytes();
+        size = MAX_PORTS;
+    }
+
     /* Every routed packet, dropped later or not. */
     action count_received() {
         rx_bytes.read(meta.window.rx_bytes, standard_metadata.egress_spec);
-        meta.window.rx_bytes = meta.window.rx_bytes + standard_metadata.packet_length;
+        meta.window.rx_bytes = meta.window.rx_bytes + meta.window.charge_bytes;
         rx_bytes.write(standard_metadata.egress_spec, meta.window.rx_bytes);
         window_end.read(meta.window.end_us, standard_metadata.egress_spec);
     }
@@ -44,7 +69,7 @@ control Window(inout local_metadata_t meta, inout standard_metadata_t standard_m
      * packet (which belongs to the next window). */
     action roll_window(bit<48> mask, bit<48> window_us, bit<32> flow_mask, bit<32> flow_window_us) {
         meta.window.closed = true;
-        meta.window.rx_before = meta.window.rx_bytes - standard_metadata.packet_length;
+        meta.window.rx_before = meta.window.rx_bytes - meta.window.charge_bytes;
         rx_mark.read(meta.window.br_bytes, standard_metadata.egress_spec);      /* at the last close */
         meta.window.br_bytes = meta.window.rx_before - meta.window.br_bytes;
         meta.window.start_us = standard_metadata.ingress_global_timestamp & mask;
@@ -132,6 +157,7 @@ control Window(inout local_metadata_t meta, inout standard_metadata_t standard_m
     }
 
     apply {
+        port_service.apply();
         count_received();
         if (!meta.drop && standard_metadata.ingress_global_timestamp >= meta.window.end_us) {
             window_config.apply();

@@ -14,7 +14,8 @@
  *     same: a flow sends cwnd / (rtt s) packets per second);
  *   - the first packet after the interval's end closes it and computes, over
  *     the T us since it opened and the y bytes the port received in them
- *     (Window's count, so every packet routed to the port, XCP or not):
+ *     (Window's count, so every packet routed to the port, XCP or not, in
+ *     what it costs the link: one slot each on a port BMv2 serves in packets):
  *       eq. (1) phi = alpha d (C - y / T) - beta Q, Q the smallest queue an XCP
  *               packet met in the interval (the persistent queue; in bytes by
  *               xcp_port's unit, BMv2 counts packets);
@@ -123,7 +124,7 @@ control Xcp(inout headers_t hdr,
         xcp_d_us.read(hdr.xcp_work.d_us, standard_metadata.egress_port);
         xcp_log_d.read(hdr.xcp_work.log_d, standard_metadata.egress_port);
         xcp_intervals.read(hdr.xcp_work.intervals, standard_metadata.egress_port);
-        hdr.xcp_work.rx_before = meta.window.rx_bytes - standard_metadata.packet_length;
+        hdr.xcp_work.rx_before = meta.window.rx_bytes - meta.window.charge_bytes;
     }
 
     /* The port's first packet of an XCP sender opens its first interval. */
