@@ -159,12 +159,15 @@ class RedAverageAndForcedDropTest(RedTest):
     (deep enough for no tail drop), the first packet RED drops is where the model's
     average reaches 2 max_th: not before it with the queue each packet could at most
     have joined, not after it with the least (one packet may have left). What RED
-    dropped never reached the queue."""
+    dropped never reached the queue. A lead packet leaves first, so that the burst
+    waits for the port's next slot, 0.2 s later: a departure whose egress runs while
+    the burst arrives would hide the packets let in meanwhile from the switch's
+    sample until the next departure (docs/dataplane.md, "RED with ECN marking")."""
 
     PARAMS = aqm.RedParams(min_th=2, max_th=4, weight_log2=2, rate_pps=SERVICE_PPS)
     DEPTH = 100
     BURST = 18
-    SLOW_PPS = 5.0       # the first packet leaves at once, the next 0.2 s later: the burst is in by then
+    SLOW_PPS = 5.0       # the lead leaves at once, the burst's first 0.2 s later: the burst is in by then
     DEPARTED = 1
 
     def runTest(self) -> None:
@@ -172,6 +175,9 @@ class RedAverageAndForcedDropTest(RedTest):
         earliest = first(model_levels(self.PARAMS, list(range(self.BURST))), (aqm.FORCED,))
         latest = first(model_levels(self.PARAMS, [max(0, i - self.DEPARTED) for i in range(self.BURST)]),
                        (aqm.FORCED,))
+        self.dataplane.send(0, 1, frames(46199, 1, ECT0)[0])
+        lead = self.dataplane.poll(device_number=0, port_number=self.PORT, timeout=2.0)
+        self.assertNotIsInstance(lead, self.dataplane.PollFailure, "the lead packet did not leave")
         out, d = self.burst(frames(46200, self.BURST, ECT0), 1.0 + 1 / self.SLOW_PPS)
         lost = sorted(set(range(self.BURST)) - {index_of(p) for p in out})
         first_marked = min((index_of(p) for p in out if p[IP].tos & 3 == CE), default=None)

@@ -14,9 +14,10 @@
  *   sample  the queue the packet joins, in packets. v1model shows the ingress
  *           no queue depth, so it is estimated (port_state.p4): the queue the
  *           port's last departure left behind (deq_qdepth) plus the packets
- *           RED let in since. It overcounts the packets the full queue then
+ *           RED let in since. It counts the packets the full queue then
  *           tail-drops, until the next departure, and misses those let in
- *           between a departure and its egress (docs/dataplane.md);
+ *           between a departure and its egress, until the next one
+ *           (docs/dataplane.md);
  *   idle    if the sample is 0, the average first decays for the time the
  *           queue has been empty (from the departure that left it empty to
  *           this packet's ingress), as if m = idle x C packets of size 0 had
